@@ -1,7 +1,7 @@
 //! Why the engine refused an event. A refused event changes nothing.
 
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, DfId, TaskId};
+use crate::ids::{AppId, CpuId, DfId, TaskId};
 
 /// An event the engine could not apply. The engine's state is exactly as it
 /// was before the event.
@@ -43,6 +43,9 @@ pub enum CoreError {
     /// An allowed set with no CPU of this machine.
     #[error("allowed CPUs {0} hold no CPU of this machine")]
     NoAllowedCpu(CpuSet),
+    /// An external load sample names a CPU the machine lacks.
+    #[error("{0} is not a CPU of this machine")]
+    UnknownCpu(CpuId),
 }
 
 fn fmt_df(df: Option<DfId>) -> String {

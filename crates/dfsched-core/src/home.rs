@@ -1,0 +1,396 @@
+//! The home rule: which cache domain a priority group lives on.
+//!
+//! Pinter & Zalmanovici map a group to one CPU. On machines with cache
+//! hierarchies dfsched maps it to the **smallest cache domain that can hold
+//! its runnable threads at the current load**; under heavy load that is one
+//! CPU, exactly as in the paper.
+//!
+//! Terms, for a group `g`:
+//! - `A` — the CPUs `g` may use: the intersection of the allowed sets of its
+//!   runnable members (of all members when none runs), or their union when
+//!   that intersection is empty. Never empty.
+//! - `r` — its runnable members.
+//! - `base` — the load of every CPU *without* `g`'s runnable members.
+//! - a domain `D` **holds** `g` when every runnable thread of `g` can have a
+//!   CPU of its own in it, load and capacity both counted on `D ∩ A`:
+//!   `D ∩ A ≠ ∅` and `base(D ∩ A) + r × 1000 ≤ |D ∩ A| × 1000`.
+//!
+//! # Regime
+//!
+//! The load is **heavy** when `base(A) + r × 1000 ≥ heavy_load_milli × |A|`
+//! (at least `Config::heavy_load_milli` runnable tasks per CPU of `A`, the
+//! group included), and **light** otherwise. `A` rather than the whole machine
+//! is considered because a process confined to 2 CPUs of 16 is heavily loaded
+//! when 8 of its threads run, however idle the other 14 CPUs are.
+//!
+//! # Choosing a home afresh
+//!
+//! ```text
+//!   heavy:  the leaf of c, where c = least-loaded CPU of A by `base`
+//!           (ties → lowest CPU id).
+//!
+//!   light:  walk up from c:        root ─┐   largest; taken if nothing holds
+//!                                  LLC  ─┤
+//!                                  core ─┤   first domain that holds g = D
+//!                                  leaf(c)
+//!           then refine: if some strictly smaller domain inside D holds g,
+//!           take the smallest such (fewest CPUs, then least `base` load on
+//!           D ∩ A, then lowest DomainId).
+//! ```
+//!
+//! The refinement matters when the least-loaded CPU's own ancestors are
+//! crowded by a sibling while another branch has room: without it the fresh
+//! choice could fail the "keep" test below and the group would be re-chosen
+//! on every evaluation. With it, a fresh choice always passes the keep test
+//! (a property test checks this), so homes never flap on unchanged load.
+//!
+//! A group with no runnable member is sized as if it had one, so that a DF
+//! first named by a blocked task still gets a sensible home.
+//!
+//! # Keeping the current home (hysteresis)
+//!
+//! When a group is re-evaluated (a member joins, leaves, wakes or changes its
+//! allowed CPUs, and in every balancer pass) it keeps its current home `H`
+//! when `H` still satisfies the rule's constraint:
+//! - no runnable member (`r = 0`): always kept, there is nothing to place;
+//! - heavy: `H` is a single CPU, and that CPU is in `A`;
+//! - light: `H` holds `g`, and no strictly smaller domain inside `H` does.
+//!
+//! Only otherwise is a home chosen afresh. So a group that fits where it is
+//! stays there even if another place has become slightly emptier; moving it
+//! for balance is the balancer's job, which only moves when the imbalance is
+//! at least one whole task.
+
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::ids::{CpuId, DomainId};
+use crate::load::{LoadVec, TASK_MILLI};
+use crate::topology::{Domain, Topology};
+
+/// What the home rule needs to know about one group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape<'a> {
+    /// Load per CPU without the group's runnable members.
+    pub base: &'a LoadVec,
+    /// `A`: the CPUs the group may use; never empty.
+    pub allowed: &'a CpuSet,
+    /// `r`: the group's runnable members.
+    pub runnable: u64,
+}
+
+/// The load regime a group is evaluated under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Regime {
+    /// At least `heavy_load_milli` per CPU of `A`: one CPU per group.
+    Heavy,
+    /// Below it: the smallest domain that holds the group.
+    Light,
+}
+
+impl Shape<'_> {
+    /// The regime, counting the group's own runnable members.
+    pub(crate) fn regime(&self, config: &Config) -> Regime {
+        let total = self.base.sum(self.allowed) + self.runnable * TASK_MILLI;
+        let threshold = config
+            .heavy_load_milli
+            .saturating_mul(self.allowed.len() as u64);
+        if total >= threshold {
+            Regime::Heavy
+        } else {
+            Regime::Light
+        }
+    }
+
+    /// Whether `d` holds the group: every runnable thread gets a CPU of
+    /// its own on `d ∩ A`.
+    pub(crate) fn holds(&self, d: &Domain) -> bool {
+        let cap = d.cpus.intersection(self.allowed);
+        !cap.is_empty()
+            && self.base.sum(&cap) + self.runnable * TASK_MILLI <= cap.len() as u64 * TASK_MILLI
+    }
+
+    /// The same group counted with at least one runnable member.
+    fn at_least_one(&self) -> Shape<'_> {
+        Shape {
+            runnable: self.runnable.max(1),
+            ..*self
+        }
+    }
+}
+
+/// Whether the group keeps `home` (see "hysteresis" in the module doc).
+pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: DomainId) -> bool {
+    if shape.runnable == 0 {
+        return true;
+    }
+    let d = topo.domain(home);
+    match shape.regime(config) {
+        Regime::Heavy => d.cpus.len() == 1 && d.cpus.is_subset(shape.allowed),
+        Regime::Light => shape.holds(d) && smallest_holding_inside(topo, shape, d).is_none(),
+    }
+}
+
+/// A home chosen afresh (see the module doc), walking up from `start` or,
+/// when `start` is `None` or not a CPU of `A`, from the least-loaded CPU
+/// of `A`.
+pub(crate) fn choose(
+    topo: &Topology,
+    config: &Config,
+    shape: &Shape<'_>,
+    start: Option<CpuId>,
+) -> DomainId {
+    let shape = shape.at_least_one();
+    let c = start
+        .filter(|c| shape.allowed.contains(*c) && topo.leaf(*c).is_some())
+        .or_else(|| shape.base.argmin(shape.allowed))
+        .expect("a group's allowed CPUs are never empty");
+    let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
+    if shape.regime(config) == Regime::Heavy {
+        return leaf;
+    }
+    let d = topo
+        .ancestors(c)
+        .find(|d| shape.holds(d))
+        .map_or(topo.root(), |d| d.id);
+    smallest_holding_inside(topo, &shape, topo.domain(d)).unwrap_or(d)
+}
+
+/// Re-evaluates a group: `current` if it is kept, else a fresh choice.
+pub(crate) fn evaluate(
+    topo: &Topology,
+    config: &Config,
+    shape: &Shape<'_>,
+    current: DomainId,
+) -> DomainId {
+    if keeps(topo, config, shape, current) {
+        current
+    } else {
+        choose(topo, config, shape, None)
+    }
+}
+
+/// The best strictly smaller domain inside `outer` that holds the group:
+/// fewest CPUs, then least base load on `D ∩ A`, then lowest id.
+fn smallest_holding_inside(topo: &Topology, shape: &Shape<'_>, outer: &Domain) -> Option<DomainId> {
+    let mut best: Option<(usize, u64, DomainId)> = None;
+    let mut stack: Vec<DomainId> = outer.children.clone();
+    while let Some(id) = stack.pop() {
+        let d = topo.domain(id);
+        // A domain that misses A cannot hold the group, nor can anything
+        // inside it.
+        if !d.cpus.intersects(shape.allowed) {
+            continue;
+        }
+        if shape.holds(d) {
+            let key = (
+                d.cpus.len(),
+                shape.base.sum(&d.cpus.intersection(shape.allowed)),
+                id,
+            );
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        stack.extend(d.children.iter().copied());
+    }
+    best.map(|(_, _, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+    use proptest::prelude::*;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    /// A load vector with `milli[i]` on CPU i.
+    fn load(milli: &[u64]) -> LoadVec {
+        let mut v = LoadVec::zero(&CpuSet::first_n(milli.len() as u32));
+        for (i, &m) in milli.iter().enumerate() {
+            v.add_cpu(CpuId(i as u32), m);
+        }
+        v
+    }
+
+    fn cpus_of(topo: &Topology, d: DomainId) -> String {
+        topo.domain(d).cpus.to_string()
+    }
+
+    fn fresh(topo: &Topology, base: &LoadVec, allowed: &str, r: u64) -> String {
+        let a = set(allowed);
+        let shape = Shape {
+            base,
+            allowed: &a,
+            runnable: r,
+        };
+        cpus_of(topo, choose(topo, &Config::default(), &shape, None))
+    }
+
+    #[test]
+    fn light_load_on_two_cpus_gives_one_task_a_cpu_and_more_both() {
+        let t = Topology::test(1, 1, 2, 1);
+        let idle = load(&[0, 0]);
+        assert_eq!(fresh(&t, &idle, "0-1", 1), "0");
+        assert_eq!(fresh(&t, &idle, "0-1", 2), "0-1");
+        assert_eq!(
+            fresh(&t, &idle, "0-1", 3),
+            "0-1",
+            "nothing holds 3: the root"
+        );
+    }
+
+    #[test]
+    fn heavy_load_on_two_cpus_gives_one_cpu() {
+        let t = Topology::test(1, 1, 2, 1);
+        // 4 runnable tasks on 2 CPUs is the default threshold (2 per CPU).
+        assert_eq!(fresh(&t, &load(&[0, 0]), "0-1", 4), "0");
+        assert_eq!(fresh(&t, &load(&[2000, 0]), "0-1", 2), "1");
+        assert_eq!(
+            fresh(&t, &load(&[1000, 1000]), "0-1", 2),
+            "0",
+            "tie → lowest"
+        );
+    }
+
+    #[test]
+    fn light_load_takes_the_smallest_domain_holding_the_group() {
+        // 8 CPUs: node 0-7, LLCs 0-3 and 4-7, SMT cores {0,1} {2,3} ...
+        let t = Topology::test(1, 2, 2, 2);
+        let idle = load(&[0; 8]);
+        assert_eq!(fresh(&t, &idle, "0-7", 1), "0");
+        assert_eq!(fresh(&t, &idle, "0-7", 2), "0-1");
+        assert_eq!(fresh(&t, &idle, "0-7", 3), "0-3");
+        assert_eq!(fresh(&t, &idle, "0-7", 4), "0-3");
+        assert_eq!(fresh(&t, &idle, "0-7", 5), "0-7");
+        // Busy first LLC: a group of 3 goes to the other one.
+        let busy = load(&[1000, 1000, 0, 1000, 0, 0, 0, 0]);
+        assert_eq!(fresh(&t, &busy, "0-7", 3), "4-7");
+        // Capacity is counted on D ∩ A only.
+        assert_eq!(fresh(&t, &idle, "0-2", 3), "0-3");
+        assert_eq!(fresh(&t, &idle, "0-2", 2), "0-1");
+    }
+
+    #[test]
+    fn fresh_choice_refines_into_a_branch_with_room() {
+        // CPU 0 is the least loaded but its core sibling is busy; the other
+        // core of the same LLC is (almost) free and holds a group of 2.
+        let t = Topology::test(1, 2, 2, 2);
+        let l = load(&[0, 1500, 0, 0, 500, 500, 500, 500]);
+        assert_eq!(fresh(&t, &l, "0-7", 2), "2-3");
+    }
+
+    #[test]
+    fn a_start_cpu_overrides_the_least_loaded_one() {
+        let t = Topology::test(1, 2, 2, 2);
+        let a = set("0-7");
+        let idle = load(&[0; 8]);
+        let shape = Shape {
+            base: &idle,
+            allowed: &a,
+            runnable: 1,
+        };
+        let d = choose(&t, &Config::default(), &shape, Some(CpuId(6)));
+        assert_eq!(cpus_of(&t, d), "6");
+        // A start outside A is ignored.
+        let b = set("0-3");
+        let shape = Shape {
+            allowed: &b,
+            ..shape
+        };
+        let d = choose(&t, &Config::default(), &shape, Some(CpuId(6)));
+        assert_eq!(cpus_of(&t, d), "0");
+    }
+
+    #[test]
+    fn keep_test_is_exact() {
+        let t = Topology::test(1, 2, 2, 2);
+        let cfg = Config::default();
+        let a = set("0-7");
+        let dom = |s: &str| t.smallest_holding(&set(s));
+        let keeps_at = |l: &LoadVec, r: u64, home: &str| {
+            let shape = Shape {
+                base: l,
+                allowed: &a,
+                runnable: r,
+            };
+            keeps(&t, &cfg, &shape, dom(home))
+        };
+        let idle = load(&[0; 8]);
+        // Light: holds and nothing smaller inside holds.
+        assert!(keeps_at(&idle, 2, "0-1"));
+        assert!(keeps_at(&idle, 2, "4-5"), "any fitting place is kept");
+        assert!(!keeps_at(&idle, 2, "0-3"), "a core inside holds 2");
+        assert!(!keeps_at(&idle, 3, "0-1"), "a core cannot hold 3");
+        assert!(keeps_at(&idle, 3, "0-3"));
+        // Exactly full still holds: 1000 + 1000 ≤ 2000.
+        let half = load(&[1000, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(keeps_at(&half, 1, "1"));
+        assert!(!keeps_at(&half, 1, "0"), "CPU 0 is taken");
+        // One thousandth too much and the core no longer holds 2.
+        let over = load(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(keeps_at(&half, 1, "1"));
+        assert!(!keeps_at(&over, 2, "0-1"));
+        // No runnable member: kept whatever it is.
+        assert!(keeps_at(&idle, 0, "0-7"));
+        // Heavy (≥ 2 per CPU with the group): single CPU in A, and only that.
+        let heavy = load(&[2000; 8]);
+        assert!(keeps_at(&heavy, 1, "5"));
+        assert!(!keeps_at(&heavy, 1, "4-5"));
+        let b = set("0-3");
+        let shape = Shape {
+            base: &heavy,
+            allowed: &b,
+            runnable: 1,
+        };
+        assert!(!keeps(&t, &cfg, &shape, dom("5")), "CPU 5 is outside A");
+    }
+
+    #[test]
+    fn regime_threshold_counts_the_group_and_only_cpus_of_a() {
+        let cfg = Config::default();
+        let a = set("0-1");
+        let l = load(&[1000, 1000, 0, 0]);
+        let shape = |r| Shape {
+            base: &l,
+            allowed: &a,
+            runnable: r,
+        };
+        assert_eq!(shape(1).regime(&cfg), Regime::Light, "3000 < 4000");
+        assert_eq!(shape(2).regime(&cfg), Regime::Heavy, "4000 ≥ 4000");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// The hysteresis never fights the fresh choice: on unchanged load a
+        /// freshly chosen home is always kept.
+        #[test]
+        fn a_fresh_choice_is_always_kept(
+            shape_idx in 0usize..4,
+            loads in proptest::collection::vec(0u64..5000, 16),
+            allowed_bits in 1u32..0xffff,
+            r in 0u64..10,
+        ) {
+            let t = [
+                Topology::test(1, 1, 2, 1),
+                Topology::test(1, 2, 2, 2),
+                Topology::test(2, 2, 2, 1),
+                Topology::test(2, 2, 2, 2),
+            ][shape_idx].clone();
+            let n = t.nr_cpus();
+            let l = load(&loads[..n]);
+            let a: CpuSet = (0..n as u32).filter(|i| allowed_bits & (1 << i) != 0).map(CpuId).collect();
+            prop_assume!(!a.is_empty());
+            let shape = Shape { base: &l, allowed: &a, runnable: r };
+            let cfg = Config::default();
+            let home = choose(&t, &cfg, &shape, None);
+            prop_assert!(t.domain(home).cpus.intersects(&a));
+            // Kept, or the root because nothing holds the group; either way
+            // re-evaluating on the same load changes nothing.
+            prop_assert!(keeps(&t, &cfg, &shape, home) || home == t.root());
+            prop_assert_eq!(evaluate(&t, &cfg, &shape, home), home);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Load accounting: runnable tasks per CPU, in thousandths of a task.
+//!
+//! Load counts runnable tasks, dfsched's and everybody else's:
+//!
+//! ```text
+//!   load(cpu) = 1000 × external runnable tasks on cpu
+//!             + Σ over runnable engine tasks t whose target set S(t) holds cpu
+//!                 of share(S(t), cpu)
+//!
+//!   share(S, cpu) = 1000 / |S|, plus 1 on each of the (1000 mod |S|) lowest
+//!                   CPUs of S, so that Σ_cpu share(S, cpu) = 1000 exactly.
+//! ```
+//!
+//! Everything is integer arithmetic, so the same events give the same loads
+//! on every machine, and adding then removing a task restores the vector bit
+//! for bit. The engine keeps one [`LoadVec`] up to date incrementally (a hint
+//! touches only the CPUs of the sets it changes), and the home rule and the
+//! balancer work on copies of it.
+//!
+//! Invariant (checked by `Engine::check_invariants`): the engine's vector
+//! equals a recomputation from scratch.
+
+use crate::cpuset::CpuSet;
+use crate::ids::CpuId;
+
+/// One runnable task, in thousandths.
+pub(crate) const TASK_MILLI: u64 = 1000;
+
+/// Load per CPU in thousandths of a runnable task, indexed by `CpuId.0`.
+///
+/// Indexes of CPUs the machine lacks (sparse numbering) stay 0 and are never
+/// looked at: every scan goes over a [`CpuSet`] of real CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LoadVec {
+    /// `milli[c]` is the load of CPU `c`.
+    milli: Vec<u64>,
+}
+
+impl LoadVec {
+    /// All-zero load for CPUs `0..=max(cpus)`.
+    pub(crate) fn zero(cpus: &CpuSet) -> LoadVec {
+        let len = cpus.iter().last().map_or(0, |c| c.0 as usize + 1);
+        LoadVec {
+            milli: vec![0; len],
+        }
+    }
+
+    /// Load of one CPU (0 for a CPU outside the vector).
+    #[inline]
+    pub(crate) fn get(&self, cpu: CpuId) -> u64 {
+        self.milli.get(cpu.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// Adds `milli` to one CPU of the machine.
+    #[inline]
+    pub(crate) fn add_cpu(&mut self, cpu: CpuId, milli: u64) {
+        self.milli[cpu.0 as usize] += milli;
+    }
+
+    /// Removes `milli` from one CPU. Saturates rather than wraps, so a bug
+    /// shows as a failed `check_invariants` instead of an absurd load.
+    #[inline]
+    pub(crate) fn sub_cpu(&mut self, cpu: CpuId, milli: u64) {
+        let x = &mut self.milli[cpu.0 as usize];
+        debug_assert!(*x >= milli, "load of {cpu} would go negative");
+        *x = x.saturating_sub(milli);
+    }
+
+    /// Counts one runnable task placed on `set` (see the module doc).
+    pub(crate) fn add_task(&mut self, set: &CpuSet) {
+        for_each_share(set, |c, m| self.add_cpu(c, m));
+    }
+
+    /// Stops counting one runnable task placed on `set`.
+    pub(crate) fn sub_task(&mut self, set: &CpuSet) {
+        for_each_share(set, |c, m| self.sub_cpu(c, m));
+    }
+
+    /// Σ load over `set`.
+    pub(crate) fn sum(&self, set: &CpuSet) -> u64 {
+        set.iter().map(|c| self.get(c)).sum()
+    }
+
+    /// The least-loaded CPU of `set`, ties to the lowest id.
+    pub(crate) fn argmin(&self, set: &CpuSet) -> Option<CpuId> {
+        // `min_by_key` keeps the first of equal keys: the lowest CPU.
+        set.iter().min_by_key(|&c| self.get(c))
+    }
+
+    /// The most-loaded CPU of `set`, ties to the lowest id.
+    pub(crate) fn argmax(&self, set: &CpuSet) -> Option<CpuId> {
+        // `max_by_key` keeps the last of equal keys, so compare on the
+        // reversed id to keep the lowest.
+        set.iter()
+            .max_by_key(|&c| (self.get(c), std::cmp::Reverse(c)))
+    }
+
+    /// max − min of the load over `set` (0 for an empty set).
+    pub(crate) fn spread(&self, set: &CpuSet) -> u64 {
+        let mut it = set.iter().map(|c| self.get(c));
+        let Some(first) = it.next() else { return 0 };
+        let (lo, hi) = it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        hi - lo
+    }
+
+    /// `(cpu, load)` for every CPU of `set`, in CPU order.
+    pub(crate) fn pairs(&self, set: &CpuSet) -> Vec<(CpuId, u64)> {
+        set.iter().map(|c| (c, self.get(c))).collect()
+    }
+}
+
+/// Calls `f(cpu, share)` for each CPU of `set` with that CPU's share of one
+/// task: `1000 / n`, and one more on the `1000 mod n` lowest CPUs. CPUs whose
+/// share is 0 (sets larger than 1000 CPUs) are skipped.
+pub(crate) fn for_each_share(set: &CpuSet, mut f: impl FnMut(CpuId, u64)) {
+    let n = set.len() as u64;
+    if n == 0 {
+        return;
+    }
+    let (base, extra) = (TASK_MILLI / n, TASK_MILLI % n);
+    for (i, c) in set.iter().enumerate() {
+        let share = base + u64::from((i as u64) < extra);
+        if share > 0 {
+            f(c, share);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_task_on_three_cpus_gives_the_remainder_to_the_lowest() {
+        let mut v = LoadVec::zero(&set("0-3"));
+        v.add_task(&set("1-3"));
+        assert_eq!(
+            v.pairs(&set("0-3")),
+            vec![
+                (CpuId(0), 0),
+                (CpuId(1), 334),
+                (CpuId(2), 333),
+                (CpuId(3), 333)
+            ]
+        );
+        assert_eq!(v.sum(&set("0-3")), 1000);
+    }
+
+    #[test]
+    fn argmin_and_argmax_break_ties_to_the_lowest_cpu() {
+        let mut v = LoadVec::zero(&set("0-3"));
+        v.add_cpu(CpuId(1), 5);
+        v.add_cpu(CpuId(3), 5);
+        assert_eq!(v.argmax(&set("0-3")), Some(CpuId(1)));
+        assert_eq!(v.argmin(&set("0-3")), Some(CpuId(0)));
+        assert_eq!(v.argmin(&set("1,3")), Some(CpuId(1)));
+        assert_eq!(v.spread(&set("0-3")), 5);
+        assert_eq!(v.spread(&CpuSet::new()), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn every_task_counts_exactly_one_thousand_and_removal_restores(
+            cpus in proptest::collection::btree_set(0u32..1100, 1..1100),
+        ) {
+            let s: CpuSet = cpus.iter().copied().map(CpuId).collect();
+            let mut v = LoadVec::zero(&s);
+            v.add_task(&s);
+            prop_assert_eq!(v.sum(&s), TASK_MILLI);
+            // No CPU gets more than one above another.
+            prop_assert!(v.spread(&s) <= 1);
+            v.sub_task(&s);
+            prop_assert_eq!(v, LoadVec::zero(&s));
+        }
+    }
+}

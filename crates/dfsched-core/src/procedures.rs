@@ -1,0 +1,491 @@
+//! The procedures of Pinter & Zalmanovici §4.1, one per event.
+//!
+//! | situation (§4.1)                  | procedure here                         |
+//! |-----------------------------------|----------------------------------------|
+//! | a new task enters the system      | [`Ctx::task_new`]: runnable, unmanaged |
+//! | a task arrives with a new DF      | [`Ctx::hint`] → new group, home chosen |
+//! |                                   | by the home rule from the least-loaded |
+//! |                                   | allowed CPU                            |
+//! | a task arrives with a known DF    | [`Ctx::hint`] → joins the DF's group   |
+//! |                                   | at its home (re-evaluated)             |
+//! | a task switches DFs               | [`Ctx::hint`]: leaves its old group    |
+//! |                                   | (counter, reclaim at 0), then as above |
+//! | a task returns from a wait queue  | [`Ctx::wake`]: its DF is looked up and |
+//! |                                   | it rejoins its group                   |
+//! | a task dies                       | [`Ctx::exit`]: counter, reclaim at 0   |
+//!
+//! Every procedure here is infallible: the engine has validated the event
+//! before calling it (that is what makes `handle` all-or-nothing). Each one
+//! changes a task's target only through [`Ctx::retarget`], so a `Place` is
+//! emitted exactly when a target changes. None of them walks all tasks: a
+//! hint costs O(CPUs + size of the groups it touches).
+
+use crate::cpuset::CpuSet;
+use crate::home;
+use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
+use crate::load::TASK_MILLI;
+use crate::state::{App, Ctx, Task};
+
+impl Ctx<'_> {
+    /// An application that gives DF information starts.
+    pub(crate) fn app_new(&mut self, app: AppId) {
+        self.st.apps.insert(app, App::default());
+    }
+
+    /// A new task: runnable, unmanaged, targeted at its allowed set (already
+    /// cut to the machine). The body already runs it there, so no `Place`.
+    pub(crate) fn task_new(&mut self, id: TaskId, app: AppId, allowed: CpuSet) {
+        self.st.load.add_task(&allowed);
+        self.st.tasks.insert(
+            id,
+            Task {
+                app,
+                df: None,
+                group: None,
+                runnable: true,
+                target: allowed.clone(),
+                allowed,
+                solo_home: None,
+                placed: false,
+            },
+        );
+    }
+
+    /// The DF hint: the task leaves its current DF and is placed by `next`.
+    /// A hint that names the DF the task is already in changes nothing.
+    pub(crate) fn hint(&mut self, id: TaskId, next: Option<DfId>) {
+        self.st.stats.hints += 1;
+        let t = &self.st.tasks[&id];
+        if t.df == next {
+            return;
+        }
+        let app = t.app;
+        self.leave_group(id);
+        match next {
+            // Unmanaged again: its home is its allowed set.
+            None => self.st.tasks.get_mut(&id).expect("hinted task").solo_home = None,
+            Some(df) => self.join_df(id, app, df),
+        }
+        self.retarget(id);
+    }
+
+    /// Puts a task that is in no group into `df`'s group: a new group for a
+    /// new DF, else the DF's group (the least loaded one per CPU of its home
+    /// if the DF was split), re-evaluated with the task counted in it. The
+    /// caller re-targets the task.
+    fn join_df(&mut self, id: TaskId, app: AppId, df: DfId) {
+        let known = self.st.apps[&app].dfs.get(&df);
+        let group = match known {
+            None => {
+                let shape = self.shape_of(None, Some(id), true);
+                let home = home::choose(self.topo, self.config, &shape.shape(), None);
+                self.create_group(app, df, home)
+            }
+            Some(list) => {
+                let g = if list.len() == 1 {
+                    list[0]
+                } else {
+                    let list = list.clone();
+                    self.least_loaded_group(&list, id)
+                };
+                let shape = self.shape_of(Some(g), Some(id), true);
+                let current = self.st.groups[&g].home;
+                let home = home::evaluate(self.topo, self.config, &shape.shape(), current);
+                self.rehome(g, home, false);
+                g
+            }
+        };
+        self.add_member(group, id);
+    }
+
+    /// Of a split DF's groups, the one whose home has the least load per CPU
+    /// (not counting the joining task itself); ties → lowest id.
+    fn least_loaded_group(&self, list: &[GroupId], joiner: TaskId) -> GroupId {
+        let mut load = self.st.load.clone();
+        let t = &self.st.tasks[&joiner];
+        if t.runnable {
+            load.sub_task(&t.target);
+        }
+        let per_cpu = |g: &GroupId| {
+            let cpus = &self.topo.domain(self.st.groups[g].home).cpus;
+            (load.sum(cpus), cpus.len() as u64)
+        };
+        let mut best = list[0];
+        let (mut best_sum, mut best_n) = per_cpu(&best);
+        for g in &list[1..] {
+            let (sum, n) = per_cpu(g);
+            // sum/n < best_sum/best_n, exactly, in integers.
+            if u128::from(sum) * u128::from(best_n) < u128::from(best_sum) * u128::from(n) {
+                (best, best_sum, best_n) = (*g, sum, n);
+            }
+        }
+        best
+    }
+
+    /// The task waits: it no longer counts as load, and stays in its group.
+    /// Blocking a blocked task changes nothing.
+    pub(crate) fn block(&mut self, id: TaskId) {
+        let t = self.st.tasks.get_mut(&id).expect("blocked task");
+        if !t.runnable {
+            return;
+        }
+        t.runnable = false;
+        self.st.load.sub_task(&t.target);
+        if let Some(g) = t.group {
+            self.st.groups.get_mut(&g).expect("a task's group").runnable -= 1;
+        }
+    }
+
+    /// The task returns from a wait: it counts as load again, its DF is
+    /// looked up and it rejoins its group, whose home is re-evaluated with
+    /// it runnable. Waking a runnable task changes nothing.
+    pub(crate) fn wake(&mut self, id: TaskId) {
+        let t = self.st.tasks.get_mut(&id).expect("woken task");
+        if t.runnable {
+            return;
+        }
+        t.runnable = true;
+        self.st.load.add_task(&t.target);
+        if let Some(g) = t.group {
+            self.st.groups.get_mut(&g).expect("a task's group").runnable += 1;
+            self.reevaluate(g, None);
+        }
+        self.retarget(id);
+    }
+
+    /// The task is gone: it leaves its group (counter, reclaim at 0) and is
+    /// forgotten.
+    pub(crate) fn exit(&mut self, id: TaskId) {
+        self.leave_group(id);
+        let t = self.st.tasks.remove(&id).expect("exiting task");
+        if t.runnable {
+            self.st.load.sub_task(&t.target);
+        }
+    }
+
+    /// The task's allowed CPUs changed (already cut to the machine): its
+    /// group is re-evaluated with the new set and the task re-targeted.
+    pub(crate) fn allowed(&mut self, id: TaskId, allowed: CpuSet) {
+        let t = self.st.tasks.get_mut(&id).expect("re-allowed task");
+        // A balancer-chosen CPU the task may no longer use is forgotten: an
+        // unmanaged task is never "off-home".
+        if let Some(d) = t.solo_home {
+            if !self.topo.domain(d).cpus.intersects(&allowed) {
+                t.solo_home = None;
+            }
+        }
+        t.allowed = allowed;
+        if let Some(g) = t.group {
+            self.reevaluate(g, None);
+        }
+        self.retarget(id);
+    }
+
+    /// A new sample of other processes' runnable tasks per CPU; CPUs not
+    /// listed count 0, a CPU listed twice counts the sum.
+    pub(crate) fn external_load(&mut self, runnable: &[(CpuId, u32)]) {
+        let machine = self.topo.cpus().clone();
+        for c in machine.iter() {
+            let old = std::mem::take(&mut self.st.external[c.0 as usize]);
+            self.st.load.sub_cpu(c, u64::from(old) * TASK_MILLI);
+        }
+        for &(c, n) in runnable {
+            let e = &mut self.st.external[c.0 as usize];
+            *e = e.saturating_add(n);
+        }
+        for c in machine.iter() {
+            let n = self.st.external[c.0 as usize];
+            self.st.load.add_cpu(c, u64::from(n) * TASK_MILLI);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{Decision, Event};
+    use crate::ids::{AppId, DfId, GroupId, TaskId};
+    use crate::testutil::{p, places, set, H};
+    use crate::topology::Topology;
+
+    fn two_cpus() -> H {
+        H::new(Topology::test(1, 1, 2, 1))
+    }
+
+    /// 8 CPUs: node 0-7 ⊃ LLCs 0-3, 4-7 ⊃ SMT cores {0,1}, {2,3}, … .
+    fn eight_cpus() -> H {
+        H::new(Topology::test(1, 2, 2, 2))
+    }
+
+    #[test]
+    fn a_new_task_is_runnable_unmanaged_and_not_placed() {
+        let mut h = two_cpus();
+        assert!(h.task(1, "0-1").is_empty());
+        assert_eq!(h.load(), vec![500, 500]);
+        assert_eq!(h.target(1), "0-1");
+        // Allowed CPUs the machine lacks are cut off.
+        h.task(2, "1-5");
+        assert_eq!(h.e.task(TaskId(2)).unwrap().allowed, set("1"));
+        assert_eq!(h.load(), vec![500, 1500]);
+    }
+
+    #[test]
+    fn a_new_df_goes_to_the_least_loaded_cpu() {
+        let mut h = H::new(Topology::test(1, 1, 4, 1));
+        assert_eq!(places(&h.task_df(1, "0-3", 1)), p(&[(1, "0")]));
+        assert_eq!(places(&h.task_df(2, "0-3", 2)), p(&[(2, "1")]));
+        assert_eq!(places(&h.task_df(3, "0-3", 3)), p(&[(3, "2")]));
+        assert_eq!(places(&h.task_df(4, "0-3", 4)), p(&[(4, "3")]));
+        assert_eq!(h.e.stats().groups_created, 4);
+        assert_eq!(h.e.stats().hints, 4);
+        assert_eq!(h.e.stats().placements, 4);
+        // Only allowed CPUs are considered.
+        let mut h = H::new(Topology::test(1, 1, 4, 1));
+        assert_eq!(places(&h.task_df(1, "2-3", 1)), p(&[(1, "2")]));
+    }
+
+    #[test]
+    fn external_load_steers_new_groups_away_from_busy_cpus() {
+        let mut h = H::new(Topology::test(1, 1, 4, 1));
+        h.external(&[2, 0, 1, 0]);
+        assert_eq!(h.load(), vec![2000, 0, 1000, 0]);
+        assert_eq!(places(&h.task_df(1, "0-3", 1)), p(&[(1, "1")]));
+        assert_eq!(places(&h.task_df(2, "0-3", 2)), p(&[(2, "3")]));
+        // A new sample replaces the old one.
+        h.external(&[0, 0, 0, 5]);
+        assert_eq!(h.load(), vec![0, 1000, 0, 6000]);
+        assert_eq!(places(&h.task_df(3, "0-3", 3)), p(&[(3, "0")]));
+    }
+
+    #[test]
+    fn a_known_df_joins_its_group_at_the_group_home() {
+        let mut h = two_cpus();
+        h.external(&[2, 2]); // heavy: one CPU per group
+        h.task_df(1, "0-1", 1);
+        h.task_df(2, "0-1", 2);
+        assert_eq!((h.target(1), h.target(2)), ("0".into(), "1".into()));
+        assert_eq!(places(&h.task_df(3, "0-1", 1)), p(&[(3, "0")]));
+        assert_eq!(places(&h.task_df(4, "0-1", 2)), p(&[(4, "1")]));
+        assert_eq!(
+            h.e.group(GroupId(1)).unwrap().members,
+            vec![TaskId(1), TaskId(3)]
+        );
+        assert_eq!(h.e.stats().rehomes, 0);
+    }
+
+    #[test]
+    fn light_load_homes_grow_from_cpu_to_core_to_llc() {
+        let mut h = eight_cpus();
+        assert_eq!(places(&h.task_df(1, "0-7", 1)), p(&[(1, "0")]));
+        // Two threads no longer fit one CPU: the group moves to the core.
+        assert_eq!(
+            places(&h.task_df(2, "0-7", 1)),
+            p(&[(1, "0-1"), (2, "0-1")])
+        );
+        let three = h.task_df(3, "0-7", 1);
+        assert_eq!(places(&three), p(&[(1, "0-3"), (2, "0-3"), (3, "0-3")]));
+        h.task_df(4, "0-7", 1);
+        assert_eq!(h.home(4), "0-3", "an LLC holds 4");
+        h.task_df(5, "0-7", 1);
+        assert_eq!(h.home(5), "0-7");
+        assert_eq!(h.e.stats().rehomes, 3);
+    }
+
+    #[test]
+    fn heavy_load_homes_are_one_cpu_on_both_shapes() {
+        let mut h = eight_cpus();
+        h.external(&[2; 8]);
+        for t in 1..=3 {
+            h.task_df(t, "0-7", 1);
+        }
+        assert_eq!(h.home(3), "0");
+        let mut h = two_cpus();
+        h.external(&[2, 2]);
+        h.task_df(1, "0-1", 1);
+        h.task_df(2, "0-1", 1);
+        assert_eq!((h.home(2), h.target(1)), ("0".into(), "0".into()));
+    }
+
+    #[test]
+    fn a_df_switch_leaves_the_old_group_and_is_placed_anew() {
+        let mut h = eight_cpus();
+        h.task_df(1, "0-7", 1);
+        h.task_df(2, "0-7", 1);
+        assert_eq!(h.home(1), "0-1");
+        let d = h.hint(2, Some(2));
+        // The old group shrinks back to one CPU; the switcher gets the
+        // least-loaded CPU for its new DF.
+        assert_eq!(places(&d), p(&[(1, "0"), (2, "1")]));
+        assert_eq!(h.e.group(GroupId(1)).unwrap().members, vec![TaskId(1)]);
+        assert_eq!(h.e.task(TaskId(2)).unwrap().group, Some(GroupId(2)));
+        assert_eq!(h.e.stats().groups_created, 2);
+    }
+
+    #[test]
+    fn hinting_no_df_makes_a_task_unmanaged_on_its_allowed_cpus() {
+        let mut h = two_cpus();
+        h.task_df(1, "0-1", 1);
+        let d = h.hint(1, None);
+        assert_eq!(
+            d,
+            vec![
+                Decision::GroupReclaimed { group: GroupId(1) },
+                Decision::Place {
+                    task: TaskId(1),
+                    cpus: set("0-1")
+                },
+            ]
+        );
+        let v = h.e.task(TaskId(1)).unwrap();
+        assert_eq!((v.df, v.group), (None, None));
+        assert!(h.e.groups().is_empty());
+    }
+
+    #[test]
+    fn a_hint_that_changes_nothing_emits_nothing() {
+        let mut h = two_cpus();
+        h.task_df(1, "0-1", 1);
+        let before = h.e.stats().placements;
+        assert!(h.hint(1, Some(1)).is_empty());
+        h.task(2, "0-1");
+        assert!(h.hint(2, None).is_empty());
+        assert_eq!(h.e.stats().placements, before);
+        assert_eq!(h.e.stats().hints, 3, "they still count as hints");
+    }
+
+    #[test]
+    fn exit_drops_the_counter_and_reclaims_the_group_at_zero() {
+        let mut h = two_cpus();
+        h.task_df(1, "0-1", 1);
+        h.task_df(2, "0-1", 1);
+        assert_eq!(h.home(2), "0-1");
+        // One left: the group shrinks to a CPU and is not reclaimed.
+        let d = h.ev(Event::Exit { task: TaskId(1) });
+        assert_eq!(
+            d,
+            vec![Decision::Place {
+                task: TaskId(2),
+                cpus: set("0")
+            }]
+        );
+        assert_eq!(h.e.group(GroupId(1)).unwrap().members, vec![TaskId(2)]);
+        assert_eq!(h.load(), vec![1000, 0]);
+        let d = h.ev(Event::Exit { task: TaskId(2) });
+        assert_eq!(d, vec![Decision::GroupReclaimed { group: GroupId(1) }]);
+        assert!(h.e.task(TaskId(2)).is_none());
+        assert!(h.e.df_groups(AppId(0), DfId(1)).is_empty());
+        assert_eq!(h.e.stats().groups_reclaimed, 1);
+        assert_eq!(h.load(), vec![0, 0]);
+        // The DF is new again: a new group.
+        h.task_df(3, "0-1", 1);
+        assert_eq!(h.e.task(TaskId(3)).unwrap().group, Some(GroupId(2)));
+    }
+
+    #[test]
+    fn blocking_stops_counting_load_and_keeps_the_group() {
+        let mut h = two_cpus();
+        h.task_df(1, "0-1", 1);
+        assert!(h.ev(Event::Block { task: TaskId(1) }).is_empty());
+        assert_eq!(h.load(), vec![0, 0]);
+        let g = h.e.group(GroupId(1)).unwrap();
+        assert_eq!((g.members.len(), g.runnable), (1, 0));
+        // Blocking twice is harmless.
+        assert!(h.ev(Event::Block { task: TaskId(1) }).is_empty());
+        assert_eq!(h.e.group(GroupId(1)).unwrap().runnable, 0);
+    }
+
+    #[test]
+    fn wake_looks_up_the_df_and_rejoins_the_group() {
+        let mut h = eight_cpus();
+        h.task_df(1, "0-7", 1);
+        h.task_df(2, "0-7", 1);
+        h.ev(Event::Block { task: TaskId(2) });
+        // Two runnable members: the core still holds them.
+        assert_eq!(places(&h.task_df(3, "0-7", 1)), p(&[(3, "0-1")]));
+        // Waking unchanged: no Place.
+        h.ev(Event::Block { task: TaskId(3) });
+        assert!(h.ev(Event::Wake { task: TaskId(3) }).is_empty());
+        // Waking the third runnable member: the group needs the LLC, and
+        // every member moves with it.
+        let d = h.ev(Event::Wake { task: TaskId(2) });
+        assert_eq!(places(&d), p(&[(1, "0-3"), (2, "0-3"), (3, "0-3")]));
+        assert_eq!(h.e.group(GroupId(1)).unwrap().runnable, 3);
+        // Waking a runnable task is harmless.
+        assert!(h.ev(Event::Wake { task: TaskId(2) }).is_empty());
+    }
+
+    #[test]
+    fn sleeping_members_are_placed_when_their_group_moves() {
+        let mut h = eight_cpus();
+        h.task_df(1, "0-7", 1);
+        h.task_df(2, "0-7", 1);
+        h.ev(Event::Block { task: TaskId(2) });
+        h.task_df(3, "0-7", 1);
+        let d = h.task_df(4, "0-7", 1);
+        assert_eq!(
+            places(&d),
+            p(&[(1, "0-3"), (2, "0-3"), (3, "0-3"), (4, "0-3")])
+        );
+        assert!(!h.e.task(TaskId(2)).unwrap().runnable);
+    }
+
+    #[test]
+    fn allowed_changes_replace_the_task_and_never_leave_its_cpus() {
+        let mut h = two_cpus();
+        h.task(1, "0-1");
+        let d = h.ev(Event::Allowed {
+            task: TaskId(1),
+            allowed: set("1"),
+        });
+        assert_eq!(places(&d), p(&[(1, "1")]));
+        assert_eq!(h.load(), vec![0, 1000]);
+        // A group follows its members when it may.
+        h.ev(Event::Exit { task: TaskId(1) });
+        h.task_df(2, "0-1", 2);
+        assert_eq!(h.home(2), "0");
+        let d = h.ev(Event::Allowed {
+            task: TaskId(2),
+            allowed: set("1"),
+        });
+        assert_eq!(places(&d), p(&[(2, "1")]));
+        assert_eq!(h.home(2), "1");
+    }
+
+    #[test]
+    fn a_member_whose_allowed_set_misses_the_home_runs_off_home() {
+        let mut h = two_cpus();
+        h.external(&[2, 2]);
+        h.task_df(1, "0", 1);
+        h.task_df(2, "0-1", 1);
+        assert_eq!(h.home(1), "0");
+        // The members' allowed sets no longer meet: the group keeps its
+        // home and task 2 runs on its own allowed set.
+        let d = h.ev(Event::Allowed {
+            task: TaskId(2),
+            allowed: set("1"),
+        });
+        assert_eq!(places(&d), p(&[(2, "1")]));
+        assert_eq!(h.home(2), "0");
+        assert_eq!(h.e.stats().off_home_placements, 1);
+    }
+
+    #[test]
+    fn tasks_of_two_apps_with_the_same_df_id_are_not_grouped() {
+        let mut h = two_cpus();
+        h.ev(Event::AppNew { app: AppId(1) });
+        h.task_df(1, "0-1", 7);
+        h.ev(Event::TaskNew {
+            task: TaskId(2),
+            app: AppId(1),
+            allowed: set("0-1"),
+            cpu: None,
+        });
+        h.ev(Event::Hint {
+            task: TaskId(2),
+            app: AppId(1),
+            cur: None,
+            next: Some(DfId(7)),
+        });
+        assert_eq!(h.e.groups().len(), 2);
+        assert_eq!(h.e.df_groups(AppId(1), DfId(7)), vec![GroupId(2)]);
+    }
+}

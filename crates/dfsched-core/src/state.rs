@@ -1,0 +1,480 @@
+//! The engine's state and the few primitives every procedure is built from.
+//!
+//! ```text
+//!   State ─ apps:   AppId  → App   { dfs: DfId → [GroupId, …] }   (DF map)
+//!         ├ groups: GroupId → Group { app, df, home, members, runnable }
+//!         ├ tasks:  TaskId → Task  { app, df, group, runnable, allowed,
+//!         │                          solo_home, target, placed }
+//!         └ load:   per-CPU thousandths (see `load.rs`)
+//! ```
+//!
+//! Invariants (all checked by [`State::check`]):
+//! 1. a task is in exactly one group when it has a DF, in none otherwise, and
+//!    its group has its application and DF;
+//! 2. a group has at least one member (it is reclaimed at 0), its `runnable`
+//!    counts its runnable members, and its app's DF map lists it under its DF;
+//!    DF map entries are never empty;
+//! 3. a task's `allowed` is non-empty and within the machine; its `target` is
+//!    `home ∩ allowed`, or `allowed` when that is empty ("off-home"), where
+//!    `home` is its group's home, its balancer-chosen `solo_home` when it has
+//!    no DF, or its allowed set when it has neither; so nothing is ever
+//!    targeted outside its allowed CPUs;
+//! 4. `load` = 1000 × external runnable + one task's shares on the target of
+//!    every runnable task.
+//!
+//! All maps are `BTreeMap`s and sets `BTreeSet`s: every walk is in id order,
+//! which makes decisions deterministic.
+//!
+//! [`Ctx`] bundles the state with the read-only topology and configuration
+//! and the decision list, and offers the primitives: re-target a task (the
+//! only place a `Place` is emitted and the load of a task changes), re-home a
+//! group, create and reclaim groups. Procedures and the balancer are written
+//! on top of it.
+
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::engine::Stats;
+use crate::event::Decision;
+use crate::home::{self, Shape};
+use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
+use crate::load::LoadVec;
+use crate::topology::Topology;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A task the engine knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Task {
+    /// Its application.
+    pub app: AppId,
+    /// Its current DF; `None` = unmanaged.
+    pub df: Option<DfId>,
+    /// Its group: `Some` exactly when `df` is.
+    pub group: Option<GroupId>,
+    /// Whether it counts as load.
+    pub runnable: bool,
+    /// Its allowed CPUs, already cut down to the machine's; never empty.
+    pub allowed: CpuSet,
+    /// Where the balancer put it while unmanaged; `None` = its allowed set.
+    /// Always `None` for a managed task (its group's home rules).
+    pub solo_home: Option<DomainId>,
+    /// Where it may run now: see invariant 3.
+    pub target: CpuSet,
+    /// Whether a `Place` was ever issued for it (a new task runs where the
+    /// body put it, on its allowed set, without one).
+    pub placed: bool,
+}
+
+/// A priority group: the tasks of one DF of one application, on one home.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Group {
+    /// Its application.
+    pub app: AppId,
+    /// Its DF.
+    pub df: DfId,
+    /// Its home domain.
+    pub home: DomainId,
+    /// Its members; never empty (the paper's counter is `members.len()`).
+    pub members: BTreeSet<TaskId>,
+    /// How many members are runnable.
+    pub runnable: usize,
+}
+
+/// An application's DF map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct App {
+    /// DF → its groups, in id order (one, unless the DF was split); never
+    /// an empty list.
+    pub dfs: BTreeMap<DfId, Vec<GroupId>>,
+}
+
+/// Everything the engine knows, apart from the topology and configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct State {
+    /// Applications that give DF information; `AppId(0)` always.
+    pub apps: BTreeMap<AppId, App>,
+    /// Known tasks.
+    pub tasks: BTreeMap<TaskId, Task>,
+    /// Live groups.
+    pub groups: BTreeMap<GroupId, Group>,
+    /// Load per CPU (invariant 4).
+    pub load: LoadVec,
+    /// External runnable tasks per CPU, indexed by `CpuId.0`.
+    pub external: Vec<u32>,
+    /// The id the next group gets; ids are never reused.
+    pub next_group: u64,
+    /// Consecutive balancer passes that ended imbalanced with nothing moved.
+    pub persistence: u32,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl State {
+    /// The state of a fresh engine: application 0, no tasks, no load.
+    pub(crate) fn new(topo: &Topology) -> State {
+        let load = LoadVec::zero(topo.cpus());
+        let len = topo.cpus().iter().last().map_or(0, |c| c.0 as usize + 1);
+        State {
+            apps: BTreeMap::from([(AppId(0), App::default())]),
+            tasks: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            load,
+            external: vec![0; len],
+            next_group: 1,
+            persistence: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The home a task's target derives from (invariant 3); `None` = its
+    /// allowed set.
+    pub(crate) fn home_of(&self, task: &Task) -> Option<DomainId> {
+        match task.group {
+            Some(g) => Some(self.groups[&g].home),
+            None => task.solo_home,
+        }
+    }
+
+    /// Checks invariants 1–4.
+    pub(crate) fn check(&self, topo: &Topology) -> Result<(), String> {
+        let machine = topo.cpus();
+        for (id, t) in &self.tasks {
+            if !self.apps.contains_key(&t.app) {
+                return Err(format!("{id} belongs to unknown {}", t.app));
+            }
+            match (t.df, t.group) {
+                (None, None) => {}
+                (Some(df), Some(g)) => {
+                    let grp = self.groups.get(&g).ok_or(format!("{id} in dead {g}"))?;
+                    if grp.df != df || grp.app != t.app || !grp.members.contains(id) {
+                        return Err(format!("{id} ({}, {df}) not a member of {g}", t.app));
+                    }
+                    if t.solo_home.is_some() {
+                        return Err(format!("managed {id} has a solo home"));
+                    }
+                }
+                _ => return Err(format!("{id}: df {:?} but group {:?}", t.df, t.group)),
+            }
+            if t.allowed.is_empty() || !t.allowed.is_subset(machine) {
+                return Err(format!(
+                    "{id} allowed {} is empty or off the machine",
+                    t.allowed
+                ));
+            }
+            let want = target_for(topo, &t.allowed, self.home_of(t)).0;
+            if t.target != want {
+                return Err(format!("{id} targeted {} instead of {want}", t.target));
+            }
+        }
+        for (id, g) in &self.groups {
+            if g.members.is_empty() {
+                return Err(format!("{id} has no members but was not reclaimed"));
+            }
+            if (g.home.0 as usize) >= topo.domains().len() {
+                return Err(format!("{id} has a home {} not in the topology", g.home));
+            }
+            let runnable = g.members.iter().filter(|m| self.tasks[m].runnable).count();
+            if runnable != g.runnable {
+                return Err(format!(
+                    "{id} counts {} runnable, has {runnable}",
+                    g.runnable
+                ));
+            }
+            for m in &g.members {
+                if self.tasks.get(m).and_then(|t| t.group) != Some(*id) {
+                    return Err(format!("{id} lists {m}, which is not in it"));
+                }
+            }
+            let listed = self.apps.get(&g.app).and_then(|a| a.dfs.get(&g.df));
+            if !listed.is_some_and(|l| l.contains(id)) {
+                return Err(format!("{id} missing from {}'s DF map", g.app));
+            }
+        }
+        for (app, a) in &self.apps {
+            for (df, gs) in &a.dfs {
+                if gs.is_empty() || !gs.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(format!("{app} {df}: bad group list {gs:?}"));
+                }
+                for g in gs {
+                    let ok = self
+                        .groups
+                        .get(g)
+                        .is_some_and(|x| x.app == *app && x.df == *df);
+                    if !ok {
+                        return Err(format!("{app} {df} lists {g}, which is not its group"));
+                    }
+                }
+            }
+        }
+        let mut load = LoadVec::zero(machine);
+        for c in machine.iter() {
+            load.add_cpu(c, u64::from(self.external[c.0 as usize]) * 1000);
+        }
+        for t in self.tasks.values().filter(|t| t.runnable) {
+            load.add_task(&t.target);
+        }
+        if load != self.load {
+            return Err(format!(
+                "load {:?} but recomputed {:?}",
+                self.load.pairs(machine),
+                load.pairs(machine)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A task's target for a home (invariant 3), and whether it is off-home.
+pub(crate) fn target_for(
+    topo: &Topology,
+    allowed: &CpuSet,
+    home: Option<DomainId>,
+) -> (CpuSet, bool) {
+    match home {
+        None => (allowed.clone(), false),
+        Some(d) => {
+            let t = topo.domain(d).cpus.intersection(allowed);
+            if t.is_empty() {
+                (allowed.clone(), true)
+            } else {
+                (t, false)
+            }
+        }
+    }
+}
+
+/// The state with what it needs to act: topology, configuration, and the
+/// decisions of the event being handled.
+pub(crate) struct Ctx<'a> {
+    /// The machine.
+    pub topo: &'a Topology,
+    /// The tunables.
+    pub config: &'a Config,
+    /// The state being changed.
+    pub st: &'a mut State,
+    /// Decisions of this event, in order.
+    pub out: &'a mut Vec<Decision>,
+}
+
+/// What the home rule is told about a group, owned (see [`Shape`]).
+pub(crate) struct OwnedShape {
+    /// Load without the group's runnable members (and without the mover).
+    pub base: LoadVec,
+    /// `A`.
+    pub allowed: CpuSet,
+    /// `r`.
+    pub runnable: u64,
+}
+
+impl OwnedShape {
+    /// The borrowed form the home rule takes.
+    pub(crate) fn shape(&self) -> Shape<'_> {
+        Shape {
+            base: &self.base,
+            allowed: &self.allowed,
+            runnable: self.runnable,
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Recomputes a task's target from its home and allowed set; when it
+    /// changes, moves its load (if runnable) and emits `Place`. The only
+    /// place a `Place` is emitted outside the balancer's task moves, which
+    /// also come through here.
+    pub(crate) fn retarget(&mut self, id: TaskId) {
+        let t = &self.st.tasks[&id];
+        let (target, off_home) = target_for(self.topo, &t.allowed, self.st.home_of(t));
+        let t = self.st.tasks.get_mut(&id).expect("retargeted task exists");
+        if t.target == target {
+            return;
+        }
+        if t.runnable {
+            self.st.load.sub_task(&t.target);
+            self.st.load.add_task(&target);
+        }
+        t.target = target.clone();
+        t.placed = true;
+        self.st.stats.placements += 1;
+        if off_home {
+            self.st.stats.off_home_placements += 1;
+        }
+        self.out.push(Decision::Place {
+            task: id,
+            cpus: target,
+        });
+    }
+
+    /// The home rule's view of a group (or of no group: `None` for a new
+    /// one), with `mover` (a task changing groups in this event) left out of
+    /// the load and, when `mover_joins`, counted as a member.
+    pub(crate) fn shape_of(
+        &self,
+        group: Option<GroupId>,
+        mover: Option<TaskId>,
+        mover_joins: bool,
+    ) -> OwnedShape {
+        let mut base = self.st.load.clone();
+        let members: Vec<&Task> = group
+            .iter()
+            .flat_map(|g| self.st.groups[g].members.iter())
+            .filter(|m| Some(**m) != mover)
+            .map(|m| &self.st.tasks[m])
+            .collect();
+        let mover = mover.map(|m| &self.st.tasks[&m]);
+        for t in members.iter().chain(&mover).filter(|t| t.runnable) {
+            base.sub_task(&t.target);
+        }
+        let joiners: Vec<&Task> = members
+            .iter()
+            .copied()
+            .chain(mover.filter(|_| mover_joins))
+            .collect();
+        let runnable = joiners.iter().filter(|t| t.runnable).count() as u64;
+        let allowed = group_allowed(&joiners, runnable > 0);
+        OwnedShape {
+            base,
+            allowed,
+            runnable,
+        }
+    }
+
+    /// Moves a group to `home` and re-targets its members. Counts a re-home
+    /// unless the balancer did it (it counts its own moves).
+    pub(crate) fn rehome(&mut self, g: GroupId, home: DomainId, by_balancer: bool) {
+        let grp = self.st.groups.get_mut(&g).expect("re-homed group exists");
+        if grp.home == home {
+            return;
+        }
+        grp.home = home;
+        if !by_balancer {
+            self.st.stats.rehomes += 1;
+        }
+        let members: Vec<TaskId> = grp.members.iter().copied().collect();
+        for m in members {
+            self.retarget(m);
+        }
+    }
+
+    /// Re-evaluates a group's home by the home rule (with hysteresis),
+    /// leaving `mover` out, and re-homes it if needed.
+    pub(crate) fn reevaluate(&mut self, g: GroupId, mover: Option<TaskId>) {
+        let shape = self.shape_of(Some(g), mover, false);
+        let current = self.st.groups[&g].home;
+        let home = home::evaluate(self.topo, self.config, &shape.shape(), current);
+        self.rehome(g, home, false);
+    }
+
+    /// Creates an empty group of `(app, df)` on `home` and lists it in the
+    /// app's DF map. The caller adds members at once (a group is never left
+    /// empty).
+    pub(crate) fn create_group(&mut self, app: AppId, df: DfId, home: DomainId) -> GroupId {
+        let id = GroupId(self.st.next_group);
+        self.st.next_group += 1;
+        self.st.groups.insert(
+            id,
+            Group {
+                app,
+                df,
+                home,
+                members: BTreeSet::new(),
+                runnable: 0,
+            },
+        );
+        let list = self
+            .st
+            .apps
+            .get_mut(&app)
+            .expect("groups belong to known apps")
+            .dfs
+            .entry(df)
+            .or_default();
+        // Ids only grow, so pushing keeps the list in id order.
+        list.push(id);
+        self.st.stats.groups_created += 1;
+        id
+    }
+
+    /// Adds a task to a group's membership (not its target: the caller
+    /// re-targets it).
+    pub(crate) fn add_member(&mut self, g: GroupId, id: TaskId) {
+        let t = self.st.tasks.get_mut(&id).expect("member exists");
+        let grp = self.st.groups.get_mut(&g).expect("group exists");
+        grp.members.insert(id);
+        grp.runnable += usize::from(t.runnable);
+        t.df = Some(grp.df);
+        t.group = Some(g);
+        t.solo_home = None;
+    }
+
+    /// Takes a task out of its group: the paper's counter drops; at 0 the
+    /// group is reclaimed (`GroupReclaimed`), otherwise it is re-evaluated
+    /// without the task. The task is left unmanaged; its target is not
+    /// touched (the caller re-targets or forgets it).
+    pub(crate) fn leave_group(&mut self, id: TaskId) {
+        let t = self.st.tasks.get_mut(&id).expect("leaving task exists");
+        let Some(g) = t.group.take() else { return };
+        t.df = None;
+        let runnable = t.runnable;
+        let grp = self.st.groups.get_mut(&g).expect("a task's group exists");
+        grp.members.remove(&id);
+        grp.runnable -= usize::from(runnable);
+        if grp.members.is_empty() {
+            self.reclaim(g);
+        } else {
+            self.reevaluate(g, Some(id));
+        }
+    }
+
+    /// Forgets an empty group and its DF map entry.
+    fn reclaim(&mut self, g: GroupId) {
+        let grp = self.st.groups.remove(&g).expect("reclaimed group exists");
+        debug_assert!(grp.members.is_empty());
+        let dfs = &mut self
+            .st
+            .apps
+            .get_mut(&grp.app)
+            .expect("groups belong to known apps")
+            .dfs;
+        if let Some(list) = dfs.get_mut(&grp.df) {
+            list.retain(|x| *x != g);
+            if list.is_empty() {
+                dfs.remove(&grp.df);
+            }
+        }
+        self.st.stats.groups_reclaimed += 1;
+        self.out.push(Decision::GroupReclaimed { group: g });
+    }
+
+    /// Every CPU of the machine.
+    pub(crate) fn machine(&self) -> &CpuSet {
+        self.topo.cpus()
+    }
+
+    /// The leaf domain of a CPU of the machine.
+    pub(crate) fn leaf(&self, cpu: CpuId) -> DomainId {
+        self.topo
+            .leaf(cpu)
+            .expect("a CPU of the machine has a leaf")
+    }
+}
+
+/// `A` for a set of tasks: the intersection of the allowed sets of the
+/// runnable ones (of all when `runnable_only` is false), or their union when
+/// the intersection is empty. Empty only for no tasks at all.
+pub(crate) fn group_allowed(tasks: &[&Task], runnable_only: bool) -> CpuSet {
+    let mut chosen = tasks.iter().filter(|t| t.runnable || !runnable_only);
+    let Some(first) = chosen.next() else {
+        return CpuSet::new();
+    };
+    let mut inter = first.allowed.clone();
+    let mut union = first.allowed.clone();
+    for t in chosen {
+        inter = inter.intersection(&t.allowed);
+        union = union.union(&t.allowed);
+    }
+    if inter.is_empty() {
+        union
+    } else {
+        inter
+    }
+}
