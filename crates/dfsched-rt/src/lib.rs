@@ -1,1 +1,100 @@
-//! placeholder, being written
+//! dfsched's Linux runtime (`libdfsched.so`): data-affinity scheduling on an
+//! unmodified kernel.
+//!
+//! # Vocabulary
+//!
+//! - **Thread** (the engine's *task*): a kernel thread of this process,
+//!   known by its tid. It is *registered* on its first hint and forgotten
+//!   when it exits (a thread-local destructor tells the runtime).
+//! - **Application**: owns a DF map. Application 0 always exists and is a
+//!   thread's default; [`Runtime::create_app`] makes more.
+//! - **DF** (data fragment): a piece of data threads work on together, named
+//!   by a non-zero `u64` within its application; 0 means "no DF".
+//! - **Hint**: the paper's system call, here a library call
+//!   `hint(app, cur_df, next_df)`: the calling thread leaves `cur_df` and
+//!   works on `next_df`. [`Runtime::enter`] / [`Runtime::leave`] are the
+//!   everyday forms.
+//! - **Home**: the cache domain (an SMT core, an L2 cluster, an LLC, a NUMA
+//!   node, or one CPU under heavy load) where a DF's threads run. The engine
+//!   (`dfsched-core`) decides homes; this crate carries its decisions out
+//!   with `sched_setaffinity`, never outside the CPUs the process is allowed.
+//! - **Balancer**: a thread that runs the engine's group-preserving balancer
+//!   every `balance_interval_ms` and moves whole DF groups.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use dfsched::{Runtime, RuntimeConfig};
+//!
+//! let rt = Runtime::start(RuntimeConfig::default())?;
+//! let workers: Vec<_> = (0..4u64)
+//!     .map(|i| {
+//!         let rt = rt.clone();
+//!         std::thread::spawn(move || {
+//!             // Threads 0 and 2 share DF 1, threads 1 and 3 share DF 2: each
+//!             // pair is moved to its DF's home before `enter` returns.
+//!             rt.enter(1 + i % 2).unwrap();
+//!             // … work on the DF's data …
+//!             rt.leave().unwrap();
+//!         })
+//!     })
+//!     .collect();
+//! for w in workers {
+//!     w.join().unwrap();
+//! }
+//! println!("{}", rt.stats_json());
+//! rt.shutdown();
+//! # Ok::<(), dfsched::Error>(())
+//! ```
+//!
+//! From C, include `dfsched.h`, link with `pkg-config --cflags --libs
+//! dfsched`, and call `dfsched_enter(df)` / `dfsched_leave()`; the process's
+//! default runtime starts on the first call, configured from the
+//! environment. `dfsched.pc` is made from `dfsched.pc.in` at the repository
+//! root: `sed -e 's|@PREFIX@|/usr/local|' -e 's|@LIBDIR@|/usr/local/lib|'
+//! -e 's|@INCLUDEDIR@|/usr/local/include|' -e 's|@VERSION@|0.1.0|'
+//! dfsched.pc.in > dfsched.pc`.
+//!
+//! # Configuration
+//!
+//! By [`RuntimeConfig`] or by `DFSCHED_*` environment variables; the table
+//! is in [`config`]. A bad value refuses to start the runtime and applies
+//! nothing.
+//!
+//! # Errors
+//!
+//! [`Error`]; each maps to a stable negative C code ([`Error::code`], the
+//! table in [`error::code`]). After any error the program goes on and the
+//! thread stays where the kernel put it.
+//!
+//! # Costs
+//!
+//! A hint repeating the thread's DF costs a thread-local lookup: no lock,
+//! no system call. A hint that moves the thread costs one mutex, the
+//! engine's `handle`, and `sched_getaffinity` + `sched_setaffinity`.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod balancer;
+pub mod config;
+pub mod error;
+pub mod ffi;
+mod global;
+mod place;
+pub mod procfs;
+mod runtime;
+pub mod stats;
+pub mod sys;
+pub mod sysfs;
+mod thread;
+
+pub use config::RuntimeConfig;
+pub use dfsched_core::{
+    AppId, Cache, Config, CpuId, CpuSet, DfId, Domain, DomainId, GroupId, GroupView, Level, TaskId,
+    TaskView, Topology,
+};
+pub use error::{code, AffinityOp, Error};
+pub use global::{balance_now, create_app, enter, global, hint, leave, stats_json};
+pub use runtime::Runtime;
+pub use stats::{PlacementFailures, RefusedHints, RuntimeStats};

@@ -1,0 +1,98 @@
+//! The balancer thread: every `balance_interval_ms` it runs one engine
+//! balancer pass and carries out its moves, whether the moved threads run
+//! or sleep (their masks are set by tid).
+//!
+//! ```text
+//!   ┌──────────── sleep on the condvar (interval, or until shutdown) ◄─────┐
+//!   ▼                                                                      │
+//!   1. sample other processes' runnable threads per CPU from /proc        │
+//!      (optional; outside the engine's mutex)                             │
+//!   2. lock; Event::ExternalLoad { sample }; Event::Balance { now }        │
+//!   3. carry out GroupMoved / GroupSplit / TaskMoved → Place per member ───┘
+//! ```
+//!
+//! Shutdown sets the stop flag under the condvar's mutex and notifies, so a
+//! sleeping balancer wakes at once and a running pass is the last one. The
+//! balancer's clock is the runtime's age: the engine reads no clock itself.
+
+use crate::error::Error;
+use crate::runtime::Inner;
+use dfsched_core::{CpuId, Event, Nanos};
+use std::sync::{Arc, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Starts the balancer thread of `inner`.
+pub(crate) fn spawn(inner: Arc<Inner>, interval: Duration) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name("dfsched-balance".into())
+        .spawn(move || run(&inner, interval))
+        .map_err(|e| Error::Os {
+            call: "pthread_create (balancer thread)",
+            errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
+        })
+}
+
+fn run(inner: &Inner, interval: Duration) {
+    let mut stop = inner.stop.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        // Sleeps a whole interval unless shutdown intervenes; spurious
+        // wake-ups go back to sleep inside wait_timeout_while.
+        stop = inner
+            .wake
+            .wait_timeout_while(stop, interval, |stopped| !*stopped)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        if *stop {
+            return;
+        }
+        drop(stop);
+        let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.balance_pass()));
+        if let Ok(Err(e)) = &pass {
+            tracing::debug!(runtime = inner.id, error = %e, "dfsched balancer pass failed");
+        }
+        stop = inner.stop.lock().unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+impl Inner {
+    /// One balancer pass: external-load sample (if configured), then the
+    /// engine's `Balance`, then its moves carried out.
+    pub(crate) fn balance_pass(&self) -> Result<(), Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let sample = self.config.external_load.then(|| {
+            self.sampler
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .sample(self.pid)
+        });
+        let now = Nanos(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        let mut st = self.lock()?;
+        match sample {
+            Some(Ok(runnable)) => {
+                let runnable: Vec<(CpuId, u32)> = runnable
+                    .into_iter()
+                    .filter(|(cpu, _)| self.topology.cpus().contains(*cpu))
+                    .collect();
+                st.stats.external_load_samples += 1;
+                st.stats.external_runnable = runnable.iter().map(|&(_, n)| u64::from(n)).sum();
+                if st.handle(Event::ExternalLoad { runnable }).is_err() {
+                    st.stats.balancer_errors += 1;
+                }
+            }
+            Some(Err(_)) => st.stats.external_load_errors += 1,
+            None => {}
+        }
+        let result = st.handle(Event::Balance { now });
+        match result {
+            Ok(()) => st.stats.balancer_passes += 1,
+            Err(_) => st.stats.balancer_errors += 1,
+        }
+        // Whatever the external load changed is carried out even if the
+        // pass itself was refused.
+        self.apply(&mut st, None);
+        result.map_err(Error::from)
+    }
+}

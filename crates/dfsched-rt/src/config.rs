@@ -1,0 +1,368 @@
+//! The runtime's configuration: [`RuntimeConfig`] by API, or the `DFSCHED_*`
+//! environment variables. This is the one place they are documented (the C
+//! header repeats the table).
+//!
+//! | variable | meaning | default | values |
+//! |---|---|---|---|
+//! | `DFSCHED_DISABLE` | every dfsched call becomes a successful no-op | `0` | `0`/`1`/`false`/`true`/`no`/`yes`/`off`/`on` |
+//! | `DFSCHED_BALANCE_INTERVAL_MS` | milliseconds between balancer passes; `0` = no balancer thread | `100` | `0`..=`3600000` |
+//! | `DFSCHED_IMBALANCE_PCT` | a CPU is imbalanced when its load is this many percent above the least-loaded CPU's | `25` | `1`..=`1000` |
+//! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `3` | `0`.. |
+//! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
+//! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
+//! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU from `/proc` | `1` | as `DFSCHED_DISABLE` |
+//! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
+//!
+//! Rules:
+//! - Every other variable whose name starts with `DFSCHED_` is refused as
+//!   unknown, so that a typo (`DFSCHED_DISABLED=1`) is not silently ignored.
+//!   There is no `DFSCHED_LOG`: the runtime reports through `tracing` events
+//!   (the host binary chooses a subscriber) and through its counters
+//!   ([`crate::Runtime::stats`], `dfsched_stats_json`).
+//! - A bad value is an [`Error::Env`] naming the variable and the value, and
+//!   nothing of the environment's configuration is applied: the runtime
+//!   refuses to start rather than run half-configured (the C calls then
+//!   return `DFSCHED_E_CONFIG`).
+//! - Values are checked even when `DFSCHED_DISABLE` is set, so a bad setup
+//!   is seen before it is switched back on.
+//!
+//! Why a 100 ms balance interval: Linux 2.6, whose balancer the paper
+//! extends, rebalanced busy CPUs every ~100–200 ms. A shorter interval costs
+//! a `/proc` scan and a lock round per pass for little gain (hints already
+//! place threads at once); a longer one lets a bad initial placement live
+//! for seconds.
+
+use crate::error::Error;
+use dfsched_core::Config;
+use std::path::PathBuf;
+
+/// The default balancer interval; see the module doc for why.
+pub const DEFAULT_BALANCE_INTERVAL_MS: u64 = 100;
+/// The longest balancer interval accepted: one hour.
+pub const MAX_BALANCE_INTERVAL_MS: u64 = 3_600_000;
+
+/// Every variable the runtime reads, in the order of the module doc's table.
+pub const ENV_VARS: &[&str] = &[
+    "DFSCHED_DISABLE",
+    "DFSCHED_BALANCE_INTERVAL_MS",
+    "DFSCHED_IMBALANCE_PCT",
+    "DFSCHED_SPLIT_AFTER_PASSES",
+    "DFSCHED_HEAVY_LOAD_MILLI",
+    "DFSCHED_MAX_MOVES_PER_PASS",
+    "DFSCHED_EXTERNAL_LOAD",
+    "DFSCHED_SYSFS_ROOT",
+];
+
+/// Runtime configuration. Every field is also settable from a `DFSCHED_*`
+/// variable (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// The engine's tunables (imbalance threshold, split persistence, heavy
+    /// load, moves per pass); defaults as in [`dfsched_core::Config`].
+    pub engine: Config,
+    /// Milliseconds between balancer passes. Default 100 (see the module
+    /// doc for why). 0 starts no balancer thread: passes then run only
+    /// through [`crate::Runtime::balance_now`].
+    pub balance_interval_ms: u64,
+    /// Whether each balancer pass first counts other processes' runnable
+    /// threads per CPU (a `/proc` scan) and tells the engine. Default true.
+    pub external_load: bool,
+    /// The directory that holds `sys/devices/system/…`. Default `/`.
+    pub sysfs_root: PathBuf,
+    /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
+    /// Default true.
+    pub enabled: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            engine: Config::default(),
+            balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
+            external_load: true,
+            sysfs_root: PathBuf::from("/"),
+            enabled: true,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// The defaults with the process environment's `DFSCHED_*` variables
+    /// applied.
+    pub fn from_env() -> Result<RuntimeConfig, Error> {
+        let mut vars = Vec::new();
+        for (name, value) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if !name.starts_with("DFSCHED_") {
+                continue;
+            }
+            let value = value.into_string().map_err(|v| Error::Env {
+                var: name.to_string(),
+                value: v.to_string_lossy().into_owned(),
+                reason: "not valid UTF-8".into(),
+            })?;
+            vars.push((name.to_string(), value));
+        }
+        Self::from_vars(vars)
+    }
+
+    /// The defaults with the given `(name, value)` variables applied, as
+    /// [`RuntimeConfig::apply_vars`]. Variables not starting with `DFSCHED_`
+    /// are ignored.
+    pub fn from_vars<I, K, V>(vars: I) -> Result<RuntimeConfig, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut cfg = RuntimeConfig::default();
+        cfg.apply_vars(vars)?;
+        Ok(cfg)
+    }
+
+    /// Applies `DFSCHED_*` variables to `self`. All or nothing: on error
+    /// `self` is unchanged. Variables not starting with `DFSCHED_` are
+    /// ignored; unknown `DFSCHED_*` names are refused.
+    pub fn apply_vars<I, K, V>(&mut self, vars: I) -> Result<(), Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut next = self.clone();
+        for (name, value) in vars {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            if name.starts_with("DFSCHED_") {
+                next.apply_one(name, value)?;
+            }
+        }
+        next.validate().map_err(|reason| Error::Env {
+            var: "DFSCHED_*".into(),
+            value: String::new(),
+            reason,
+        })?;
+        *self = next;
+        Ok(())
+    }
+
+    fn apply_one(&mut self, var: &str, value: &str) -> Result<(), Error> {
+        let bad = |reason: String| Error::Env {
+            var: var.to_string(),
+            value: value.to_string(),
+            reason,
+        };
+        // Engine tunables are checked one by one against the engine's own
+        // validation, so the error names this variable and not another.
+        let engine_field = |set: &dyn Fn(&mut Config, u64) -> bool| -> Result<Config, Error> {
+            let n = parse_u64(value).map_err(&bad)?;
+            let mut probe = Config::default();
+            if !set(&mut probe, n) {
+                return Err(bad(format!("{n} is too large")));
+            }
+            probe.validate().map_err(|e| bad(e.to_string()))?;
+            Ok(probe)
+        };
+        match var {
+            "DFSCHED_DISABLE" => self.enabled = !parse_bool(value).map_err(&bad)?,
+            "DFSCHED_EXTERNAL_LOAD" => self.external_load = parse_bool(value).map_err(&bad)?,
+            "DFSCHED_BALANCE_INTERVAL_MS" => {
+                let ms = parse_u64(value).map_err(&bad)?;
+                if ms > MAX_BALANCE_INTERVAL_MS {
+                    return Err(bad(format!(
+                        "at most {MAX_BALANCE_INTERVAL_MS} ms (one hour)"
+                    )));
+                }
+                self.balance_interval_ms = ms;
+            }
+            "DFSCHED_IMBALANCE_PCT" => {
+                let probe =
+                    engine_field(&|c, n| u32::try_from(n).map(|v| c.imbalance_pct = v).is_ok())?;
+                self.engine.imbalance_pct = probe.imbalance_pct;
+            }
+            "DFSCHED_SPLIT_AFTER_PASSES" => {
+                let probe = engine_field(&|c, n| {
+                    u32::try_from(n).map(|v| c.split_after_passes = v).is_ok()
+                })?;
+                self.engine.split_after_passes = probe.split_after_passes;
+            }
+            "DFSCHED_HEAVY_LOAD_MILLI" => {
+                let probe = engine_field(&|c, n| {
+                    c.heavy_load_milli = n;
+                    true
+                })?;
+                self.engine.heavy_load_milli = probe.heavy_load_milli;
+            }
+            "DFSCHED_MAX_MOVES_PER_PASS" => {
+                let probe = engine_field(&|c, n| {
+                    u32::try_from(n).map(|v| c.max_moves_per_pass = v).is_ok()
+                })?;
+                self.engine.max_moves_per_pass = probe.max_moves_per_pass;
+            }
+            "DFSCHED_SYSFS_ROOT" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a directory path, not empty".into()));
+                }
+                self.sysfs_root = PathBuf::from(value);
+            }
+            _ => {
+                return Err(bad(format!(
+                    "unknown dfsched variable; known: {}",
+                    ENV_VARS.join(", ")
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every field. [`crate::Runtime::start`] calls this and starts
+    /// nothing on error.
+    pub fn validate(&self) -> Result<(), String> {
+        self.engine.validate().map_err(|e| e.to_string())?;
+        if self.balance_interval_ms > MAX_BALANCE_INTERVAL_MS {
+            return Err(format!(
+                "balance_interval_ms must be at most {MAX_BALANCE_INTERVAL_MS}, not {}",
+                self.balance_interval_ms
+            ));
+        }
+        if self.sysfs_root.as_os_str().is_empty() {
+            return Err("sysfs_root must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+fn parse_u64(value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| "not a non-negative integer".to_string())
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("not a boolean (use 0/1, false/true, no/yes, off/on)".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_of(vars: &[(&str, &str)]) -> Error {
+        RuntimeConfig::from_vars(vars.iter().copied()).unwrap_err()
+    }
+
+    #[test]
+    fn defaults_hold_without_variables() {
+        let cfg = RuntimeConfig::from_vars(Vec::<(String, String)>::new()).unwrap();
+        assert_eq!(cfg, RuntimeConfig::default());
+        assert_eq!(cfg.balance_interval_ms, 100);
+        assert!(cfg.enabled && cfg.external_load);
+        assert_eq!(cfg.sysfs_root, PathBuf::from("/"));
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn every_variable_applies() {
+        let cfg = RuntimeConfig::from_vars([
+            ("DFSCHED_DISABLE", "yes"),
+            ("DFSCHED_BALANCE_INTERVAL_MS", "250"),
+            ("DFSCHED_IMBALANCE_PCT", "40"),
+            ("DFSCHED_SPLIT_AFTER_PASSES", "0"),
+            ("DFSCHED_HEAVY_LOAD_MILLI", "1500"),
+            ("DFSCHED_MAX_MOVES_PER_PASS", "4"),
+            ("DFSCHED_EXTERNAL_LOAD", "off"),
+            ("DFSCHED_SYSFS_ROOT", "/tmp/fixture"),
+            ("PATH", "ignored"),
+        ])
+        .unwrap();
+        assert!(!cfg.enabled);
+        assert_eq!(cfg.balance_interval_ms, 250);
+        assert_eq!(cfg.engine.imbalance_pct, 40);
+        assert_eq!(cfg.engine.split_after_passes, 0);
+        assert_eq!(cfg.engine.heavy_load_milli, 1500);
+        assert_eq!(cfg.engine.max_moves_per_pass, 4);
+        assert!(!cfg.external_load);
+        assert_eq!(cfg.sysfs_root, PathBuf::from("/tmp/fixture"));
+        assert!(
+            RuntimeConfig::from_vars([("DFSCHED_DISABLE", "0")])
+                .unwrap()
+                .enabled
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_and_the_value() {
+        let cases: &[(&str, &str)] = &[
+            ("DFSCHED_BALANCE_INTERVAL_MS", "fast"),
+            ("DFSCHED_BALANCE_INTERVAL_MS", "-5"),
+            ("DFSCHED_BALANCE_INTERVAL_MS", "3600001"),
+            ("DFSCHED_IMBALANCE_PCT", "0"),
+            ("DFSCHED_IMBALANCE_PCT", "5000000000"),
+            ("DFSCHED_HEAVY_LOAD_MILLI", "999"),
+            ("DFSCHED_MAX_MOVES_PER_PASS", "0"),
+            ("DFSCHED_SPLIT_AFTER_PASSES", "x"),
+            ("DFSCHED_DISABLE", "maybe"),
+            ("DFSCHED_EXTERNAL_LOAD", "2"),
+            ("DFSCHED_SYSFS_ROOT", " "),
+            ("DFSCHED_DISABLED", "1"),
+        ];
+        for &(var, value) in cases {
+            let e = err_of(&[(var, value)]);
+            let text = e.to_string();
+            assert!(text.contains(var), "{text}");
+            assert!(text.contains(&format!("{value:?}")), "{text}");
+            assert_eq!(e.code(), crate::error::code::E_CONFIG);
+        }
+    }
+
+    #[test]
+    fn a_bad_variable_applies_nothing() {
+        let mut cfg = RuntimeConfig {
+            balance_interval_ms: 7,
+            ..RuntimeConfig::default()
+        };
+        let before = cfg.clone();
+        // Good variables before and after the bad one: none of them applies.
+        let r = cfg.apply_vars([
+            ("DFSCHED_IMBALANCE_PCT", "50"),
+            ("DFSCHED_HEAVY_LOAD_MILLI", "12"),
+            ("DFSCHED_EXTERNAL_LOAD", "0"),
+        ]);
+        assert!(r.is_err());
+        assert_eq!(cfg, before);
+        cfg.apply_vars([("DFSCHED_IMBALANCE_PCT", "50")]).unwrap();
+        assert_eq!(cfg.engine.imbalance_pct, 50);
+        assert_eq!(
+            cfg.balance_interval_ms, 7,
+            "untouched fields keep their value"
+        );
+    }
+
+    #[test]
+    fn unknown_variables_list_the_known_ones() {
+        let text = err_of(&[("DFSCHED_LOG", "debug")]).to_string();
+        for var in ENV_VARS {
+            assert!(text.contains(var), "{text}");
+        }
+    }
+
+    #[test]
+    fn validate_refuses_out_of_range_fields() {
+        let mut cfg = RuntimeConfig::default();
+        cfg.engine.imbalance_pct = 0;
+        assert!(cfg.validate().is_err());
+        let cfg = RuntimeConfig {
+            balance_interval_ms: MAX_BALANCE_INTERVAL_MS + 1,
+            ..RuntimeConfig::default()
+        };
+        assert!(cfg.validate().is_err());
+        let cfg = RuntimeConfig {
+            sysfs_root: PathBuf::new(),
+            ..RuntimeConfig::default()
+        };
+        assert!(cfg.validate().is_err());
+    }
+}

@@ -1,0 +1,376 @@
+//! What dfsched reads from `/proc`: per-thread scheduler counters (for the
+//! benchmarks' migration and context-switch figures) and, for the balancer,
+//! how many threads of *other* processes are runnable on each CPU.
+//!
+//! The external-load sample is a scan of `/proc/<pid>/stat` (and, for
+//! multi-threaded processes, `/proc/<pid>/task/<tid>/stat`): state `R` counts
+//! one runnable thread on field 39, the CPU it last ran on. It is a snapshot
+//! that may be stale by the time it is used, which is all a balancer that
+//! runs every ~100 ms needs. To keep it cheap, a single-threaded process costs
+//! one `open`+`read` (its `stat` *is* its thread's), buffers are reused across
+//! samples, and processes or threads that vanish mid-scan are skipped.
+
+use crate::error::Error;
+use dfsched_core::CpuId;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Per-thread scheduler counters from `/proc/<pid>/task/<tid>/sched` (or
+/// `/proc/thread-self/sched`). All count since the thread started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ThreadSched {
+    /// Times the thread moved to another CPU (`se.nr_migrations`).
+    pub nr_migrations: u64,
+    /// Context switches, voluntary and involuntary (`nr_switches`).
+    pub nr_switches: u64,
+    /// Switches because the thread blocked or yielded.
+    pub nr_voluntary_switches: u64,
+    /// Switches because the thread was preempted.
+    pub nr_involuntary_switches: u64,
+    /// CPU time the thread consumed, in nanoseconds (`se.sum_exec_runtime`,
+    /// which the kernel prints in milliseconds with six decimals).
+    pub sum_exec_runtime_ns: u64,
+}
+
+/// The calling thread's counters, from `/proc/thread-self/sched`.
+pub fn thread_self_sched() -> Result<ThreadSched, Error> {
+    read_sched(Path::new("/proc/thread-self/sched"))
+}
+
+/// Thread `tid` of process `pid`'s counters.
+pub fn thread_sched(pid: u32, tid: u64) -> Result<ThreadSched, Error> {
+    read_sched(&PathBuf::from(format!("/proc/{pid}/task/{tid}/sched")))
+}
+
+fn read_sched(path: &Path) -> Result<ThreadSched, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    parse_sched(&text).map_err(|reason| Error::Io {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// Parses the text of a `sched` file. Every counter must be present: a
+/// kernel that lacks one is reported rather than read as 0.
+pub(crate) fn parse_sched(text: &str) -> Result<ThreadSched, String> {
+    let mut out = ThreadSched::default();
+    let mut found = 0u32;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let slot = match key {
+            "se.nr_migrations" => &mut out.nr_migrations,
+            "nr_switches" => &mut out.nr_switches,
+            "nr_voluntary_switches" => &mut out.nr_voluntary_switches,
+            "nr_involuntary_switches" => &mut out.nr_involuntary_switches,
+            "se.sum_exec_runtime" => {
+                out.sum_exec_runtime_ns = parse_ms_as_ns(value)
+                    .ok_or_else(|| format!("bad se.sum_exec_runtime {value:?}"))?;
+                found += 1;
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = value
+            .parse()
+            .map_err(|_| format!("bad {key} value {value:?}"))?;
+        found += 1;
+    }
+    if found < 5 {
+        return Err("missing counters (need se.nr_migrations, nr_switches, \
+                    nr_voluntary_switches, nr_involuntary_switches, se.sum_exec_runtime)"
+            .into());
+    }
+    Ok(out)
+}
+
+/// `"12.345678"` milliseconds (the kernel's `SPLIT_NS` format) as
+/// nanoseconds.
+fn parse_ms_as_ns(text: &str) -> Option<u64> {
+    let (ms, frac) = text.split_once('.').unwrap_or((text, ""));
+    let ms: u64 = ms.parse().ok()?;
+    if frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut ns_part: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    for _ in frac.len()..6 {
+        ns_part *= 10;
+    }
+    ms.checked_mul(1_000_000)?.checked_add(ns_part)
+}
+
+/// The fields of a `stat` line the load sample needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StatFields {
+    /// Field 3: `R` running or runnable, `S` sleeping, …
+    pub state: u8,
+    /// Field 20: threads in the process.
+    pub num_threads: u64,
+    /// Field 39: the CPU the thread last ran on.
+    pub processor: u32,
+}
+
+/// Parses a `/proc/…/stat` line. The command name (field 2) may hold spaces
+/// and parentheses, so fields are counted after its *last* `)`.
+pub(crate) fn parse_stat(line: &str) -> Option<StatFields> {
+    let rest = &line[line.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // `fields` starts at field 3.
+    let state = *fields.next()?.as_bytes().first()?;
+    let num_threads = fields.nth(20 - 4)?.parse().ok()?;
+    let processor = fields.nth(39 - 21)?.parse().ok()?;
+    Some(StatFields {
+        state,
+        num_threads,
+        processor,
+    })
+}
+
+/// Samples other processes' runnable threads per CPU; keeps its buffers
+/// between samples.
+#[derive(Debug)]
+pub struct LoadSampler {
+    proc_root: PathBuf,
+    text: String,
+    per_cpu: Vec<u32>,
+}
+
+impl LoadSampler {
+    /// A sampler of `proc_root` (normally `/proc`).
+    pub fn new(proc_root: impl Into<PathBuf>) -> Self {
+        LoadSampler {
+            proc_root: proc_root.into(),
+            text: String::with_capacity(512),
+            per_cpu: Vec::new(),
+        }
+    }
+
+    /// Runnable threads per CPU of every process but `skip_pid`, as
+    /// `(cpu, count)` pairs in CPU order, CPUs with no runnable thread left
+    /// out. Fails only if `proc_root` itself cannot be listed.
+    pub fn sample(&mut self, skip_pid: u32) -> Result<Vec<(CpuId, u32)>, Error> {
+        self.per_cpu.iter_mut().for_each(|n| *n = 0);
+        let dir = std::fs::read_dir(&self.proc_root).map_err(|e| Error::Io {
+            path: self.proc_root.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut path = self.proc_root.clone();
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == skip_pid {
+                continue;
+            }
+            path.push(name);
+            path.push("stat");
+            let fields = self.read_stat(&path);
+            path.pop();
+            match fields {
+                Some(f) if f.num_threads <= 1 => self.count(f),
+                // A process that vanished, or a kernel whose stat we cannot
+                // parse: skip it rather than fail the whole sample.
+                None => {}
+                Some(_) => {
+                    path.push("task");
+                    self.sample_tasks(&mut path);
+                    path.pop();
+                }
+            }
+            path.pop();
+        }
+        Ok(self
+            .per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(cpu, &n)| (CpuId(cpu as u32), n))
+            .collect())
+    }
+
+    /// Counts the runnable threads under `path` (a `task` directory).
+    fn sample_tasks(&mut self, path: &mut PathBuf) {
+        let Ok(dir) = std::fs::read_dir(&*path) else {
+            return;
+        };
+        for entry in dir.flatten() {
+            path.push(entry.file_name());
+            path.push("stat");
+            if let Some(f) = self.read_stat(path) {
+                self.count(f);
+            }
+            path.pop();
+            path.pop();
+        }
+    }
+
+    fn read_stat(&mut self, path: &Path) -> Option<StatFields> {
+        self.text.clear();
+        File::open(path)
+            .and_then(|mut f| f.read_to_string(&mut self.text))
+            .ok()?;
+        parse_stat(&self.text)
+    }
+
+    fn count(&mut self, f: StatFields) {
+        if f.state != b'R' {
+            return;
+        }
+        let cpu = f.processor as usize;
+        // CPU numbers come from the kernel; bound them anyway so a garbled
+        // file cannot make us allocate without limit.
+        if cpu >= dfsched_core::cpuset::MAX_CPUS as usize {
+            return;
+        }
+        if self.per_cpu.len() <= cpu {
+            self.per_cpu.resize(cpu + 1, 0);
+        }
+        self.per_cpu[cpu] += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHED: &str = "cat (6343, #threads: 1)
+-------------------------------------------------------------------
+se.exec_start                                :        636190.433954
+se.sum_exec_runtime                          :            12.000345
+se.nr_migrations                             :                    5
+nr_switches                                  :                   11
+nr_voluntary_switches                        :                    7
+nr_involuntary_switches                      :                    4
+se.load.weight                               :              1048576
+";
+
+    #[test]
+    fn parses_sched_counters() {
+        let s = parse_sched(SCHED).unwrap();
+        assert_eq!(
+            s,
+            ThreadSched {
+                nr_migrations: 5,
+                nr_switches: 11,
+                nr_voluntary_switches: 7,
+                nr_involuntary_switches: 4,
+                sum_exec_runtime_ns: 12_000_345,
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_sched_text_missing_counters_or_garbled() {
+        let missing = SCHED.replace("nr_switches", "nr_whatever");
+        assert!(parse_sched(&missing).is_err());
+        let garbled = SCHED.replace("  5\n", "  x\n");
+        assert!(parse_sched(&garbled)
+            .unwrap_err()
+            .contains("se.nr_migrations"));
+    }
+
+    #[test]
+    fn milliseconds_convert_to_nanoseconds() {
+        assert_eq!(parse_ms_as_ns("0.000000"), Some(0));
+        assert_eq!(parse_ms_as_ns("1.5"), Some(1_500_000));
+        assert_eq!(parse_ms_as_ns("7"), Some(7_000_000));
+        assert_eq!(parse_ms_as_ns("1.1234567"), None);
+        assert_eq!(parse_ms_as_ns("1.-3"), None);
+    }
+
+    #[test]
+    fn reads_this_threads_real_counters() {
+        let s = thread_self_sched().unwrap();
+        assert!(s.nr_switches >= s.nr_voluntary_switches);
+        let again = thread_sched(std::process::id(), crate::sys::gettid()).unwrap();
+        assert!(again.sum_exec_runtime_ns >= s.sum_exec_runtime_ns);
+        assert!(thread_sched(std::process::id(), u32::MAX as u64).is_err());
+    }
+
+    fn stat_line(comm: &str, state: char, threads: u64, cpu: u32) -> String {
+        // 52 fields as in Linux 6.x; only 2, 3, 20 and 39 matter here.
+        let mut f: Vec<String> = (1..=52).map(|i| i.to_string()).collect();
+        f[1] = format!("({comm})");
+        f[2] = state.to_string();
+        f[19] = threads.to_string();
+        f[38] = cpu.to_string();
+        f.join(" ")
+    }
+
+    #[test]
+    fn parses_stat_even_with_parentheses_in_the_name() {
+        let f = parse_stat(&stat_line("a) R (b", 'S', 3, 1)).unwrap();
+        assert_eq!(
+            f,
+            StatFields {
+                state: b'S',
+                num_threads: 3,
+                processor: 1
+            }
+        );
+        assert!(parse_stat("12 (x) R 1 2").is_none(), "too short");
+    }
+
+    #[test]
+    fn sample_counts_runnable_threads_of_other_processes_per_cpu() {
+        let root = std::env::temp_dir().join(format!(
+            "dfsched-procfs-{}-{}",
+            std::process::id(),
+            crate::sys::gettid()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |rel: &str, text: String| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        // pid 10: single-threaded, runnable on CPU 1.
+        write("10/stat", stat_line("one", 'R', 1, 1));
+        // pid 20: three threads: R on 0, R on 3, S on 0.
+        write("20/stat", stat_line("many", 'S', 3, 0));
+        write("20/task/20/stat", stat_line("many", 'R', 3, 0));
+        write("20/task/21/stat", stat_line("many", 'R', 3, 3));
+        write("20/task/22/stat", stat_line("many", 'S', 3, 0));
+        // pid 30 is "us": skipped although runnable.
+        write("30/stat", stat_line("me", 'R', 1, 0));
+        // Noise: a non-numeric entry and a process with a garbled stat.
+        write("self/stat", stat_line("self", 'R', 1, 0));
+        write("40/stat", "garbage".into());
+        let mut sampler = LoadSampler::new(&root);
+        let got = sampler.sample(30).unwrap();
+        assert_eq!(got, vec![(CpuId(0), 1), (CpuId(1), 1), (CpuId(3), 1)]);
+        // Buffers are reused and counts start afresh.
+        std::fs::remove_dir_all(root.join("20")).unwrap();
+        assert_eq!(sampler.sample(30).unwrap(), vec![(CpuId(1), 1)]);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(sampler.sample(30).is_err(), "a missing /proc is an error");
+    }
+
+    #[test]
+    fn sample_of_the_real_proc_skips_our_own_threads() {
+        let mut sampler = LoadSampler::new("/proc");
+        let got = sampler.sample(std::process::id()).unwrap();
+        // Whatever else runs, CPU numbers are real ones.
+        let cpus = crate::sys::get_affinity(0).unwrap();
+        let online: dfsched_core::CpuSet =
+            std::fs::read_to_string("/sys/devices/system/cpu/online")
+                .unwrap()
+                .parse()
+                .unwrap();
+        for (cpu, n) in got {
+            assert!(n > 0);
+            assert!(online.contains(cpu) || cpus.contains(cpu), "{cpu}");
+        }
+    }
+}

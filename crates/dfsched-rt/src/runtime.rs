@@ -1,0 +1,651 @@
+//! One dfsched instance: the topology, the engine behind one mutex, the
+//! balancer thread, and the hint path.
+//!
+//! ```text
+//!  Runtime (Clone) ─► Arc<Owner> ─► Arc<Inner> ◄── balancer thread
+//!                      (Drop: shutdown)   │   ◄┄┄ Weak from each thread's registration
+//!                                         ├─ topology, allowed CPUs, config, SysOps
+//!                                         └─ Mutex<State> { engine, task records,
+//!                                                           reusable decision Vecs, counters }
+//! ```
+//!
+//! The hint path:
+//! 1. *Fast*: the thread-local registration says the thread already has this
+//!    (application, DF) in this runtime → count it in the thread's own slot,
+//!    return. No lock, no system call.
+//! 2. *Slow*: an unregistered thread reads its allowed CPUs and current CPU
+//!    (before the lock), then, under the mutex: `TaskNew` on its first call,
+//!    `Hint`, and every resulting `Place` carried out at once
+//!    (`sched_setaffinity(0, …)` for the caller, so it never touches the DF's
+//!    data on the wrong CPU; by tid for other threads). See `place.rs`.
+//!
+//! Invariants:
+//! - the engine, the task records and the counters change only under
+//!   `Inner::state`; placements are carried out under it too, so two
+//!   decisions for one thread can never be applied out of order;
+//! - `State::tasks` holds exactly the threads the engine knows;
+//! - a disabled runtime (`DFSCHED_DISABLE`) never touches the engine: every
+//!   call succeeds and does nothing;
+//! - after [`Runtime::shutdown`] nothing is placed any more: hints fail with
+//!   [`Error::ShutDown`] and thread exits are ignored.
+
+use crate::config::RuntimeConfig;
+use crate::error::Error;
+use crate::procfs::LoadSampler;
+use crate::stats::RuntimeStats;
+use crate::sys::{RealSys, SysOps};
+use crate::thread::{self, Fast, FastCounter};
+use dfsched_core::{
+    AppId, CoreError, CpuId, CpuSet, Decision, DfId, DomainSpec, Engine, Event, GroupView, TaskId,
+    TaskView, Topology,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Runtime ids, so a thread's registration can never be mistaken for one of
+/// another runtime, even one at the same address.
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the runtime keeps per registered thread.
+#[derive(Debug)]
+pub(crate) struct TaskRec {
+    /// The thread's fast-path hint count (the thread holds the other Arc).
+    pub(crate) fast: Arc<FastCounter>,
+    /// The CPU mask dfsched last set on the thread (or found at
+    /// registration); a different mask read back means someone else changed
+    /// it.
+    pub(crate) last_set: CpuSet,
+}
+
+/// Everything behind the mutex.
+pub(crate) struct State {
+    /// The policy engine.
+    pub(crate) engine: Engine,
+    /// Registered threads by tid. Only looked up, never iterated for a
+    /// decision.
+    pub(crate) tasks: HashMap<u64, TaskRec>,
+    /// Decisions the engine appends to; reused so the hot path does not
+    /// allocate a Vec per hint.
+    pub(crate) decisions: Vec<Decision>,
+    /// The second buffer `place.rs` swaps in while carrying out a batch.
+    pub(crate) spare: Vec<Decision>,
+    /// Counters (the fast-path ones live in the threads' slots).
+    pub(crate) stats: RuntimeStats,
+    /// Fast-path hints of threads that are no longer registered.
+    pub(crate) retired_fast_hints: u64,
+    /// The next application id; ids below it exist.
+    pub(crate) next_app: u64,
+}
+
+impl State {
+    /// Feeds one event to the engine, its decisions appended to
+    /// `self.decisions`.
+    #[inline]
+    pub(crate) fn handle(&mut self, event: Event) -> Result<(), CoreError> {
+        self.engine.handle(event, &mut self.decisions)
+    }
+}
+
+/// The shared part of a runtime.
+pub(crate) struct Inner {
+    /// Unique among runtimes of this process.
+    pub(crate) id: u64,
+    /// The configuration it started with.
+    pub(crate) config: RuntimeConfig,
+    /// The machine's topology as read from sysfs.
+    pub(crate) machine: Topology,
+    /// The topology the engine places on: `machine` restricted to `allowed`.
+    pub(crate) topology: Topology,
+    /// The allowed CPUs of the thread that started the runtime.
+    pub(crate) allowed: CpuSet,
+    /// The affinity calls (the kernel, or a test's fault injector).
+    pub(crate) sys: Arc<dyn SysOps>,
+    /// Set once by shutdown; read on every hint.
+    pub(crate) shut_down: AtomicBool,
+    /// The engine and everything that changes with it.
+    pub(crate) state: Mutex<State>,
+    /// When the runtime started: the balancer's clock origin.
+    pub(crate) started: Instant,
+    /// Our process id, skipped by the external-load sample.
+    pub(crate) pid: u32,
+    /// Set to stop the balancer thread; guarded for `wake`.
+    pub(crate) stop: Mutex<bool>,
+    /// The balancer thread sleeps on this between passes.
+    pub(crate) wake: Condvar,
+    /// The external-load sampler and its buffers (used outside `state`).
+    pub(crate) sampler: Mutex<LoadSampler>,
+}
+
+/// Owns the balancer thread; dropping the last `Runtime` clone shuts down.
+struct Owner {
+    inner: Arc<Inner>,
+    balancer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        shutdown(&self.inner, &self.balancer);
+    }
+}
+
+/// One dfsched instance: topology, engine, balancer thread. Cheap to clone
+/// (`Arc` inside); the last clone dropped shuts it down.
+#[derive(Clone)]
+pub struct Runtime {
+    owner: Arc<Owner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &self.owner.inner;
+        f.debug_struct("Runtime")
+            .field("id", &inner.id)
+            .field("enabled", &inner.config.enabled)
+            .field("cpus", &inner.topology.cpus().to_string())
+            .field("shut_down", &inner.is_shut_down())
+            .finish()
+    }
+}
+
+#[inline]
+fn df_of(raw: u64) -> Option<DfId> {
+    (raw != 0).then_some(DfId(raw))
+}
+
+impl Runtime {
+    /// Starts a runtime: validates `config`, reads the allowed CPUs of the
+    /// calling thread and the topology under `config.sysfs_root`, makes the
+    /// engine, and starts the balancer thread (unless
+    /// `balance_interval_ms` is 0). Nothing is started on error.
+    ///
+    /// A disabled config (`enabled: false`) reads no topology: the runtime
+    /// then knows one flat domain over the allowed CPUs and does nothing.
+    pub fn start(config: RuntimeConfig) -> Result<Runtime, Error> {
+        Self::start_with_sys(config, Arc::new(RealSys))
+    }
+
+    /// As [`Runtime::start`], with the affinity calls made through `sys`:
+    /// for tests that inject failures (`EPERM`, `EINVAL`, `ESRCH`).
+    pub fn start_with_sys(config: RuntimeConfig, sys: Arc<dyn SysOps>) -> Result<Runtime, Error> {
+        config.validate().map_err(Error::Config)?;
+        let allowed = sys.get_affinity(0)?;
+        let (machine, topology) = if config.enabled {
+            let machine = crate::sysfs::read_topology(&config.sysfs_root)?;
+            let topology = restrict(&machine, &allowed)?;
+            (machine, topology)
+        } else {
+            let flat = Topology::new(&allowed, Vec::new())?;
+            (flat.clone(), flat)
+        };
+        let engine = Engine::new(topology.clone(), config.engine.clone())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let inner = Arc::new(Inner {
+            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            machine,
+            topology,
+            allowed,
+            sys,
+            shut_down: AtomicBool::new(false),
+            state: Mutex::new(State {
+                engine,
+                tasks: HashMap::new(),
+                decisions: Vec::with_capacity(16),
+                spare: Vec::with_capacity(16),
+                stats: RuntimeStats::default(),
+                retired_fast_hints: 0,
+                next_app: 1,
+            }),
+            started: Instant::now(),
+            pid: std::process::id(),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            sampler: Mutex::new(LoadSampler::new("/proc")),
+            config,
+        });
+        let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
+            let interval = Duration::from_millis(inner.config.balance_interval_ms);
+            Some(crate::balancer::spawn(Arc::clone(&inner), interval)?)
+        } else {
+            None
+        };
+        tracing::info!(
+            runtime = inner.id,
+            enabled = inner.config.enabled,
+            cpus = %inner.topology.cpus(),
+            domains = inner.topology.domains().len(),
+            balance_interval_ms = inner.config.balance_interval_ms,
+            "dfsched runtime started"
+        );
+        Ok(Runtime {
+            owner: Arc::new(Owner {
+                inner,
+                balancer: Mutex::new(balancer),
+            }),
+        })
+    }
+
+    /// The paper's call, for the calling thread: it leaves DF `cur_df` and
+    /// works on `next_df` of application `app` from now on (0 = none for
+    /// either DF). The thread's first hint registers it (under `app`); if its
+    /// placement changes it is moved before this returns. A hint repeating
+    /// the thread's DF (`cur_df == next_df ==` its DF) costs no lock and no
+    /// system call.
+    ///
+    /// On a placement failure (`EPERM`, `EINVAL`) the hint itself is applied,
+    /// the thread stays where the kernel put it, and the error is returned.
+    #[inline]
+    pub fn hint(&self, app: u64, cur_df: u64, next_df: u64) -> Result<(), Error> {
+        self.owner.inner.hint(Some(app), Some(cur_df), next_df)
+    }
+
+    /// The calling thread works on `df` from now on: a hint from its current
+    /// DF (0 if none) to `df`, under its own application (0 for a thread that
+    /// has not hinted yet).
+    #[inline]
+    pub fn enter(&self, df: u64) -> Result<(), Error> {
+        self.owner.inner.hint(None, None, df)
+    }
+
+    /// The calling thread leaves its DF: a hint from its current DF to none.
+    #[inline]
+    pub fn leave(&self) -> Result<(), Error> {
+        self.owner.inner.hint(None, None, 0)
+    }
+
+    /// A new application id, with an empty DF map. Application 0 always
+    /// exists. A disabled runtime still hands out ids.
+    pub fn create_app(&self) -> Result<u64, Error> {
+        let inner = &self.owner.inner;
+        if inner.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let mut st = inner.lock()?;
+        let id = st.next_app;
+        if inner.config.enabled {
+            st.engine
+                .handle(Event::AppNew { app: AppId(id) }, &mut Vec::new())?;
+        }
+        st.next_app += 1;
+        st.stats.apps_created += 1;
+        Ok(id)
+    }
+
+    /// Runs one balancer pass now (with an external-load sample first if
+    /// configured), carrying out its moves before returning.
+    pub fn balance_now(&self) -> Result<(), Error> {
+        let inner = &self.owner.inner;
+        if !inner.config.enabled {
+            return Ok(());
+        }
+        inner.balance_pass()
+    }
+
+    /// Tells the engine how many threads of other processes are runnable on
+    /// each CPU (`(cpu, count)`; CPUs not listed count 0), replacing the
+    /// previous sample. For bodies that measure load themselves and for
+    /// tests; with `external_load` on, the balancer's own samples replace it
+    /// at the next pass. Moves that follow are carried out.
+    pub fn set_external_load(&self, runnable: &[(CpuId, u32)]) -> Result<(), Error> {
+        let inner = &self.owner.inner;
+        if !inner.config.enabled {
+            return Ok(());
+        }
+        if inner.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let mut st = inner.lock()?;
+        let runnable: Vec<(CpuId, u32)> = runnable
+            .iter()
+            .copied()
+            .filter(|(cpu, _)| inner.topology.cpus().contains(*cpu))
+            .collect();
+        st.handle(Event::ExternalLoad { runnable })?;
+        inner.apply(&mut st, None);
+        Ok(())
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> RuntimeStats {
+        let inner = &self.owner.inner;
+        // Counters stay readable even after a panic poisoned the mutex.
+        let st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = st.stats.clone();
+        s.fast_hints = st.retired_fast_hints + st.tasks.values().map(|r| r.fast.get()).sum::<u64>();
+        s.hints += s.fast_hints;
+        s.threads_active = st.tasks.len() as u64;
+        s.enabled = inner.config.enabled;
+        s.shut_down = inner.is_shut_down();
+        s.engine = st.engine.stats().clone();
+        s
+    }
+
+    /// The counters as JSON (the text of `dfsched_stats_json`).
+    pub fn stats_json(&self) -> String {
+        serde_json::to_string(&self.stats())
+            .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
+    }
+
+    /// The topology the engine places threads on: the machine's cache
+    /// domains restricted to [`Runtime::allowed`].
+    pub fn topology(&self) -> &Topology {
+        &self.owner.inner.topology
+    }
+
+    /// The machine's whole topology as read from sysfs.
+    pub fn machine_topology(&self) -> &Topology {
+        &self.owner.inner.machine
+    }
+
+    /// The allowed CPUs of the thread that started the runtime (for a
+    /// process started under `taskset`, the process's set). dfsched never
+    /// places a thread outside them.
+    pub fn allowed(&self) -> &CpuSet {
+        &self.owner.inner.allowed
+    }
+
+    /// The configuration the runtime started with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.owner.inner.config
+    }
+
+    /// The calling thread's current DF in this runtime (0 = none), or
+    /// `None` if it is not registered.
+    pub fn thread_df(&self) -> Option<u64> {
+        thread::current(self.owner.inner.id).map(|(_, df)| df)
+    }
+
+    /// The engine's view of thread `tid`, if registered.
+    pub fn task(&self, tid: u64) -> Option<TaskView> {
+        self.owner.inner.lock().ok()?.engine.task(TaskId(tid))
+    }
+
+    /// The engine's priority groups, in id order.
+    pub fn groups(&self) -> Vec<GroupView> {
+        self.owner
+            .inner
+            .lock()
+            .map(|st| st.engine.groups())
+            .unwrap_or_default()
+    }
+
+    /// Checks the engine's invariants (for tests).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let st = self.owner.inner.lock().map_err(|e| e.to_string())?;
+        st.engine.check_invariants()
+    }
+
+    /// Stops the balancer thread and stops placing threads; restores
+    /// nothing (threads keep their last CPUs). Idempotent; returns once the
+    /// balancer thread has ended.
+    pub fn shutdown(&self) {
+        shutdown(&self.owner.inner, &self.owner.balancer);
+    }
+}
+
+fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
+    inner.shut_down.store(true, Ordering::Release);
+    {
+        let mut stop = inner.stop.lock().unwrap_or_else(PoisonError::into_inner);
+        *stop = true;
+        inner.wake.notify_all();
+    }
+    let handle = balancer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(handle) = handle {
+        // The balancer thread never shuts its own runtime down, but a join
+        // of oneself would deadlock: check rather than trust.
+        if handle.thread().id() != std::thread::current().id() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// `machine` restricted to the CPUs of `allowed`: every domain intersected
+/// with them (intersections of nested sets still nest).
+pub(crate) fn restrict(machine: &Topology, allowed: &CpuSet) -> Result<Topology, Error> {
+    let cpus = machine.cpus().intersection(allowed);
+    if cpus.is_empty() {
+        return Err(Error::NoUsableCpu {
+            allowed: allowed.clone(),
+            topology: machine.cpus().clone(),
+        });
+    }
+    if &cpus == machine.cpus() {
+        return Ok(machine.clone());
+    }
+    let specs = machine
+        .domains()
+        .iter()
+        .map(|d| DomainSpec {
+            level: d.level,
+            cpus: d.cpus.intersection(&cpus),
+            caches: d.caches.clone(),
+        })
+        .collect();
+    Ok(Topology::new(&cpus, specs)?)
+}
+
+impl Inner {
+    pub(crate) fn is_shut_down(&self) -> bool {
+        // Acquire pairs with shutdown's Release: a thread that sees the flag
+        // also sees that the balancer was told to stop.
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    /// The state, or [`Error::Internal`] if a panic inside dfsched poisoned
+    /// it (the engine may then be half-updated, so it is not used again).
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, State>, Error> {
+        self.state.lock().map_err(|_| {
+            Error::Internal(
+                "an earlier call panicked inside dfsched; this runtime is unusable".into(),
+            )
+        })
+    }
+
+    /// The hint path (see the module doc). `app`/`cur` of `None` mean the
+    /// thread's own.
+    #[inline]
+    pub(crate) fn hint(
+        self: &Arc<Self>,
+        app: Option<u64>,
+        cur: Option<u64>,
+        next: u64,
+    ) -> Result<(), Error> {
+        if !self.config.enabled {
+            return Ok(());
+        }
+        if self.is_shut_down() {
+            return self.refuse_unlocked(Error::ShutDown);
+        }
+        match thread::fast_path(self.id, app, cur, next) {
+            Ok(Fast::Hit) => Ok(()),
+            Ok(Fast::Miss {
+                app,
+                cur,
+                registered,
+            }) => self.hint_slow(app, cur, next, registered),
+            Err(e) => self.refuse_unlocked(e),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse_unlocked(&self, e: Error) -> Result<(), Error> {
+        if let Ok(mut st) = self.lock() {
+            st.stats.hints += 1;
+            st.stats.refused.record(&e);
+        }
+        Err(e)
+    }
+
+    #[inline(never)]
+    fn hint_slow(
+        self: &Arc<Self>,
+        app: u64,
+        cur: u64,
+        next: u64,
+        registered: bool,
+    ) -> Result<(), Error> {
+        let tid = crate::sys::gettid();
+        // An unregistered thread's allowed CPUs and current CPU are read
+        // before the lock, so the critical section makes no extra call.
+        let first = (!registered).then(|| (self.sys.get_affinity(0), crate::sys::current_cpu()));
+        let mut st = self.lock()?;
+        st.stats.hints += 1;
+        let mut outcome = None;
+        if let Some((mask, cpu)) = first {
+            outcome = match self.register(&mut st, tid, app, mask, cpu) {
+                Ok(outcome) => outcome,
+                Err(e) => return refuse(&mut st, e),
+            };
+        }
+        let event = Event::Hint {
+            task: TaskId(tid),
+            app: AppId(app),
+            cur: df_of(cur),
+            next: df_of(next),
+        };
+        if let Err(e) = st.handle(event) {
+            if matches!(e, CoreError::UnknownTask(_)) {
+                // The runtime dropped this thread (it looked gone, ESRCH):
+                // forget the stale registration so the next call starts anew.
+                let _ = thread::forget(self.id);
+            }
+            return refuse(&mut st, e.into());
+        }
+        // The hint's own placement decides the outcome; registration's
+        // counts only if the hint placed nothing.
+        let placed = self.apply(&mut st, Some(tid)).or(outcome);
+        // The engine now has `next` for this thread. The thread-local is
+        // alive (the fast path just read it), so this cannot fail.
+        let _ = thread::set_df(self.id, next);
+        match placed {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                drop(st);
+                tracing::warn!(tid, error = %e, "dfsched could not place the calling thread");
+                Err(e)
+            }
+        }
+    }
+
+    /// Registers the calling thread (`TaskNew`) under `app`, from its kernel
+    /// mask `mask`; returns the outcome of any placement of it that followed.
+    fn register(
+        self: &Arc<Self>,
+        st: &mut State,
+        tid: u64,
+        app: u64,
+        mask: Result<CpuSet, Error>,
+        cpu: Option<CpuId>,
+    ) -> Result<Option<Result<(), Error>>, Error> {
+        if app >= st.next_app {
+            return Err(CoreError::UnknownApp(AppId(app)).into());
+        }
+        let mask = mask?;
+        let allowed = mask.intersection(self.topology.cpus());
+        if allowed.is_empty() {
+            return Err(Error::NoUsableCpu {
+                allowed: mask,
+                topology: self.topology.cpus().clone(),
+            });
+        }
+        let cpu = cpu.filter(|c| allowed.contains(*c));
+        st.handle(Event::TaskNew {
+            task: TaskId(tid),
+            app: AppId(app),
+            allowed,
+            cpu,
+        })?;
+        let fast = Arc::new(FastCounter::default());
+        st.tasks.insert(
+            tid,
+            TaskRec {
+                fast: Arc::clone(&fast),
+                last_set: mask,
+            },
+        );
+        st.stats.threads_registered += 1;
+        if let Err(e) = thread::register(self, tid, app, fast) {
+            // Without a registration the thread's exit would go unnoticed:
+            // take it back out of the engine.
+            self.forget_task(st, tid);
+            let _ = st.handle(Event::Exit { task: TaskId(tid) });
+            st.decisions.clear();
+            return Err(e);
+        }
+        Ok(self.apply(st, Some(tid)))
+    }
+
+    /// Removes `tid`'s record, keeping its fast-path count; whether it was
+    /// there.
+    pub(crate) fn forget_task(&self, st: &mut State, tid: u64) -> bool {
+        match st.tasks.remove(&tid) {
+            Some(rec) => {
+                st.retired_fast_hints += rec.fast.get();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Called from the exiting thread's thread-local destructor.
+    pub(crate) fn thread_exited(&self, tid: u64) {
+        if !self.config.enabled || self.is_shut_down() {
+            return;
+        }
+        let Ok(mut st) = self.lock() else {
+            return;
+        };
+        if !self.forget_task(&mut st, tid) {
+            return;
+        }
+        st.stats.threads_exited += 1;
+        if st.handle(Event::Exit { task: TaskId(tid) }).is_ok() {
+            self.apply(&mut st, None);
+        }
+    }
+}
+
+fn refuse(st: &mut State, e: Error) -> Result<(), Error> {
+    st.decisions.clear();
+    st.stats.refused.record(&e);
+    Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dfsched_core::Level;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn restrict_keeps_the_nesting_within_the_allowed_cpus() {
+        let machine = Topology::test(2, 2, 2, 2);
+        let t = restrict(&machine, &set("4-7,9")).unwrap();
+        assert_eq!(t.cpus(), &set("4-7,9"));
+        let llc = t.domain(t.smallest_holding(&set("4-7")));
+        assert_eq!(llc.cpus, set("4-7"));
+        assert_eq!(llc.level, Level::Llc);
+        let core = t.domain(t.smallest_holding(&set("4-5")));
+        assert_eq!(core.level, Level::Core);
+        // CPU 9's core and LLC shrink to the CPU itself.
+        assert_eq!(t.domain(t.leaf(CpuId(9)).unwrap()).cpus, set("9"));
+        assert_eq!(restrict(&machine, machine.cpus()).unwrap(), machine);
+    }
+
+    #[test]
+    fn restrict_refuses_an_allowed_set_outside_the_machine() {
+        let machine = Topology::test(1, 1, 2, 1);
+        let err = restrict(&machine, &set("5-6")).unwrap_err();
+        assert_eq!(err.code(), crate::error::code::E_NO_CPU);
+    }
+}

@@ -1,0 +1,195 @@
+//! The runtime's counters, as a typed struct with one description per field.
+//! They are what the hot path records instead of logging.
+//!
+//! All counters count since the runtime started and only grow, except
+//! `threads_active` and `external_runnable`, which are current values.
+//! Counters are kept under the runtime's one mutex, except the fast-path
+//! hint count, which each thread keeps in its own slot (see `thread.rs`) so
+//! that a repeated hint touches no shared cache line.
+
+use crate::error::{code, Error};
+use serde::Serialize;
+
+/// Why `sched_setaffinity` failed, by errno.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PlacementFailures {
+    /// `ESRCH`: the thread was gone; dfsched dropped it (`Exit`).
+    pub esrch: u64,
+    /// `EPERM`: not allowed to move it; it stays where it is.
+    pub eperm: u64,
+    /// `EINVAL`: the CPUs were refused (a cpuset changed); dfsched re-read
+    /// the thread's allowed CPUs and retried once.
+    pub einval: u64,
+    /// Any other errno.
+    pub other: u64,
+}
+
+impl PlacementFailures {
+    pub(crate) fn record(&mut self, errno: Option<i32>) {
+        match errno {
+            Some(libc::ESRCH) => self.esrch += 1,
+            Some(libc::EPERM) => self.eperm += 1,
+            Some(libc::EINVAL) => self.einval += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        self.esrch + self.eperm + self.einval + self.other
+    }
+}
+
+/// Hints refused, by reason. A refused hint leaves the thread where it was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RefusedHints {
+    /// The application was never created.
+    pub unknown_app: u64,
+    /// The thread belongs to another application.
+    pub wrong_app: u64,
+    /// The hint's current DF was not the thread's.
+    pub not_in_df: u64,
+    /// The thread's allowed CPUs hold no CPU of the topology.
+    pub no_cpu: u64,
+    /// The runtime was shut down.
+    pub shut_down: u64,
+    /// The calling thread was exiting.
+    pub thread_exiting: u64,
+    /// Any other reason (see `dfsched_last_error` / the returned error).
+    pub other: u64,
+}
+
+impl RefusedHints {
+    pub(crate) fn record(&mut self, err: &Error) {
+        match err.code() {
+            code::E_UNKNOWN_APP => self.unknown_app += 1,
+            code::E_WRONG_APP => self.wrong_app += 1,
+            code::E_NOT_IN_DF => self.not_in_df += 1,
+            code::E_NO_CPU => self.no_cpu += 1,
+            code::E_SHUT_DOWN => self.shut_down += 1,
+            code::E_THREAD_EXITING => self.thread_exiting += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    /// All refusals.
+    pub fn total(&self) -> u64 {
+        self.unknown_app
+            + self.wrong_app
+            + self.not_in_df
+            + self.no_cpu
+            + self.shut_down
+            + self.thread_exiting
+            + self.other
+    }
+}
+
+/// What a runtime did since it started. Serializes to the JSON of
+/// `dfsched_stats_json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuntimeStats {
+    /// Whether dfsched is on (false under `DFSCHED_DISABLE=1`: nothing else
+    /// moves then).
+    pub enabled: bool,
+    /// Whether [`crate::Runtime::shutdown`] was called.
+    pub shut_down: bool,
+    /// Hint calls (`hint`, `enter`, `leave`), including refused ones and
+    /// fast-path ones.
+    pub hints: u64,
+    /// Hints that repeated the thread's DF and returned at once, with no
+    /// lock and no system call.
+    pub fast_hints: u64,
+    /// Threads registered (on their first hint).
+    pub threads_registered: u64,
+    /// Registered threads whose exit dfsched noticed (thread-local drop).
+    pub threads_exited: u64,
+    /// Registered threads found gone when placing them (`ESRCH`) and
+    /// dropped.
+    pub threads_gone: u64,
+    /// Threads registered now.
+    pub threads_active: u64,
+    /// Applications created (application 0 always exists and is not
+    /// counted).
+    pub apps_created: u64,
+    /// Successful `sched_setaffinity` calls.
+    pub placements: u64,
+    /// Failed `sched_setaffinity` calls, by errno.
+    pub placement_failures: PlacementFailures,
+    /// Times a thread's allowed CPUs were found changed by someone else
+    /// (taskset, a cpuset) and the engine was told (`Event::Allowed`).
+    pub allowed_changes: u64,
+    /// Hints refused, by reason.
+    pub refused: RefusedHints,
+    /// Whole groups the balancer moved.
+    pub group_moves: u64,
+    /// Unmanaged threads the balancer moved.
+    pub task_moves: u64,
+    /// Groups the balancer split.
+    pub splits: u64,
+    /// Balancer passes run (by the thread or `balance_now`).
+    pub balancer_passes: u64,
+    /// Balancer passes the engine refused (should stay 0).
+    pub balancer_errors: u64,
+    /// External-load samples taken from `/proc`.
+    pub external_load_samples: u64,
+    /// External-load samples that failed (the pass ran without one).
+    pub external_load_errors: u64,
+    /// Other processes' runnable threads on our CPUs in the last sample.
+    pub external_runnable: u64,
+    /// The engine's own counters.
+    pub engine: dfsched_core::Stats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::AffinityOp;
+
+    #[test]
+    fn failures_and_refusals_land_in_their_buckets() {
+        let mut f = PlacementFailures::default();
+        for errno in [libc::ESRCH, libc::EPERM, libc::EINVAL, libc::EFAULT] {
+            f.record(Some(errno));
+        }
+        f.record(None);
+        assert_eq!((f.esrch, f.eperm, f.einval, f.other), (1, 1, 1, 2));
+        assert_eq!(f.total(), 5);
+
+        let mut r = RefusedHints::default();
+        r.record(&Error::ShutDown);
+        r.record(&Error::ThreadExiting);
+        r.record(&Error::Affinity {
+            op: AffinityOp::Set,
+            tid: 1,
+            errno: libc::EPERM,
+        });
+        r.record(&Error::from(dfsched_core::CoreError::UnknownApp(
+            dfsched_core::AppId(3),
+        )));
+        assert_eq!(
+            (r.shut_down, r.thread_exiting, r.other, r.unknown_app),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(r.total(), 4);
+    }
+
+    #[test]
+    fn stats_serialize_with_every_documented_key() {
+        let json = serde_json::to_value(RuntimeStats::default()).unwrap();
+        for key in [
+            "hints",
+            "fast_hints",
+            "placements",
+            "group_moves",
+            "splits",
+            "balancer_passes",
+            "placement_failures",
+            "refused",
+            "engine",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+        assert!(json["placement_failures"].get("eperm").is_some());
+        assert!(json["refused"].get("not_in_df").is_some());
+    }
+}

@@ -1,0 +1,207 @@
+//! The few Linux system calls dfsched makes: thread ids, CPU affinity, the
+//! current CPU. Every `unsafe` block in the crate that touches the kernel is
+//! here, small, with a `// SAFETY:` comment.
+//!
+//! The runtime reaches affinity through the [`SysOps`] trait rather than the
+//! free functions, so that tests can inject failures the machine cannot
+//! produce on demand (`EPERM` for a root user, `EINVAL` from a cpuset that
+//! changed under us, `ESRCH` from a thread that exited between a hint and its
+//! placement). [`RealSys`] is the only implementation outside tests.
+//!
+//! Invariant: a kernel CPU mask is an array of `unsigned long`, bit `i % 64`
+//! of word `i / 64` being CPU `i`; on the 64-bit targets this crate builds
+//! for, that is exactly [`CpuSet::as_words`], so masks cross without
+//! conversion.
+
+use crate::error::{AffinityOp, Error};
+use dfsched_core::{CpuId, CpuSet};
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+compile_error!(
+    "dfsched-rt supports 64-bit Linux only (CPU masks are handed to the kernel as u64 words)"
+);
+
+/// Words in the first affinity buffer: 1024 CPUs, glibc's `CPU_SETSIZE`.
+const FIRST_MASK_WORDS: usize = 16;
+/// The largest buffer tried: 65536 CPUs, [`dfsched_core::cpuset::MAX_CPUS`].
+const MAX_MASK_WORDS: usize = 1024;
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> u64 {
+    // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    tid as u64
+}
+
+/// Converts a thread id to the kernel's `pid_t`, refusing ids it cannot name.
+fn pid_of(op: AffinityOp, tid: u64) -> Result<libc::pid_t, Error> {
+    libc::pid_t::try_from(tid).map_err(|_| Error::Affinity {
+        op,
+        tid,
+        errno: libc::ESRCH,
+    })
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// The CPUs thread `tid` may run on (`tid` 0 = the calling thread), as
+/// `sched_getaffinity` reports them.
+pub fn get_affinity(tid: u64) -> Result<CpuSet, Error> {
+    let pid = pid_of(AffinityOp::Get, tid)?;
+    let mut small = [0u64; FIRST_MASK_WORDS];
+    match getaffinity_into(pid, &mut small) {
+        Ok(()) => return Ok(CpuSet::from_words(&small)),
+        // A kernel built for more CPUs than the buffer holds answers EINVAL:
+        // retry with larger buffers.
+        Err(libc::EINVAL) => {}
+        Err(errno) => {
+            return Err(Error::Affinity {
+                op: AffinityOp::Get,
+                tid,
+                errno,
+            })
+        }
+    }
+    let mut words = FIRST_MASK_WORDS * 2;
+    loop {
+        let mut big = vec![0u64; words];
+        match getaffinity_into(pid, &mut big) {
+            Ok(()) => return Ok(CpuSet::from_words(&big)),
+            Err(libc::EINVAL) if words < MAX_MASK_WORDS => words *= 2,
+            Err(errno) => {
+                return Err(Error::Affinity {
+                    op: AffinityOp::Get,
+                    tid,
+                    errno,
+                })
+            }
+        }
+    }
+}
+
+fn getaffinity_into(pid: libc::pid_t, buf: &mut [u64]) -> Result<(), i32> {
+    let bytes = std::mem::size_of_val(buf);
+    // SAFETY: `buf` is a live, writable buffer of exactly `bytes` bytes, and
+    // the kernel writes at most `bytes` bytes of mask into it (glibc zeroes
+    // the rest of those bytes). glibc only passes the pointer through, so its
+    // type (`cpu_set_t`) does not need to match the buffer's length.
+    let rc = unsafe { libc::sched_getaffinity(pid, bytes, buf.as_mut_ptr().cast()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+/// Lets thread `tid` (0 = the calling thread) run only on `cpus`.
+///
+/// An empty set is refused with `EINVAL` without a system call, as the
+/// kernel would.
+pub fn set_affinity(tid: u64, cpus: &CpuSet) -> Result<(), Error> {
+    let pid = pid_of(AffinityOp::Set, tid)?;
+    let words = cpus.as_words();
+    if words.is_empty() {
+        return Err(Error::Affinity {
+            op: AffinityOp::Set,
+            tid,
+            errno: libc::EINVAL,
+        });
+    }
+    let bytes = std::mem::size_of_val(words);
+    // SAFETY: `words` is a live, readable buffer of exactly `bytes` bytes; the
+    // kernel only reads `bytes` bytes from it (a shorter mask than its own is
+    // zero-extended). glibc passes the pointer through unchanged.
+    let rc = unsafe { libc::sched_setaffinity(pid, bytes, words.as_ptr().cast()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::Affinity {
+            op: AffinityOp::Set,
+            tid,
+            errno: last_errno(),
+        })
+    }
+}
+
+/// The CPU the calling thread runs on right now (`sched_getcpu`); it may
+/// have moved by the time the caller looks.
+pub fn current_cpu() -> Option<CpuId> {
+    // SAFETY: sched_getcpu takes no arguments and touches no caller memory.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).ok().map(CpuId)
+}
+
+/// The affinity calls the runtime makes, behind a trait so tests can inject
+/// failures. `tid` 0 is the calling thread, as for the free functions.
+pub trait SysOps: Send + Sync + 'static {
+    /// As [`get_affinity`].
+    fn get_affinity(&self, tid: u64) -> Result<CpuSet, Error>;
+    /// As [`set_affinity`].
+    fn set_affinity(&self, tid: u64, cpus: &CpuSet) -> Result<(), Error>;
+}
+
+/// The real kernel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealSys;
+
+impl SysOps for RealSys {
+    #[inline]
+    fn get_affinity(&self, tid: u64) -> Result<CpuSet, Error> {
+        get_affinity(tid)
+    }
+
+    #[inline]
+    fn set_affinity(&self, tid: u64, cpus: &CpuSet) -> Result<(), Error> {
+        set_affinity(tid, cpus)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gettid_names_this_thread_and_differs_between_threads() {
+        let me = gettid();
+        assert!(me > 0);
+        assert_eq!(gettid(), me);
+        let other = std::thread::spawn(gettid).join().unwrap();
+        assert_ne!(other, me);
+    }
+
+    #[test]
+    fn affinity_round_trips_on_this_thread() {
+        // Run in a thread of our own so the test harness thread keeps its mask.
+        std::thread::spawn(|| {
+            let all = get_affinity(0).unwrap();
+            assert!(!all.is_empty());
+            let one = CpuSet::single(all.first().unwrap());
+            set_affinity(0, &one).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), one);
+            assert_eq!(get_affinity(gettid()).unwrap(), one);
+            assert_eq!(current_cpu(), one.first(), "we run where we are allowed");
+            set_affinity(0, &all).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), all);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn bad_affinity_requests_fail_with_their_errno() {
+        let err = set_affinity(0, &CpuSet::new()).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::EINVAL));
+        // A CPU far beyond any real machine: the kernel says EINVAL.
+        let err = set_affinity(0, &CpuSet::single(CpuId(60_000))).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::EINVAL));
+        // A thread id that cannot exist.
+        let err = get_affinity(u64::MAX).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::ESRCH));
+        let err = get_affinity(i32::MAX as u64).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::ESRCH));
+    }
+}

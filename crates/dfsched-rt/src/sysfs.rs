@@ -1,0 +1,265 @@
+//! The machine's cache topology, read from sysfs.
+//!
+//! Files read, all under a root prefix (normally `/`; tests and
+//! `DFSCHED_SYSFS_ROOT` point it at a fixture tree):
+//!
+//! ```text
+//! sys/devices/system/cpu/online                                 cpulist, required
+//! sys/devices/system/cpu/cpuN/cache/indexI/level                1, 2, 3…
+//! sys/devices/system/cpu/cpuN/cache/indexI/type                 Data | Instruction | Unified
+//! sys/devices/system/cpu/cpuN/cache/indexI/size                 "32K", "1024K", "8M" (optional)
+//! sys/devices/system/cpu/cpuN/cache/indexI/shared_cpu_list      cpulist
+//! sys/devices/system/cpu/cpuN/topology/thread_siblings_list     cpulist (optional)
+//! sys/devices/system/node/nodeM/cpulist                         cpulist (optional dir)
+//! ```
+//!
+//! How caches become the core's domain levels:
+//! - a cache shared by exactly one core's SMT siblings (an L1, a private L2)
+//!   is a [`Level::Core`] domain;
+//! - a cache of the highest level on the machine that spans more than one
+//!   core is the [`Level::Llc`];
+//! - any other cache shared by several cores (an L2 per cluster) is
+//!   [`Level::L2`];
+//! - NUMA nodes are [`Level::Node`].
+//!
+//! A core's siblings come from `thread_siblings_list`, or failing that from
+//! its level-1 caches, or failing that it is the CPU alone. A CPU without a
+//! `cache` directory is fine: it simply has no cache domains.
+//!
+//! Every list is intersected with the online CPUs (sysfs names offline CPUs
+//! in shared lists). A missing required file, or any garbled one, is an
+//! [`Error::Sysfs`] naming the file. Only `size` may be missing (some
+//! platforms do not report it): the cache's size is then unknown.
+
+use crate::error::Error;
+use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One cache of one CPU, as read.
+#[derive(Debug)]
+struct CacheEntry {
+    cache: Cache,
+    shared: CpuSet,
+}
+
+/// Reads the cache topology under `root` (normally "/"):
+/// `root/sys/devices/system/cpu/{online,cpu*/cache/index*/{level,type,size,shared_cpu_list}}`,
+/// `root/sys/devices/system/node/node*/cpulist`. See the module doc.
+pub fn read_topology(root: &Path) -> Result<Topology, Error> {
+    let cpu_dir = root.join("sys/devices/system/cpu");
+    let online = read_cpulist(&cpu_dir.join("online"))?;
+    if online.is_empty() {
+        return Err(Error::Sysfs {
+            path: cpu_dir.join("online"),
+            reason: "no CPU is online".into(),
+        });
+    }
+
+    let mut caches: BTreeMap<CpuId, Vec<CacheEntry>> = BTreeMap::new();
+    let mut siblings: BTreeMap<CpuId, CpuSet> = BTreeMap::new();
+    for cpu in online.iter() {
+        let dir = cpu_dir.join(format!("cpu{}", cpu.0));
+        caches.insert(cpu, read_caches(&dir.join("cache"), cpu, &online)?);
+        let list = dir.join("topology/thread_siblings_list");
+        if list.exists() {
+            let mut set = read_cpulist(&list)?.intersection(&online);
+            set.insert(cpu);
+            siblings.insert(cpu, set);
+        }
+    }
+    let top_level = caches
+        .values()
+        .flatten()
+        .map(|c| c.cache.level)
+        .max()
+        .unwrap_or(0);
+
+    let mut specs = Vec::new();
+    for (&cpu, entries) in &caches {
+        let core = siblings.get(&cpu).cloned().unwrap_or_else(|| {
+            entries
+                .iter()
+                .filter(|c| c.cache.level == 1)
+                .fold(CpuSet::single(cpu), |acc, c| acc.union(&c.shared))
+        });
+        if core.len() > 1 {
+            specs.push(DomainSpec {
+                level: Level::Core,
+                cpus: core.clone(),
+                caches: Vec::new(),
+            });
+        }
+        for entry in entries {
+            let level = if entry.shared.is_subset(&core) {
+                Level::Core
+            } else if entry.cache.level == top_level {
+                Level::Llc
+            } else {
+                Level::L2
+            };
+            specs.push(DomainSpec {
+                level,
+                cpus: entry.shared.clone(),
+                caches: vec![entry.cache.clone()],
+            });
+        }
+    }
+    specs.extend(read_nodes(&root.join("sys/devices/system/node"), &online)?);
+    Ok(Topology::new(&online, specs)?)
+}
+
+/// The caches of `cpu` under its `cache` directory; none if it has none.
+fn read_caches(dir: &Path, cpu: CpuId, online: &CpuSet) -> Result<Vec<CacheEntry>, Error> {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(sysfs_err(dir, e.to_string())),
+    };
+    let mut index_dirs: Vec<PathBuf> = listing
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("index"))
+        })
+        .map(|e| e.path())
+        .collect();
+    index_dirs.sort();
+    let mut out = Vec::with_capacity(index_dirs.len());
+    for index in index_dirs {
+        let level_path = index.join("level");
+        let level_text = read_text(&level_path)?;
+        let level: u8 = level_text
+            .parse()
+            .ok()
+            .filter(|&l| l >= 1)
+            .ok_or_else(|| sysfs_err(&level_path, format!("bad cache level {level_text:?}")))?;
+        let type_path = index.join("type");
+        let kind = read_text(&type_path)?;
+        if !matches!(kind.as_str(), "Data" | "Instruction" | "Unified") {
+            return Err(sysfs_err(&type_path, format!("bad cache type {kind:?}")));
+        }
+        let size_path = index.join("size");
+        let size_bytes = if size_path.exists() {
+            let text = read_text(&size_path)?;
+            Some(parse_size(&text).map_err(|reason| sysfs_err(&size_path, reason))?)
+        } else {
+            None
+        };
+        let mut shared = read_cpulist(&index.join("shared_cpu_list"))?.intersection(online);
+        shared.insert(cpu);
+        out.push(CacheEntry {
+            cache: Cache {
+                level,
+                kind,
+                size_bytes,
+            },
+            shared,
+        });
+    }
+    Ok(out)
+}
+
+/// One domain per NUMA node with online CPUs; none if the kernel has no
+/// node directory.
+fn read_nodes(dir: &Path, online: &CpuSet) -> Result<Vec<DomainSpec>, Error> {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(sysfs_err(dir, e.to_string())),
+    };
+    let mut nodes: Vec<(u32, PathBuf)> = listing
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n = name.to_str()?.strip_prefix("node")?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    nodes.sort();
+    let mut specs = Vec::new();
+    for (_, path) in nodes {
+        let cpus = read_cpulist(&path.join("cpulist"))?.intersection(online);
+        specs.push(DomainSpec {
+            level: Level::Node,
+            cpus,
+            caches: Vec::new(),
+        });
+    }
+    Ok(specs)
+}
+
+fn sysfs_err(path: &Path, reason: String) -> Error {
+    Error::Sysfs {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// A file's text without surrounding whitespace.
+fn read_text(path: &Path) -> Result<String, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(sysfs_err(path, "missing".into()))
+        }
+        Err(e) => Err(sysfs_err(path, e.to_string())),
+    }
+}
+
+fn read_cpulist(path: &Path) -> Result<CpuSet, Error> {
+    read_text(path)?
+        .parse()
+        .map_err(|e: dfsched_core::CpuListError| sysfs_err(path, e.to_string()))
+}
+
+/// A sysfs cache size: digits with an optional binary suffix, `"32K"`,
+/// `"1024K"`, `"8M"`, `"1G"`, or plain bytes.
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&text[..i], &text[i..]),
+        None => (text, ""),
+    };
+    let mult: u64 = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("bad cache size {text:?} (unit {unit:?})")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("bad cache size {text:?}"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("cache size {text:?} overflows"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("32K"), Ok(32 * 1024));
+        assert_eq!(parse_size("1024K\n"), Ok(1024 * 1024));
+        assert_eq!(parse_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        for bad in ["", "K", "12Q", "1.5M", "-3K", "99999999999999999999K"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn reads_this_machines_topology() {
+        let t = read_topology(Path::new("/")).unwrap();
+        let online: CpuSet = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(t.cpus(), &online);
+        assert!(t.domains().iter().any(|d| !d.caches.is_empty()));
+    }
+}

@@ -1,0 +1,138 @@
+/*
+ * dfsched.h — data-affinity scheduling for Linux threads (libdfsched.so).
+ *
+ * A thread tells dfsched which data fragment (DF) it is about to work on;
+ * dfsched runs the threads of one DF where that data already is (one cache
+ * domain, or one CPU under heavy load) by setting their CPU affinity, and a
+ * balancer thread moves whole DF groups when CPUs become imbalanced.
+ * (Pinter & Zalmanovici, "Data affinity scheduling", §4.1.)
+ *
+ * Build:   cc prog.c $(pkg-config --cflags --libs dfsched)
+ *
+ * Vocabulary:
+ *   application  owns a DF map; application 0 always exists and is a
+ *                thread's default; dfsched_app_create() makes more.
+ *   DF           a non-zero uint64_t naming a piece of data within its
+ *                application; 0 means "no DF".
+ *   thread       registered with dfsched on its first hint (under the hint's
+ *                application, for good); its exit is noticed without any call.
+ *
+ * All functions work on the process's default dfsched runtime, started on
+ * the first call and configured from the environment (below). They are
+ * thread-safe. Every int-returning function returns DFSCHED_OK (0) or a
+ * negative DFSCHED_E_* code; on failure the calling thread's
+ * dfsched_last_error() describes it, the program goes on, and the thread
+ * stays where the kernel put it. No function ever aborts or unwinds into C.
+ *
+ * Environment (read once, at the first call; a bad value makes every call
+ * return DFSCHED_E_CONFIG and applies nothing; any other DFSCHED_* name is
+ * refused as unknown):
+ *   DFSCHED_DISABLE=0|1              1: every call is a successful no-op (0)
+ *   DFSCHED_BALANCE_INTERVAL_MS=N    ms between balancer passes; 0 = no
+ *                                    balancer thread (100; at most 3600000)
+ *   DFSCHED_IMBALANCE_PCT=N          imbalance threshold, percent (25; 1..1000)
+ *   DFSCHED_SPLIT_AFTER_PASSES=N     stuck imbalanced passes before a group is
+ *                                    split; 0 = never (3)
+ *   DFSCHED_HEAVY_LOAD_MILLI=N       runnable threads per CPU x1000 from which
+ *                                    a group's home is one CPU (2000; >= 1000)
+ *   DFSCHED_MAX_MOVES_PER_PASS=N     moves per balancer pass (16; >= 1)
+ *   DFSCHED_EXTERNAL_LOAD=0|1        count other processes' runnable threads
+ *                                    per CPU from /proc before each pass (1)
+ *   DFSCHED_SYSFS_ROOT=DIR           where sys/devices/system/... is read (/)
+ * Booleans also accept true/false, yes/no, on/off.
+ */
+#ifndef DFSCHED_H
+#define DFSCHED_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes. Values are stable. */
+#define DFSCHED_OK                 0   /* success */
+#define DFSCHED_E_INTERNAL        -1   /* a bug inside dfsched (a caught panic) */
+#define DFSCHED_E_INVALID_ARG     -2   /* NULL pointer or bad argument */
+#define DFSCHED_E_CONFIG          -3   /* bad DFSCHED_* variable; dfsched did not start */
+#define DFSCHED_E_TOPOLOGY        -4   /* sysfs topology missing or garbled (message names the file) */
+#define DFSCHED_E_NO_CPU          -5   /* the allowed CPUs hold no CPU of the topology */
+#define DFSCHED_E_UNKNOWN_APP     -6   /* the application was never created */
+#define DFSCHED_E_WRONG_APP       -7   /* the thread belongs to another application */
+#define DFSCHED_E_NOT_IN_DF       -8   /* cur_df is not the thread's current DF
+                                          (e.g. a DF switch from a thread that never hinted) */
+#define DFSCHED_E_REFUSED         -9   /* refused by the engine for another reason */
+#define DFSCHED_E_PERM           -10   /* sched_setaffinity: EPERM; the thread was not moved */
+#define DFSCHED_E_INVAL          -11   /* sched_setaffinity: EINVAL even after re-reading the
+                                          thread's allowed CPUs; the thread was not moved */
+#define DFSCHED_E_NO_THREAD      -12   /* the thread is gone (ESRCH) */
+#define DFSCHED_E_OS             -13   /* another system call failure (errno in the message) */
+#define DFSCHED_E_IO             -14   /* reading /proc failed */
+#define DFSCHED_E_SHUT_DOWN      -15   /* the runtime was shut down */
+#define DFSCHED_E_THREAD_EXITING -16   /* called from a thread-local destructor of an exiting thread */
+
+/*
+ * Starts dfsched now, so a bad configuration shows at start-up rather than
+ * at the first hint. Optional: every other call starts it too.
+ */
+int dfsched_init(void);
+
+/*
+ * The paper's call: the calling thread leaves DF cur_df and works on
+ * next_df of application app from now on (0 = no DF for either; app 0 =
+ * the process's default application). The first hint registers the thread
+ * under app. If the thread's placement changes it is moved before the call
+ * returns, so it never touches next_df's data on the wrong CPU. A hint that
+ * repeats the thread's DF (cur_df == next_df == its DF) takes no lock and
+ * makes no system call.
+ * Errors: DFSCHED_E_UNKNOWN_APP, DFSCHED_E_WRONG_APP, DFSCHED_E_NOT_IN_DF,
+ * DFSCHED_E_PERM / DFSCHED_E_INVAL (the hint counts, the thread is not
+ * moved), DFSCHED_E_CONFIG, DFSCHED_E_SHUT_DOWN, ...
+ */
+int dfsched_hint(uint64_t app, uint64_t cur_df, uint64_t next_df);
+
+/*
+ * The everyday form: dfsched_hint(<the thread's application, 0 if it has
+ * not hinted>, <its current DF or 0>, df).
+ */
+int dfsched_enter(uint64_t df);
+
+/* Leaves the calling thread's DF: dfsched_hint(<its app>, <its DF>, 0). */
+int dfsched_leave(void);
+
+/*
+ * Creates an application (an empty DF map) and stores its id in *out.
+ * out must point to a writable uint64_t; NULL gives DFSCHED_E_INVALID_ARG.
+ */
+int dfsched_app_create(uint64_t *out);
+
+/* Runs one balancer pass now and carries out its moves (tests, benchmarks). */
+int dfsched_balance_now(void);
+
+/*
+ * dfsched's counters as a JSON object: hints, fast_hints, placements,
+ * placement_failures {esrch, eperm, einval, other}, refused {unknown_app,
+ * wrong_app, not_in_df, no_cpu, shut_down, thread_exiting, other},
+ * group_moves, splits, task_moves, balancer_passes, threads_registered,
+ * threads_exited, threads_active, engine {...}, ...
+ * The string lives in a thread-local buffer: valid until the calling
+ * thread's next dfsched_stats_json() call or its exit. Do not free it.
+ * Returns NULL on failure (see dfsched_last_error()).
+ */
+const char *dfsched_stats_json(void);
+
+/*
+ * The message of the calling thread's most recent failed dfsched call, or
+ * "" if none failed. Thread-local: valid until the calling thread's next
+ * failing call or its exit. Never NULL; do not free it.
+ */
+const char *dfsched_last_error(void);
+
+/* A static description of an error code. Never NULL; do not free it. */
+const char *dfsched_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DFSCHED_H */
