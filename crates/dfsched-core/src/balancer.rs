@@ -731,4 +731,36 @@ mod tests {
         assert_eq!(h.e.stats().rehomes, 0);
         assert_eq!(h.e.stats().splits, 0, "a group of one is never split");
     }
+
+    #[test]
+    fn a_group_with_no_domain_of_its_depth_near_the_idlest_cpu_is_skipped() {
+        // CPUs 0-3 share an L2 and come in SMT pairs; CPU 4 stands alone,
+        // so no domain at a core's depth holds it.
+        use crate::topology::{DomainSpec, Level};
+        let spec = |level, cpus: &str| DomainSpec {
+            level,
+            cpus: set(cpus),
+            caches: vec![],
+        };
+        let topo = Topology::new(
+            &set("0-4"),
+            vec![
+                spec(Level::L2, "0-3"),
+                spec(Level::Core, "0-1"),
+                spec(Level::Core, "2-3"),
+            ],
+        )
+        .unwrap();
+        let mut h = H::new(topo);
+        h.external(&[0, 0, 1, 1, 0]);
+        h.task_df(1, "0-4", 1);
+        h.task_df(2, "0-4", 1);
+        assert_eq!(h.home(1), "0-1");
+        assert_eq!(h.load(), vec![1000, 1000, 1000, 1000, 0]);
+        assert!(h.balance().is_empty());
+        let r = h.e.last_balance().unwrap();
+        assert!(r.imbalanced);
+        assert_eq!(r.skipped_no_destination, 1);
+        assert_eq!(h.e.stats().balance_skipped_no_destination, 1);
+    }
 }

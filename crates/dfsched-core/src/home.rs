@@ -12,8 +12,17 @@
 //! - `r` — its runnable members.
 //! - `base` — the load of every CPU *without* `g`'s runnable members.
 //! - a domain `D` **holds** `g` when every runnable thread of `g` can have a
-//!   CPU of its own in it, load and capacity both counted on `D ∩ A`:
-//!   `D ∩ A ≠ ∅` and `base(D ∩ A) + r × 1000 ≤ |D ∩ A| × 1000`.
+//!   CPU of its own in it, load and capacity both counted on `D ∩ A`, in
+//!   whole tasks: `D ∩ A ≠ ∅` and `⌊base(D ∩ A) / 1000⌋ + r ≤ |D ∩ A|`.
+//!
+//! Why whole tasks: a fraction of a task in `base(D ∩ A)` can only come from
+//! tasks whose target straddles `D ∩ A` (a task inside it counts 1000
+//! there), and those may run outside it. Counting the fraction would make
+//! half-tasks block each other: on 2 CPUs, two threads that have not hinted
+//! yet count 500 on each CPU, so the first to hint would find no free CPU,
+//! take both, and leave the second the same picture — two one-thread groups
+//! each spread over both CPUs, for good, since each keeps seeing the other's
+//! halves. Rounding down gives each its own CPU.
 //!
 //! # Regime
 //!
@@ -105,8 +114,7 @@ impl Shape<'_> {
     /// its own on `d ∩ A`.
     pub(crate) fn holds(&self, d: &Domain) -> bool {
         let cap = d.cpus.intersection(self.allowed);
-        !cap.is_empty()
-            && self.base.sum(&cap) + self.runnable * TASK_MILLI <= cap.len() as u64 * TASK_MILLI
+        !cap.is_empty() && self.base.sum(&cap) / TASK_MILLI + self.runnable <= cap.len() as u64
     }
 
     /// The same group counted with at least one runnable member.
@@ -325,14 +333,22 @@ mod tests {
         assert!(!keeps_at(&idle, 2, "0-3"), "a core inside holds 2");
         assert!(!keeps_at(&idle, 3, "0-1"), "a core cannot hold 3");
         assert!(keeps_at(&idle, 3, "0-3"));
-        // Exactly full still holds: 1000 + 1000 ≤ 2000.
-        let half = load(&[1000, 0, 0, 0, 0, 0, 0, 0]);
-        assert!(keeps_at(&half, 1, "1"));
-        assert!(!keeps_at(&half, 1, "0"), "CPU 0 is taken");
-        // One thousandth too much and the core no longer holds 2.
-        let over = load(&[1, 0, 0, 0, 0, 0, 0, 0]);
-        assert!(keeps_at(&half, 1, "1"));
-        assert!(!keeps_at(&over, 2, "0-1"));
+        // Exactly full still holds: 1 + 1 ≤ 2 whole tasks.
+        let one = load(&[1000, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(keeps_at(&one, 1, "1"));
+        assert!(!keeps_at(&one, 1, "0"), "CPU 0 is taken");
+        assert!(!keeps_at(&one, 2, "0-1"), "one task too many for the core");
+        // Fractions of tasks (of tasks straddling the domain) do not count,
+        // a whole task does.
+        let almost = load(&[999, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(keeps_at(&almost, 1, "0"));
+        assert!(keeps_at(&almost, 2, "0-1"));
+        let halves = load(&[500, 500, 0, 0, 0, 0, 0, 0]);
+        assert!(
+            !keeps_at(&halves, 2, "0-1"),
+            "two halves on the core make one task"
+        );
+        assert!(keeps_at(&halves, 1, "0"));
         // No runnable member: kept whatever it is.
         assert!(keeps_at(&idle, 0, "0-7"));
         // Heavy (≥ 2 per CPU with the group): single CPU in A, and only that.

@@ -488,4 +488,16 @@ mod tests {
         assert_eq!(h.e.groups().len(), 2);
         assert_eq!(h.e.df_groups(AppId(1), DfId(7)), vec![GroupId(2)]);
     }
+
+    #[test]
+    fn threads_that_have_not_hinted_yet_do_not_crowd_out_the_first_hinter() {
+        // Two threads start on 2 CPUs (500 each per CPU); each then hints
+        // its own DF. Each gets its own CPU: the other's half-task on every
+        // CPU is a thread that can run elsewhere.
+        let mut h = two_cpus();
+        h.task(1, "0-1");
+        h.task(2, "0-1");
+        assert_eq!(places(&h.hint(1, Some(1))), p(&[(1, "0")]));
+        assert_eq!(places(&h.hint(2, Some(2))), p(&[(2, "1")]));
+    }
 }

@@ -1,0 +1,213 @@
+//! Golden tests of a small scenario: 8 tasks, 2 DFs, 2 CPUs
+//! (`Topology::test(1, 1, 2, 1)`, this machine's shape), hints interleaved
+//! t0:df1, t1:df2, t2:df1, … . Whatever the order the tasks appear in, the
+//! end state is the paper's: DF 1's group on one CPU, DF 2's on the other,
+//! four tasks each. The exact decisions are pinned so that any change of
+//! policy shows up here first.
+
+use dfsched_core::{
+    AppId, Config, CpuId, CpuSet, Decision, DfId, Engine, Event, Nanos, TaskId, Topology,
+};
+
+fn all() -> CpuSet {
+    "0-1".parse().unwrap()
+}
+
+/// One line per decision, short enough to read in a diff.
+fn render(e: &Engine, d: &Decision) -> String {
+    let cpus = |dom| e.topology().domain(dom).cpus.to_string();
+    match d {
+        Decision::Place { task, cpus } => format!("place {task} on {cpus}"),
+        Decision::GroupMoved {
+            group, from, to, ..
+        } => {
+            format!("move {group} {} -> {}", cpus(*from), cpus(*to))
+        }
+        Decision::GroupSplit {
+            group,
+            new_group,
+            moved,
+        } => {
+            format!("split {group} -> {new_group} {moved:?}")
+        }
+        Decision::TaskMoved { task, to } => format!("move {task} -> {}", cpus(*to)),
+        Decision::GroupReclaimed { group } => format!("reclaim {group}"),
+    }
+}
+
+struct Run {
+    e: Engine,
+    log: Vec<String>,
+}
+
+impl Run {
+    fn new() -> Run {
+        Run {
+            e: Engine::new(Topology::test(1, 1, 2, 1), Config::default()).unwrap(),
+            log: Vec::new(),
+        }
+    }
+
+    fn ev(&mut self, event: Event) {
+        let mut out = Vec::new();
+        self.e.handle(event, &mut out).unwrap();
+        self.e.check_invariants().unwrap();
+        self.log.extend(out.iter().map(|d| render(&self.e, d)));
+    }
+
+    fn new_task(&mut self, t: u64) {
+        self.ev(Event::TaskNew {
+            task: TaskId(t),
+            app: AppId(0),
+            allowed: all(),
+            cpu: None,
+        });
+    }
+
+    /// t0:df1, t1:df2, t2:df1, …
+    fn hint(&mut self, t: u64) {
+        let df = DfId(1 + t % 2);
+        self.ev(Event::Hint {
+            task: TaskId(t),
+            app: AppId(0),
+            cur: None,
+            next: Some(df),
+        });
+    }
+
+    /// Balancer passes until one does nothing (at most 8).
+    fn settle(&mut self) {
+        for i in 0..8 {
+            let before = self.log.len();
+            self.ev(Event::Balance {
+                now: Nanos::from_millis(10 * i),
+            });
+            if self.log.len() == before {
+                return;
+            }
+        }
+        panic!("the balancer did not settle");
+    }
+
+    /// The final state: two groups, one per DF, one CPU each, 4 tasks each.
+    fn assert_paper_end_state(&self) {
+        let groups = self.e.groups();
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        let mut homes = Vec::new();
+        for (g, df) in groups.iter().zip([DfId(1), DfId(2)]) {
+            assert_eq!(g.df, df);
+            assert_eq!(g.members.len(), 4);
+            assert!(g.members.iter().all(|t| t.0 % 2 == df.0 - 1));
+            let home = self.e.topology().domain(g.home).cpus.clone();
+            assert_eq!(home.len(), 1, "{} is not on one CPU", g.group);
+            for t in &g.members {
+                assert_eq!(self.e.target(*t), Some(&home));
+            }
+            homes.push(home);
+        }
+        assert_ne!(homes[0], homes[1]);
+        assert_eq!(
+            self.e.load_milli().iter().map(|x| x.1).collect::<Vec<_>>(),
+            vec![4000, 4000]
+        );
+    }
+}
+
+/// The log as one string, to compare against a pinned one.
+fn joined(log: &[String]) -> String {
+    log.join("\n")
+}
+
+#[test]
+fn tasks_created_first_then_interleaved_hints() {
+    let mut r = Run::new();
+    for t in 0..8 {
+        r.new_task(t);
+    }
+    for t in 0..8 {
+        r.hint(t);
+    }
+    r.settle();
+    // 8 runnable tasks on 2 CPUs is heavy load from the start: each new DF
+    // gets the least-loaded CPU, each known DF its group's CPU.
+    let want = "\
+place task0 on 0
+place task1 on 1
+place task2 on 0
+place task3 on 1
+place task4 on 0
+place task5 on 1
+place task6 on 0
+place task7 on 1";
+    assert_eq!(joined(&r.log), want);
+    r.assert_paper_end_state();
+}
+
+#[test]
+fn each_task_hints_as_it_starts() {
+    let mut r = Run::new();
+    for t in 0..8 {
+        r.new_task(t);
+        r.hint(t);
+    }
+    r.settle();
+    // Light load at first: DF 1's pair gets both CPUs (task2 already runs
+    // on both, so only task0 is placed); with the fourth task the load is
+    // heavy and DF 1's group packs onto the CPU DF 2 does not use.
+    let want = "\
+place task0 on 0
+place task1 on 1
+place task0 on 0-1
+place task3 on 1
+place task0 on 0
+place task2 on 0
+place task4 on 0
+place task5 on 1
+place task6 on 0
+place task7 on 1";
+    assert_eq!(joined(&r.log), want);
+    assert_eq!(r.e.stats().rehomes, 2);
+    r.assert_paper_end_state();
+}
+
+#[test]
+fn one_df_after_the_other() {
+    let mut r = Run::new();
+    for t in 0..8 {
+        r.new_task(t);
+    }
+    for t in [0, 2, 4, 6, 1, 3, 5, 7] {
+        r.hint(t);
+    }
+    r.settle();
+    assert_eq!(r.log.len(), 8, "{:?}", r.log);
+    r.assert_paper_end_state();
+}
+
+#[test]
+fn the_balancer_rectifies_mistakes_of_the_initial_state() {
+    // Another process keeps CPU 1 busy while the tasks start, so both DFs
+    // land on CPU 0; when it goes, the balancer moves a whole group.
+    let mut r = Run::new();
+    r.ev(Event::ExternalLoad {
+        runnable: vec![(CpuId(1), 6)],
+    });
+    for t in 0..8 {
+        r.new_task(t);
+        r.hint(t);
+    }
+    assert!(r.log.iter().all(|l| l.ends_with(" on 0")), "{:?}", r.log);
+    r.log.clear();
+    r.ev(Event::ExternalLoad { runnable: vec![] });
+    r.settle();
+    let want = "\
+move group1 0 -> 1
+place task0 on 1
+place task2 on 1
+place task4 on 1
+place task6 on 1";
+    assert_eq!(joined(&r.log), want);
+    assert_eq!(r.e.stats().group_moves, 1);
+    assert_eq!(r.e.stats().splits, 0);
+    r.assert_paper_end_state();
+}
