@@ -6,19 +6,28 @@
 //!   panic becomes `DFSCHED_E_INTERNAL` with its message as the last error;
 //! - every failing call sets the calling thread's last-error string, which
 //!   [`dfsched_last_error`] returns; successful calls leave it alone;
-//! - returned strings live in thread-local buffers: valid until the same
-//!   thread's next call of the same function (or its exit), never freed by
-//!   the caller. Thread-locals may already be gone when a call comes from
-//!   another thread-local destructor: then `dfsched_stats_json` returns NULL
-//!   and `dfsched_last_error` an empty string, never a crash.
+//! - returned strings live in thread-local buffers and are never freed by
+//!   the caller: the stats JSON until the same thread's next
+//!   `dfsched_stats_json` (or its exit); the last error in a fixed buffer
+//!   that never moves, valid for the thread's lifetime. Thread-locals may
+//!   already be gone when a call comes from another thread-local destructor:
+//!   then `dfsched_stats_json` returns NULL and `dfsched_last_error` an empty
+//!   string, never a crash.
 
 use crate::error::{code, Error};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// Bytes of a last-error message kept, with its terminating NUL; longer
+/// messages are cut at a character boundary.
+const LAST_ERROR_BYTES: usize = 1024;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The calling thread's last error, NUL-terminated, in a buffer that
+    /// never moves: a pointer from `dfsched_last_error` stays readable for
+    /// the thread's lifetime and always shows the latest message.
+    static LAST_ERROR: RefCell<[u8; LAST_ERROR_BYTES]> = const { RefCell::new([0; LAST_ERROR_BYTES]) };
     static STATS_JSON: RefCell<CString> = RefCell::new(CString::default());
 }
 
@@ -28,11 +37,23 @@ fn c_string(text: &str) -> CString {
     CString::new(text.replace('\0', "?")).unwrap_or_default()
 }
 
+/// Copies `message` into `buf` as a C string, cut to fit at a character
+/// boundary.
+fn fill_c_buffer(buf: &mut [u8], message: &str) {
+    let mut end = message.len().min(buf.len() - 1);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (dst, src) in buf.iter_mut().zip(message[..end].bytes()) {
+        *dst = if src == 0 { b'?' } else { src };
+    }
+    buf[end] = 0;
+}
+
 fn set_last_error(message: &str) {
-    let message = c_string(message);
     let _ = LAST_ERROR.try_with(|slot| {
-        if let Ok(mut slot) = slot.try_borrow_mut() {
-            *slot = message;
+        if let Ok(mut buf) = slot.try_borrow_mut() {
+            fill_c_buffer(&mut buf[..], message);
         }
     });
 }
@@ -146,24 +167,93 @@ pub extern "C" fn dfsched_stats_json() -> *const c_char {
 }
 
 /// The message of this thread's most recent failed call, or an empty
-/// string. Valid until this thread's next failing call or its exit; do not
-/// free it. Never NULL.
+/// string. The pointer stays valid for the thread's lifetime and always
+/// shows the latest message; do not free it. Never NULL.
 #[no_mangle]
 pub extern "C" fn dfsched_last_error() -> *const c_char {
     static EMPTY: &CStr = c"";
-    catch_unwind(|| {
-        LAST_ERROR
-            .try_with(|slot| slot.try_borrow().map(|s| s.as_ptr()).ok())
-            .ok()
-            .flatten()
-    })
-    .ok()
-    .flatten()
-    .unwrap_or(EMPTY.as_ptr())
+    // The buffer lives as long as the thread and never moves, so handing
+    // out its address is sound; it is NUL-terminated (zeroed at start, and
+    // `fill_c_buffer` always writes a NUL).
+    LAST_ERROR
+        .try_with(|slot| slot.as_ptr().cast::<c_char>().cast_const())
+        .unwrap_or(EMPTY.as_ptr())
 }
 
 /// A static description of an error code. Never NULL; do not free it.
 #[no_mangle]
 pub extern "C" fn dfsched_strerror(code: c_int) -> *const c_char {
     code::describe_c(code).as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        // SAFETY: dfsched_last_error returns a NUL-terminated string that
+        // lives as long as this thread.
+        unsafe { CStr::from_ptr(dfsched_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_an_internal_error_not_an_unwind() {
+        std::thread::spawn(|| {
+            assert_eq!(last_error(), "");
+            let rc = guarded(|| panic!("boom in the engine"));
+            assert_eq!(rc, code::E_INTERNAL);
+            assert!(
+                last_error().contains("boom in the engine"),
+                "{}",
+                last_error()
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn errors_set_the_last_error_and_success_keeps_it() {
+        std::thread::spawn(|| {
+            let ptr = dfsched_last_error();
+            assert_eq!(guarded(|| Err(Error::ShutDown)), code::E_SHUT_DOWN);
+            assert_eq!(last_error(), Error::ShutDown.to_string());
+            assert_eq!(guarded(|| Ok(())), code::OK);
+            assert_eq!(last_error(), Error::ShutDown.to_string());
+            assert_eq!(dfsched_last_error(), ptr, "the buffer never moves");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        let mut buf = [0xffu8; 8];
+        fill_c_buffer(&mut buf, "ab\u{e9}\u{e9}\u{e9}xyz");
+        // "ab" + two 2-byte characters fit in 7 bytes? 2 + 2 + 2 = 6; the
+        // third would end at 8 > 7.
+        assert_eq!(&buf[..7], b"ab\xc3\xa9\xc3\xa9\0");
+        let mut buf = [0xffu8; 4];
+        fill_c_buffer(&mut buf, "a\0b");
+        assert_eq!(&buf, b"a?b\0");
+    }
+
+    #[test]
+    fn app_create_refuses_a_null_pointer() {
+        // SAFETY: NULL is allowed and refused.
+        let rc = unsafe { dfsched_app_create(std::ptr::null_mut()) };
+        assert_eq!(rc, code::E_INVALID_ARG);
+        assert!(last_error().contains("NULL"));
+    }
+
+    #[test]
+    fn strerror_describes_every_code() {
+        for &(_, c) in code::ALL {
+            // SAFETY: dfsched_strerror returns a static NUL-terminated string.
+            let text = unsafe { CStr::from_ptr(dfsched_strerror(c)) };
+            assert_eq!(text.to_str().unwrap(), code::describe(c));
+        }
+    }
 }

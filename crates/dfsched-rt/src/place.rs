@@ -18,8 +18,8 @@
 //! Follow-up events (`Exit`, `Allowed`) append decisions that are carried out
 //! in the next round of the same call; each thread is re-read at most once
 //! per call, so rounds are bounded. The engine's view stays as decided when
-//! a placement fails: the thread keeps its DF and group, and the next hint or
-//! balancer move tries again.
+//! a placement fails: the thread keeps its DF and group, its record is marked
+//! stale, and its next hint places it again even if its target is unchanged.
 
 use crate::error::Error;
 use crate::runtime::{Inner, State};
@@ -94,6 +94,7 @@ impl Inner {
                 st.stats.placements += 1;
                 if let Some(rec) = st.tasks.get_mut(&tid) {
                     rec.last_set = cpus;
+                    rec.stale = false;
                 }
                 Ok(())
             }
@@ -117,6 +118,9 @@ impl Inner {
         if allowed.is_empty() {
             // Pinned outside every CPU we may use: leave it alone.
             st.stats.placement_failures.other += 1;
+            if let Some(rec) = st.tasks.get_mut(&tid) {
+                rec.stale = true;
+            }
             return Err(Error::NoUsableCpu {
                 allowed: mask,
                 topology: self.topology.cpus().clone(),
@@ -146,6 +150,9 @@ impl Inner {
     /// gone. Returns the error.
     fn placement_failed(&self, st: &mut State, tid: u64, e: Error) -> Result<(), Error> {
         st.stats.placement_failures.record(e.errno());
+        if let Some(rec) = st.tasks.get_mut(&tid) {
+            rec.stale = true;
+        }
         if e.errno() == Some(libc::ESRCH) && self.forget_task(st, tid) {
             st.stats.threads_gone += 1;
             // Its group may re-home without it; those moves follow.

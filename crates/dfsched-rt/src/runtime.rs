@@ -58,6 +58,10 @@ pub(crate) struct TaskRec {
     /// registration); a different mask read back means someone else changed
     /// it.
     pub(crate) last_set: CpuSet,
+    /// A placement of the thread failed (`EPERM`, `EINVAL`, …), so the
+    /// engine's target is not where the thread runs: its next hint places it
+    /// even if the engine's target does not change.
+    pub(crate) stale: bool,
 }
 
 /// Everything behind the mutex.
@@ -518,6 +522,7 @@ impl Inner {
             }
             return refuse(&mut st, e.into());
         }
+        self.replace_if_stale(&mut st, tid);
         // The hint's own placement decides the outcome; registration's
         // counts only if the hint placed nothing.
         let placed = self.apply(&mut st, Some(tid)).or(outcome);
@@ -568,6 +573,7 @@ impl Inner {
             TaskRec {
                 fast: Arc::clone(&fast),
                 last_set: mask,
+                stale: false,
             },
         );
         st.stats.threads_registered += 1;
@@ -580,6 +586,26 @@ impl Inner {
             return Err(e);
         }
         Ok(self.apply(st, Some(tid)))
+    }
+
+    /// If an earlier placement of the calling thread failed and the hint
+    /// does not place it anew, queues its placement on the engine's target:
+    /// a retry, without which the engine's target and the thread's CPUs
+    /// would stay apart until the target changed.
+    fn replace_if_stale(&self, st: &mut State, tid: u64) {
+        if !st.tasks.get(&tid).is_some_and(|r| r.stale) {
+            return;
+        }
+        let task = TaskId(tid);
+        let placed = st
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Place { task: t, .. } if *t == task));
+        if !placed {
+            if let Some(cpus) = st.engine.task(task).and_then(|v| v.placed) {
+                st.decisions.push(Decision::Place { task, cpus });
+            }
+        }
     }
 
     /// Removes `tid`'s record, keeping its fast-path count; whether it was

@@ -1,0 +1,288 @@
+//! The sysfs reader on fixture trees built under a temp dir: this machine's
+//! shape, a 2-node × 2-LLC × 2-core × SMT2 machine, an L2 shared by a
+//! cluster of cores, and missing or garbled files.
+
+mod common;
+
+use common::*;
+use dfsched::sysfs::read_topology;
+use dfsched::{code, CpuId, CpuSet, Level, Topology};
+
+fn set(s: &str) -> CpuSet {
+    s.parse().unwrap()
+}
+
+#[test]
+fn this_machines_shape_two_cpus_under_one_llc() {
+    let dir = TempDir::new("sysfs-2cpu");
+    write_flat_llc(&dir, &set("0-1"));
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.cpus(), &set("0-1"));
+    assert_eq!(t.domains().len(), 3, "the LLC root and two CPU leaves");
+    let root = t.domain(t.root());
+    assert_eq!(root.level, Level::Llc);
+    assert_eq!(root.caches.len(), 1);
+    assert_eq!(root.caches[0].level, 3);
+    assert_eq!(root.caches[0].size_bytes, Some(107520 << 10));
+    let leaf = t.domain(t.leaf(CpuId(1)).unwrap());
+    assert_eq!(leaf.level, Level::Cpu);
+    let sizes: Vec<_> = leaf
+        .caches
+        .iter()
+        .map(|c| (c.level, c.kind.as_str(), c.size_bytes))
+        .collect();
+    assert_eq!(
+        sizes,
+        vec![
+            (1, "Data", Some(48 << 10)),
+            (1, "Instruction", Some(32 << 10)),
+            (2, "Unified", Some(2048 << 10)),
+        ]
+    );
+}
+
+/// CPU numbering as `Topology::test`: node, LLC, core, SMT thread.
+fn write_numa_smt(dir: &TempDir) {
+    let mut cpus = Vec::new();
+    for cpu in 0..16u32 {
+        let core = cpu / 2 * 2;
+        let llc = cpu / 4 * 4;
+        let core_list = format!("{core}-{}", core + 1);
+        let caches = vec![
+            FixtureCache {
+                level: 1,
+                kind: "Data",
+                size: "32K",
+                shared: core_list.clone(),
+            },
+            FixtureCache {
+                level: 2,
+                kind: "Unified",
+                size: "1024K",
+                shared: core_list.clone(),
+            },
+            FixtureCache {
+                level: 3,
+                kind: "Unified",
+                size: "8M",
+                shared: format!("{llc}-{}", llc + 3),
+            },
+        ];
+        cpus.push((cpu, caches, Some(core_list)));
+    }
+    write_sysfs(dir, "0-15", &cpus, &["0-7", "8-15"]);
+}
+
+#[test]
+fn two_nodes_two_llcs_two_cores_smt2_match_the_synthetic_topology() {
+    let dir = TempDir::new("sysfs-numa");
+    write_numa_smt(&dir);
+    let t = read_topology(dir.path()).unwrap();
+    // Same domains, levels, caches and sizes as the engine's own test shape.
+    assert_eq!(t, Topology::test(2, 2, 2, 2));
+    let chain: Vec<Level> = t.ancestors(CpuId(5)).map(|d| d.level).collect();
+    assert_eq!(
+        chain,
+        vec![
+            Level::Cpu,
+            Level::Core,
+            Level::Llc,
+            Level::Node,
+            Level::Machine
+        ]
+    );
+}
+
+#[test]
+fn smt_siblings_come_from_l1_when_the_topology_dir_is_missing() {
+    let dir = TempDir::new("sysfs-nosiblings");
+    let cpus = (0..4u32)
+        .map(|cpu| {
+            let core = cpu / 2 * 2;
+            let caches = vec![
+                FixtureCache {
+                    level: 1,
+                    kind: "Data",
+                    size: "32K",
+                    shared: format!("{core}-{}", core + 1),
+                },
+                FixtureCache {
+                    level: 2,
+                    kind: "Unified",
+                    size: "1M",
+                    shared: "0-3".into(),
+                },
+            ];
+            (cpu, caches, None)
+        })
+        .collect::<Vec<_>>();
+    write_sysfs(&dir, "0-3", &cpus, &[]);
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.domain(t.smallest_holding(&set("0-1"))).level, Level::Core);
+    assert_eq!(
+        t.domain(t.root()).level,
+        Level::Llc,
+        "the L2 is the last level here"
+    );
+}
+
+#[test]
+fn an_l2_shared_by_a_cluster_of_cores_is_an_l2_domain() {
+    let dir = TempDir::new("sysfs-cluster");
+    // 8 cores, no SMT; L2 per cluster of 4; one L3 over all.
+    let cpus = (0..8u32)
+        .map(|cpu| {
+            let cluster = cpu / 4 * 4;
+            let caches = vec![
+                FixtureCache {
+                    level: 1,
+                    kind: "Data",
+                    size: "64K",
+                    shared: cpu.to_string(),
+                },
+                FixtureCache {
+                    level: 2,
+                    kind: "Unified",
+                    size: "2M",
+                    shared: format!("{cluster}-{}", cluster + 3),
+                },
+                FixtureCache {
+                    level: 3,
+                    kind: "Unified",
+                    size: "32M",
+                    shared: "0-7".into(),
+                },
+            ];
+            (cpu, caches, Some(cpu.to_string()))
+        })
+        .collect::<Vec<_>>();
+    write_sysfs(&dir, "0-7", &cpus, &["0-7"]);
+    let t = read_topology(dir.path()).unwrap();
+    let cluster = t.domain(t.smallest_holding(&set("4-7")));
+    assert_eq!(cluster.cpus, set("4-7"));
+    assert_eq!(cluster.level, Level::L2);
+    assert_eq!(cluster.caches[0].size_bytes, Some(2 << 20));
+    assert_eq!(t.domain(t.root()).level, Level::Llc);
+}
+
+#[test]
+fn a_cpu_without_a_cache_dir_still_works() {
+    let dir = TempDir::new("sysfs-nocache");
+    write_flat_llc(&dir, &set("0-1"));
+    dir.write("sys/devices/system/cpu/online", "0-2\n");
+    // CPU 2 has no cache directory at all.
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.cpus(), &set("0-2"));
+    let leaf = t.domain(t.leaf(CpuId(2)).unwrap());
+    assert!(leaf.caches.is_empty());
+    assert_eq!(leaf.parent, Some(t.root()));
+}
+
+#[test]
+fn offline_cpus_in_shared_lists_are_ignored() {
+    let dir = TempDir::new("sysfs-offline");
+    write_flat_llc(&dir, &set("0-3"));
+    dir.write("sys/devices/system/cpu/online", "0-1\n");
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.cpus(), &set("0-1"));
+    assert_eq!(t.domain(t.root()).cpus, set("0-1"));
+}
+
+#[test]
+fn a_missing_size_is_unknown_not_an_error() {
+    let dir = TempDir::new("sysfs-nosize");
+    write_flat_llc(&dir, &set("0-1"));
+    for cpu in 0..2 {
+        std::fs::remove_file(
+            dir.path()
+                .join(format!("sys/devices/system/cpu/cpu{cpu}/cache/index3/size")),
+        )
+        .unwrap();
+    }
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.domain(t.root()).caches[0].size_bytes, None);
+}
+
+/// Breaks one file of a good 2-CPU tree and checks the error names it.
+fn broken(rel: &str, content: Option<&str>) -> dfsched::Error {
+    let dir = TempDir::new("sysfs-broken");
+    write_flat_llc(&dir, &set("0-1"));
+    let path = dir.path().join(rel);
+    match content {
+        Some(text) => std::fs::write(&path, text).unwrap(),
+        None => std::fs::remove_file(&path).unwrap(),
+    }
+    let err = read_topology(dir.path()).unwrap_err();
+    assert_eq!(err.code(), code::E_TOPOLOGY, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(rel), "{text} does not name {rel}");
+    err
+}
+
+#[test]
+fn missing_or_garbled_files_are_errors_naming_the_file() {
+    broken("sys/devices/system/cpu/online", None);
+    broken("sys/devices/system/cpu/online", Some("0-x\n"));
+    broken("sys/devices/system/cpu/online", Some("\n"));
+    broken("sys/devices/system/cpu/cpu1/cache/index2/level", None);
+    broken(
+        "sys/devices/system/cpu/cpu1/cache/index2/level",
+        Some("two\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu1/cache/index2/level",
+        Some("0\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu0/cache/index0/type",
+        Some("Weird\n"),
+    );
+    broken("sys/devices/system/cpu/cpu0/cache/index0/type", None);
+    broken(
+        "sys/devices/system/cpu/cpu0/cache/index3/size",
+        Some("8Q\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list",
+        None,
+    );
+    broken(
+        "sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list",
+        Some("3-1\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+        Some("zz\n"),
+    );
+    broken("sys/devices/system/node/node0/cpulist", Some("0,,1\n"));
+}
+
+#[test]
+fn caches_that_do_not_nest_are_refused() {
+    let dir = TempDir::new("sysfs-overlap");
+    let cpus = (0..3u32)
+        .map(|cpu| {
+            // L2 {0,1} and {1,2} overlap without nesting.
+            let l2 = if cpu == 0 { "0-1" } else { "1-2" };
+            let caches = vec![
+                FixtureCache {
+                    level: 2,
+                    kind: "Unified",
+                    size: "1M",
+                    shared: l2.into(),
+                },
+                FixtureCache {
+                    level: 3,
+                    kind: "Unified",
+                    size: "8M",
+                    shared: "0-2".into(),
+                },
+            ];
+            (cpu, caches, Some(cpu.to_string()))
+        })
+        .collect::<Vec<_>>();
+    write_sysfs(&dir, "0-2", &cpus, &[]);
+    let err = read_topology(dir.path()).unwrap_err();
+    assert_eq!(err.code(), code::E_TOPOLOGY);
+    assert!(err.to_string().contains("overlap"), "{err}");
+}
