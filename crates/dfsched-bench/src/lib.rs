@@ -1,1 +1,89 @@
-//! placeholder, being written
+//! dfsched-bench: the data-fragment (DF) benchmark of Pinter & Zalmanovici
+//! §5.2, run under four placements so that dfsched can be judged against the
+//! kernel alone, the best static placement, and the worst.
+//!
+//! Vocabulary:
+//! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
+//!   threads work on together ([`df`]);
+//! - a *pass* touches every cache line of a DF once, writing a
+//!   `--write-ratio` of them ([`df::pass`]);
+//! - a *run* starts `threads` threads, places them by a [`Mode`], opens a
+//!   start gate and times until the last thread has done its `iterations`
+//!   passes ([`runner`]);
+//! - a *case* is one parameter set run `repeat` rounds, each round running
+//!   every mode once in a seeded order; its [`BenchReport`] gives per mode
+//!   the median, min and max wall time, CPU time, context switches,
+//!   migrations and progress spread, and the ratios of medians ([`report`]);
+//! - a *grid* is a list of cases ([`grid`]: Table 3 of the paper).
+//!
+//! The modes ([`modes`]): `vanilla` (the kernel alone), `dfsched` (a fresh
+//! `dfsched::Runtime` per run, each thread calling `enter(df)` at start and
+//! at every DF switch), `oracle` (whole DFs pinned to CPUs, balancing thread
+//! counts) and `split` (every DF spread over every CPU: the worst case).
+//!
+//! ```no_run
+//! use dfsched_bench::{run_cases, Mode, Params};
+//!
+//! let params = Params { threads: 4, iterations: 1000, modes: vec![Mode::Vanilla, Mode::Oracle], ..Params::default() };
+//! let reports = run_cases(&[params], &mut |_| {}).expect("bench ran");
+//! println!("{}", dfsched_bench::report::render_report(&reports[0]));
+//! ```
+//!
+//! Timing belongs here and never in pass/fail tests: the tests check what
+//! ran and where, not how fast.
+
+#![warn(missing_docs)]
+
+pub mod df;
+pub mod grid;
+pub mod machine;
+pub mod modes;
+mod os;
+pub mod params;
+pub mod report;
+pub mod runner;
+pub mod stats;
+
+pub use grid::Grid;
+pub use machine::Machine;
+pub use os::OsError;
+pub use params::{parse_modes, Mode, ParamError, Params};
+pub use report::{BenchReport, GridReport, ModeReport, Ratios};
+pub use runner::{run_cases, Progress, RunRecord, ThreadRecord};
+
+/// Why a benchmark did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The parameters were refused; nothing ran.
+    #[error(transparent)]
+    Params(#[from] ParamError),
+    /// Reading the process's own state failed.
+    #[error(transparent)]
+    Os(OsError),
+    /// The dfsched runtime could not be configured or started.
+    #[error("dfsched runtime: {0}")]
+    Runtime(#[source] dfsched::Error),
+    /// A worker thread could not be created.
+    #[error("could not start a worker thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// A worker could not place itself or read its counters.
+    #[error("worker thread {thread}: {source}")]
+    Place {
+        /// The worker's index.
+        thread: usize,
+        /// What failed.
+        #[source]
+        source: modes::PlaceError,
+    },
+    /// A worker thread panicked.
+    #[error("worker thread {0} panicked")]
+    WorkerPanicked(usize),
+}
+
+impl BenchError {
+    /// Whether this is bad input (a usage error) rather than a failure while
+    /// running; the CLI exits 2 for the former.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, BenchError::Params(_))
+    }
+}

@@ -1,1 +1,108 @@
-fn main() {}
+//! `dfsched`: the command-line face of dfsched.
+//!
+//! ```text
+//! dfsched [-v…] bench df [--threads N] [--dfs N] … [--json] [--grid paper]
+//! dfsched [-v…] topology [--json] [--sysfs-root PATH]
+//! ```
+//!
+//! Exit codes: 0 success; 1 a failure while running (with the error and its
+//! causes on stderr); 2 bad usage (clap's convention), in which case nothing
+//! was run. Output meant for programs (`--json`) goes to stdout alone;
+//! progress and logs go to stderr. Only this binary installs a tracing
+//! subscriber (`-v` info, `-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
+
+#![warn(missing_docs)]
+
+mod bench;
+mod topology;
+
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Data-affinity scheduling for Linux: threads that work on the same data
+/// run where that data already is.
+#[derive(Debug, Parser)]
+#[command(name = "dfsched", version, propagate_version = true)]
+struct Cli {
+    /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a workload benchmark comparing dfsched with other placements.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+    /// Show the CPUs, their cache domains and the allowed CPU set, as the
+    /// dfsched runtime sees them.
+    Topology(topology::TopologyArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// The data-fragment benchmark (Pinter & Zalmanovici §5.2).
+    #[command(long_about = bench::DF_LONG_ABOUT)]
+    Df(bench::DfArgs),
+}
+
+/// A failure, and whether it was the user's input (exit 2) or not (exit 1).
+pub(crate) enum Failure {
+    /// Bad input; nothing ran. The message is shown with clap's usage hint.
+    Usage(String),
+    /// Something failed while running.
+    Run(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Run(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let result = match cli.command {
+        Command::Bench {
+            bench: BenchCommand::Df(args),
+        } => bench::run(args),
+        Command::Topology(args) => topology::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            // clap prints "error: …" with the usage line and exits 2.
+            Cli::command()
+                .error(clap::error::ErrorKind::ValueValidation, msg)
+                .exit()
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Installs a stderr subscriber at the level `-v` asks for.
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // A second install can only fail if something else installed one first;
+    // logging then goes there, which is fine.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,380 @@
+//! The benchmark's parameters, the four placement modes, and validation.
+//!
+//! Invariant: a [`Params`] that passed [`Params::validate`] can be run: at
+//! least one thread, one DF per thread at most, DFs of whole cache lines,
+//! a write ratio in `[0, 1]`, at least one mode and one repeat. Everything
+//! is checked before anything runs, so bad input never runs half a bench.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Bytes in a cache line on the machines dfsched targets (x86-64, arm64).
+pub const LINE_BYTES: usize = 64;
+
+/// Default number of worker threads (the paper's smallest Table 3 column).
+pub const DEFAULT_THREADS: usize = 8;
+/// Default number of data fragments.
+pub const DEFAULT_DFS: usize = 2;
+/// Default DF size in bytes (8 KiB: fits any L1d, so only sharing costs).
+pub const DEFAULT_DF_BYTES: usize = 8192;
+/// Default passes over its DF per thread. With the defaults above one run
+/// does 8 × 400 000 × 128 ≈ 410 M line accesses, about 1 s per run on this
+/// project's 2-vCPU test machine when DFs do not bounce.
+pub const DEFAULT_ITERATIONS: u64 = 400_000;
+/// Default fraction of accesses that write: all of them (write-shared).
+pub const DEFAULT_WRITE_RATIO: f64 = 1.0;
+/// Default: threads never switch DF.
+pub const DEFAULT_SWITCH_EVERY: u64 = 0;
+/// Default runs per mode.
+pub const DEFAULT_REPEAT: usize = 5;
+/// Default seed of the write-pattern phases and the per-round mode order.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// At most this many threads: far beyond the paper's 128, small enough that
+/// a typo cannot fork-bomb the machine.
+pub const MAX_THREADS: usize = 4096;
+/// At most this many bytes of DF memory in total (dfs × df-bytes): 1 GiB.
+pub const MAX_TOTAL_DF_BYTES: usize = 1 << 30;
+/// At most this many runs per mode.
+pub const MAX_REPEAT: usize = 1000;
+
+/// How the threads of one run are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No dfsched and no affinity calls: the kernel places every thread.
+    Vanilla,
+    /// A fresh `dfsched::Runtime` per run; each thread calls
+    /// `Runtime::enter(df)` when it starts and at every DF switch.
+    Dfsched,
+    /// The best static placement from the known assignment: whole DFs on
+    /// CPUs, balancing thread counts; each thread pinned to its DF's CPU and
+    /// re-pinned when it switches DF.
+    Oracle,
+    /// The worst case: each DF's threads spread round-robin over all allowed
+    /// CPUs, pinned there for the whole run.
+    Split,
+}
+
+impl Mode {
+    /// Every mode, in the default order.
+    pub const ALL: [Mode; 4] = [Mode::Vanilla, Mode::Dfsched, Mode::Oracle, Mode::Split];
+
+    /// The mode's name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Vanilla => "vanilla",
+            Mode::Dfsched => "dfsched",
+            Mode::Oracle => "oracle",
+            Mode::Split => "split",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ParamError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s.trim())
+            .ok_or_else(|| ParamError::UnknownMode(s.trim().to_string()))
+    }
+}
+
+/// Parses a comma-separated mode list (`vanilla,dfsched`). Order is kept;
+/// an empty list, an unknown name or a repeated name is an error.
+pub fn parse_modes(list: &str) -> Result<Vec<Mode>, ParamError> {
+    let mut modes = Vec::new();
+    for name in list.split(',').filter(|s| !s.trim().is_empty()) {
+        let mode: Mode = name.parse()?;
+        if modes.contains(&mode) {
+            return Err(ParamError::DuplicateMode(mode));
+        }
+        modes.push(mode);
+    }
+    if modes.is_empty() {
+        return Err(ParamError::NoModes);
+    }
+    Ok(modes)
+}
+
+/// Why parameters were refused. Nothing was run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamError {
+    /// `--threads 0`.
+    #[error("--threads must be at least 1")]
+    NoThreads,
+    /// More threads than [`MAX_THREADS`].
+    #[error("--threads {0} is more than the limit of {MAX_THREADS}")]
+    TooManyThreads(usize),
+    /// `--dfs 0`.
+    #[error("--dfs must be at least 1")]
+    NoDfs,
+    /// More DFs than threads: some DF would have no thread.
+    #[error("--dfs {dfs} is more than --threads {threads}: every DF needs a thread")]
+    MoreDfsThanThreads {
+        /// DFs asked for.
+        dfs: usize,
+        /// Threads asked for.
+        threads: usize,
+    },
+    /// A DF smaller than one cache line.
+    #[error("--df-bytes {0} is less than one cache line ({LINE_BYTES} bytes)")]
+    DfTooSmall(usize),
+    /// A DF that is not whole cache lines.
+    #[error("--df-bytes {0} is not a multiple of the cache line ({LINE_BYTES} bytes)")]
+    DfNotWholeLines(usize),
+    /// dfs × df-bytes beyond [`MAX_TOTAL_DF_BYTES`].
+    #[error("--dfs {dfs} × --df-bytes {df_bytes} is more than {MAX_TOTAL_DF_BYTES} bytes")]
+    TooMuchMemory {
+        /// DFs asked for.
+        dfs: usize,
+        /// Bytes per DF asked for.
+        df_bytes: usize,
+    },
+    /// `--iterations 0`.
+    #[error("--iterations must be at least 1")]
+    NoIterations,
+    /// A write ratio outside `[0, 1]` (or NaN).
+    #[error("--write-ratio {0} is not between 0.0 and 1.0")]
+    WriteRatio(f64),
+    /// `--repeat 0` or beyond [`MAX_REPEAT`].
+    #[error("--repeat {0} is not between 1 and {MAX_REPEAT}")]
+    Repeat(usize),
+    /// An empty mode list.
+    #[error("--modes names no mode (choose from vanilla,dfsched,oracle,split)")]
+    NoModes,
+    /// A mode name that does not exist.
+    #[error("unknown mode {0:?} (choose from vanilla,dfsched,oracle,split)")]
+    UnknownMode(String),
+    /// A mode listed twice.
+    #[error("mode {0} is listed twice in --modes")]
+    DuplicateMode(Mode),
+}
+
+/// Everything one benchmark case needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Worker threads.
+    pub threads: usize,
+    /// Data fragments; thread `t` starts on DF `t mod dfs`.
+    pub dfs: usize,
+    /// Bytes per DF; whole cache lines.
+    pub df_bytes: usize,
+    /// Passes over its DF per thread.
+    pub iterations: u64,
+    /// Fraction of accesses that write, in `[0, 1]`.
+    pub write_ratio: f64,
+    /// A thread moves to the next DF every this many iterations; 0 = never.
+    pub switch_every: u64,
+    /// Runs per mode.
+    pub repeat: usize,
+    /// Modes to run, interleaved round by round.
+    pub modes: Vec<Mode>,
+    /// Seed of the write-pattern phases and of the mode order per round.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            threads: DEFAULT_THREADS,
+            dfs: DEFAULT_DFS,
+            df_bytes: DEFAULT_DF_BYTES,
+            iterations: DEFAULT_ITERATIONS,
+            write_ratio: DEFAULT_WRITE_RATIO,
+            switch_every: DEFAULT_SWITCH_EVERY,
+            repeat: DEFAULT_REPEAT,
+            modes: Mode::ALL.to_vec(),
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl Params {
+    /// Checks every parameter; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if self.threads == 0 {
+            return Err(ParamError::NoThreads);
+        }
+        if self.threads > MAX_THREADS {
+            return Err(ParamError::TooManyThreads(self.threads));
+        }
+        if self.dfs == 0 {
+            return Err(ParamError::NoDfs);
+        }
+        if self.dfs > self.threads {
+            return Err(ParamError::MoreDfsThanThreads {
+                dfs: self.dfs,
+                threads: self.threads,
+            });
+        }
+        if self.df_bytes < LINE_BYTES {
+            return Err(ParamError::DfTooSmall(self.df_bytes));
+        }
+        if self.df_bytes % LINE_BYTES != 0 {
+            return Err(ParamError::DfNotWholeLines(self.df_bytes));
+        }
+        if self
+            .dfs
+            .checked_mul(self.df_bytes)
+            .filter(|&total| total <= MAX_TOTAL_DF_BYTES)
+            .is_none()
+        {
+            return Err(ParamError::TooMuchMemory {
+                dfs: self.dfs,
+                df_bytes: self.df_bytes,
+            });
+        }
+        if self.iterations == 0 {
+            return Err(ParamError::NoIterations);
+        }
+        if !(0.0..=1.0).contains(&self.write_ratio) {
+            return Err(ParamError::WriteRatio(self.write_ratio));
+        }
+        if !(1..=MAX_REPEAT).contains(&self.repeat) {
+            return Err(ParamError::Repeat(self.repeat));
+        }
+        if self.modes.is_empty() {
+            return Err(ParamError::NoModes);
+        }
+        if let Some(m) = (1..self.modes.len()).find_map(|i| {
+            let m = self.modes[i];
+            self.modes[..i].contains(&m).then_some(m)
+        }) {
+            return Err(ParamError::DuplicateMode(m));
+        }
+        Ok(())
+    }
+
+    /// Cache lines per DF.
+    pub fn lines_per_df(&self) -> usize {
+        self.df_bytes / LINE_BYTES
+    }
+
+    /// The DF thread `thread` starts on.
+    pub fn initial_df(&self, thread: usize) -> usize {
+        thread % self.dfs
+    }
+
+    /// How many threads start on each DF, by DF index.
+    pub fn threads_per_df(&self) -> Vec<usize> {
+        let mut count = vec![0; self.dfs];
+        for t in 0..self.threads {
+            count[self.initial_df(t)] += 1;
+        }
+        count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(f: impl FnOnce(&mut Params)) -> Result<(), ParamError> {
+        let mut p = Params::default();
+        f(&mut p);
+        p.validate()
+    }
+
+    #[test]
+    fn defaults_are_valid_and_are_the_headline_case() {
+        let p = Params::default();
+        p.validate().unwrap();
+        assert_eq!((p.threads, p.dfs, p.df_bytes), (8, 2, 8192));
+        assert_eq!(p.write_ratio, 1.0);
+        assert_eq!(p.modes, Mode::ALL.to_vec());
+        assert_eq!(p.threads_per_df(), vec![4, 4]);
+    }
+
+    #[test]
+    fn every_bad_parameter_is_refused_with_its_reason() {
+        assert_eq!(with(|p| p.threads = 0), Err(ParamError::NoThreads));
+        assert_eq!(
+            with(|p| p.threads = MAX_THREADS + 1),
+            Err(ParamError::TooManyThreads(MAX_THREADS + 1))
+        );
+        assert_eq!(with(|p| p.dfs = 0), Err(ParamError::NoDfs));
+        assert_eq!(
+            with(|p| p.dfs = 9),
+            Err(ParamError::MoreDfsThanThreads { dfs: 9, threads: 8 })
+        );
+        assert_eq!(with(|p| p.df_bytes = 63), Err(ParamError::DfTooSmall(63)));
+        assert_eq!(
+            with(|p| p.df_bytes = 100),
+            Err(ParamError::DfNotWholeLines(100))
+        );
+        assert!(matches!(
+            with(|p| p.df_bytes = usize::MAX - 63),
+            Err(ParamError::TooMuchMemory { .. })
+        ));
+        assert_eq!(with(|p| p.iterations = 0), Err(ParamError::NoIterations));
+        assert_eq!(
+            with(|p| p.write_ratio = 1.5),
+            Err(ParamError::WriteRatio(1.5))
+        );
+        assert_eq!(
+            with(|p| p.write_ratio = -0.1),
+            Err(ParamError::WriteRatio(-0.1))
+        );
+        assert!(matches!(
+            with(|p| p.write_ratio = f64::NAN),
+            Err(ParamError::WriteRatio(_))
+        ));
+        assert_eq!(with(|p| p.repeat = 0), Err(ParamError::Repeat(0)));
+        assert_eq!(with(|p| p.modes.clear()), Err(ParamError::NoModes));
+        assert_eq!(
+            with(|p| p.modes = vec![Mode::Oracle, Mode::Split, Mode::Oracle]),
+            Err(ParamError::DuplicateMode(Mode::Oracle))
+        );
+        // Edges that are fine.
+        with(|p| {
+            p.threads = 1;
+            p.dfs = 1;
+            p.df_bytes = 64;
+            p.write_ratio = 0.0;
+            p.repeat = 1;
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn mode_lists_parse_in_order_and_refuse_strangers() {
+        assert_eq!(
+            parse_modes("split, vanilla").unwrap(),
+            vec![Mode::Split, Mode::Vanilla]
+        );
+        assert_eq!(
+            parse_modes("vanilla,turbo"),
+            Err(ParamError::UnknownMode("turbo".into()))
+        );
+        assert_eq!(
+            parse_modes("oracle,oracle"),
+            Err(ParamError::DuplicateMode(Mode::Oracle))
+        );
+        assert_eq!(parse_modes(" , "), Err(ParamError::NoModes));
+        for m in Mode::ALL {
+            assert_eq!(m.as_str().parse::<Mode>().unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn threads_start_on_dfs_round_robin() {
+        let p = Params {
+            threads: 7,
+            dfs: 3,
+            ..Params::default()
+        };
+        let starts: Vec<usize> = (0..7).map(|t| p.initial_df(t)).collect();
+        assert_eq!(starts, vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(p.threads_per_df(), vec![3, 2, 2]);
+    }
+}

@@ -1,0 +1,397 @@
+//! Reports: per-mode summaries and ratios, as JSON and as tables.
+//!
+//! JSON shape of one case (`dfsched bench df --json`):
+//!
+//! ```text
+//! { "params":  { threads, dfs, df_bytes, iterations, write_ratio, switch_every,
+//!                repeat, modes, seed },
+//!   "machine": { cpus_allowed, nr_cpus_allowed, model_name, hypervisor, kernel },
+//!   "modes":   { "<mode>": { median_s, min_s, max_s, runs_s: [..],
+//!                            median_cpu_s, median_ctx_switches, median_migrations,
+//!                            median_spread, pin_mismatches, runs: [ {..} ] } },
+//!   "ratios":  { dfsched_vs_vanilla, dfsched_vs_oracle, oracle_vs_vanilla,
+//!                split_vs_vanilla },            // ratios of medians; null if a side is missing
+//!   "note":    "..." }
+//! ```
+//!
+//! A grid (`--grid paper --json`) is `{ "grid": "paper", "machine": {..},
+//! "cells": [ <one case as above>, .. ] }`.
+
+use crate::machine::Machine;
+use crate::params::{Mode, Params};
+use crate::runner::RunRecord;
+use crate::stats::{median, ratio, Summary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Printed beside every result: the caveat of measuring on a VM.
+pub const KVM_NOTE: &str = "note: on a KVM guest a wake-up on another vCPU costs tens of µs \
+(an IPI and a halt exit), so packing threads on one CPU looks better than on bare metal.";
+
+/// One mode's runs and their summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModeReport {
+    /// Median wall time, seconds.
+    pub median_s: f64,
+    /// Fastest run, seconds.
+    pub min_s: f64,
+    /// Slowest run, seconds.
+    pub max_s: f64,
+    /// Every run's wall time, seconds, in the order they ran.
+    pub runs_s: Vec<f64>,
+    /// Median CPU time (all threads), seconds.
+    pub median_cpu_s: f64,
+    /// Median context switches per run (all threads).
+    pub median_ctx_switches: f64,
+    /// Median migrations per run (all threads).
+    pub median_migrations: f64,
+    /// Median progress spread: (slowest − fastest thread) / wall.
+    pub median_spread: f64,
+    /// Pins whose read-back differed, over all runs (pinned modes; 0 = every
+    /// pin held).
+    pub pin_mismatches: u64,
+    /// Every run.
+    pub runs: Vec<RunRecord>,
+}
+
+impl ModeReport {
+    /// Summarises `runs` (all of one mode); `None` if there are none.
+    pub fn of(runs: Vec<RunRecord>) -> Option<ModeReport> {
+        let walls: Vec<f64> = runs.iter().map(|r| r.wall_s).collect();
+        let wall = Summary::of(&walls)?;
+        let med = |f: fn(&RunRecord) -> f64| {
+            median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
+        };
+        Some(ModeReport {
+            median_s: wall.median,
+            min_s: wall.min,
+            max_s: wall.max,
+            runs_s: walls,
+            median_cpu_s: med(|r| r.cpu_s),
+            median_ctx_switches: med(|r| r.ctx_switches as f64),
+            median_migrations: med(|r| r.migrations as f64),
+            median_spread: med(|r| r.spread),
+            pin_mismatches: runs.iter().map(|r| r.pin_mismatches).sum(),
+            runs,
+        })
+    }
+}
+
+/// Ratios of median wall times; `None` (JSON `null`) when a mode did not run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    /// dfsched / vanilla: below 1 means dfsched is faster.
+    pub dfsched_vs_vanilla: Option<f64>,
+    /// dfsched / oracle: 1 means dfsched found the best static placement.
+    pub dfsched_vs_oracle: Option<f64>,
+    /// oracle / vanilla: what knowing the assignment is worth here.
+    pub oracle_vs_vanilla: Option<f64>,
+    /// split / vanilla: what the worst placement costs.
+    pub split_vs_vanilla: Option<f64>,
+}
+
+/// The result of one benchmark case.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// What ran.
+    pub params: Params,
+    /// Where it ran.
+    pub machine: Machine,
+    /// Per mode, in mode order.
+    pub modes: BTreeMap<Mode, ModeReport>,
+    /// Ratios of medians.
+    pub ratios: Ratios,
+    /// How to read the figures on this machine.
+    pub note: String,
+}
+
+impl BenchReport {
+    /// Groups `runs` by mode and summarises them.
+    pub fn new(params: Params, machine: Machine, runs: Vec<RunRecord>) -> BenchReport {
+        let mut by_mode: BTreeMap<Mode, Vec<RunRecord>> = BTreeMap::new();
+        for r in runs {
+            by_mode.entry(r.mode).or_default().push(r);
+        }
+        let modes: BTreeMap<Mode, ModeReport> = by_mode
+            .into_iter()
+            .filter_map(|(m, runs)| ModeReport::of(runs).map(|r| (m, r)))
+            .collect();
+        let med = |m: Mode| modes.get(&m).map(|r| r.median_s);
+        let ratios = Ratios {
+            dfsched_vs_vanilla: ratio(med(Mode::Dfsched), med(Mode::Vanilla)),
+            dfsched_vs_oracle: ratio(med(Mode::Dfsched), med(Mode::Oracle)),
+            oracle_vs_vanilla: ratio(med(Mode::Oracle), med(Mode::Vanilla)),
+            split_vs_vanilla: ratio(med(Mode::Split), med(Mode::Vanilla)),
+        };
+        let note = if machine.hypervisor {
+            KVM_NOTE.to_string()
+        } else {
+            "bare metal (no hypervisor flag)".to_string()
+        };
+        BenchReport {
+            params,
+            machine,
+            modes,
+            ratios,
+            note,
+        }
+    }
+}
+
+/// A grid of cases.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GridReport {
+    /// Which grid (`paper`).
+    pub grid: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// One report per cell, in the order they ran.
+    pub cells: Vec<BenchReport>,
+}
+
+/// One line describing the parameters.
+pub fn describe_params(p: &Params) -> String {
+    let switch = if p.switch_every == 0 {
+        "no DF switches".to_string()
+    } else {
+        format!("DF switch every {} iterations", p.switch_every)
+    };
+    format!(
+        "{} threads, {} DFs × {} B, {} iterations, write ratio {:.2}, {}, {} run{} per mode, seed {}",
+        p.threads,
+        p.dfs,
+        p.df_bytes,
+        p.iterations,
+        p.write_ratio,
+        switch,
+        p.repeat,
+        if p.repeat == 1 { "" } else { "s" },
+        p.seed
+    )
+}
+
+/// One line describing the machine.
+pub fn describe_machine(m: &Machine) -> String {
+    format!(
+        "machine: {} CPU{} allowed ({}), {}, {}{}",
+        m.nr_cpus_allowed,
+        if m.nr_cpus_allowed == 1 { "" } else { "s" },
+        m.cpus_allowed,
+        m.model_name.as_deref().unwrap_or("unknown CPU model"),
+        if m.hypervisor {
+            "VM (hypervisor flag)"
+        } else {
+            "no hypervisor flag"
+        },
+        m.kernel
+            .as_deref()
+            .map(|k| format!(", Linux {k}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The per-mode table of one case, for people.
+pub fn render_table(r: &BenchReport) -> String {
+    let mut out = String::new();
+    let vanilla = r.modes.get(&Mode::Vanilla).map(|m| m.median_s);
+    let _ = writeln!(
+        out,
+        "{:<8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8}",
+        "mode",
+        "median s",
+        "min s",
+        "max s",
+        "cpu s",
+        "ctx switch",
+        "migrate",
+        "spread",
+        "/vanilla"
+    );
+    for (mode, m) in &r.modes {
+        let vs = ratio(Some(m.median_s), vanilla).map_or("-".to_string(), |x| format!("{x:.3}"));
+        let _ = writeln!(
+            out,
+            "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.0} {:>9.0} {:>6.1}% {:>8}",
+            mode.as_str(),
+            m.median_s,
+            m.min_s,
+            m.max_s,
+            m.median_cpu_s,
+            m.median_ctx_switches,
+            m.median_migrations,
+            m.median_spread * 100.0,
+            vs
+        );
+        if m.pin_mismatches > 0 {
+            let _ = writeln!(out, "  warning: {} pins did not hold", m.pin_mismatches);
+        }
+    }
+    let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
+    let _ = writeln!(
+        out,
+        "ratios of medians: dfsched/vanilla {}  dfsched/oracle {}  oracle/vanilla {}  split/vanilla {}",
+        fmt(r.ratios.dfsched_vs_vanilla),
+        fmt(r.ratios.dfsched_vs_oracle),
+        fmt(r.ratios.oracle_vs_vanilla),
+        fmt(r.ratios.split_vs_vanilla)
+    );
+    out
+}
+
+/// A whole case for people: parameters, machine, table, note.
+pub fn render_report(r: &BenchReport) -> String {
+    format!(
+        "dfsched bench df: {}\n{}\n\n{}{}\n",
+        describe_params(&r.params),
+        describe_machine(&r.machine),
+        render_table(r),
+        r.note
+    )
+}
+
+/// A grid for people: a table per cell, then the ratios side by side.
+pub fn render_grid(g: &GridReport) -> String {
+    let mut out = format!(
+        "dfsched bench df --grid {}: {} cells\n{}\n",
+        g.grid,
+        g.cells.len(),
+        describe_machine(&g.machine)
+    );
+    for (i, c) in g.cells.iter().enumerate() {
+        let _ = write!(
+            out,
+            "\n[cell {}/{}] {}\n{}",
+            i + 1,
+            g.cells.len(),
+            describe_params(&c.params),
+            render_table(c)
+        );
+    }
+    let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
+    let _ = writeln!(
+        out,
+        "\n{:>7} {:>9} {:>16} {:>15} {:>15} {:>14}",
+        "threads",
+        "DF words",
+        "dfsched/vanilla",
+        "dfsched/oracle",
+        "oracle/vanilla",
+        "split/vanilla"
+    );
+    for c in &g.cells {
+        let _ = writeln!(
+            out,
+            "{:>7} {:>9} {:>16} {:>15} {:>15} {:>14}",
+            c.params.threads,
+            c.params.df_bytes / 8,
+            fmt(c.ratios.dfsched_vs_vanilla),
+            fmt(c.ratios.dfsched_vs_oracle),
+            fmt(c.ratios.oracle_vs_vanilla),
+            fmt(c.ratios.split_vs_vanilla)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        g.cells.first().map_or(KVM_NOTE, |c| c.note.as_str())
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dfsched_core::CpuSet;
+
+    fn run(mode: Mode, round: usize, wall_s: f64) -> RunRecord {
+        RunRecord {
+            mode,
+            round,
+            wall_s,
+            cpu_s: 2.0 * wall_s,
+            ctx_switches: 10,
+            voluntary_switches: 1,
+            involuntary_switches: 9,
+            migrations: 3,
+            spread: 0.1,
+            pin_mismatches: 0,
+            df_switches: 0,
+            runtime_stats: None,
+            threads: vec![],
+        }
+    }
+
+    fn machine() -> Machine {
+        Machine {
+            cpus_allowed: "0-1".parse::<CpuSet>().unwrap(),
+            nr_cpus_allowed: 2,
+            model_name: Some("Test CPU".into()),
+            hypervisor: true,
+            kernel: None,
+        }
+    }
+
+    #[test]
+    fn report_summarises_each_mode_and_divides_medians() {
+        let runs = vec![
+            run(Mode::Vanilla, 0, 2.0),
+            run(Mode::Dfsched, 0, 1.0),
+            run(Mode::Vanilla, 1, 4.0),
+            run(Mode::Dfsched, 1, 1.5),
+            run(Mode::Vanilla, 2, 3.0),
+            run(Mode::Dfsched, 2, 0.5),
+        ];
+        let r = BenchReport::new(Params::default(), machine(), runs);
+        let v = &r.modes[&Mode::Vanilla];
+        assert_eq!((v.median_s, v.min_s, v.max_s), (3.0, 2.0, 4.0));
+        assert_eq!(v.runs_s, vec![2.0, 4.0, 3.0], "runs keep their order");
+        assert_eq!(v.median_cpu_s, 6.0);
+        assert_eq!(r.ratios.dfsched_vs_vanilla, Some(1.0 / 3.0));
+        assert_eq!(r.ratios.dfsched_vs_oracle, None, "oracle did not run");
+        assert!(r.note.contains("KVM"));
+    }
+
+    #[test]
+    fn json_has_the_documented_keys() {
+        let r = BenchReport::new(
+            Params::default(),
+            machine(),
+            vec![run(Mode::Oracle, 0, 1.0), run(Mode::Split, 0, 2.0)],
+        );
+        let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+        for key in [
+            "median_s",
+            "min_s",
+            "max_s",
+            "runs_s",
+            "median_cpu_s",
+            "runs",
+        ] {
+            assert!(
+                v["modes"]["oracle"][key].is_number() || v["modes"]["oracle"][key].is_array(),
+                "{key}"
+            );
+        }
+        assert!(v["ratios"]["dfsched_vs_vanilla"].is_null());
+        assert_eq!(v["machine"]["cpus_allowed"], "0-1");
+        assert_eq!(v["params"]["modes"][1], "dfsched");
+        assert!(v["modes"]["oracle"]["runs"][0].get("threads").is_none());
+        let back: BenchReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back.modes.len(), 2);
+    }
+
+    #[test]
+    fn table_lists_every_mode_with_its_ratio_to_vanilla() {
+        let r = BenchReport::new(
+            Params::default(),
+            machine(),
+            vec![run(Mode::Vanilla, 0, 2.0), run(Mode::Split, 0, 3.0)],
+        );
+        let t = render_report(&r);
+        assert!(t.contains("vanilla"));
+        assert!(t.contains("1.500"), "split/vanilla ratio: {t}");
+        assert!(t.contains("KVM guest"));
+        assert!(t.contains("8 threads, 2 DFs × 8192 B"));
+    }
+}
