@@ -135,8 +135,25 @@ impl<K: Ord + Copy> Best<K> {
 
 impl Ctx<'_> {
     /// Runs one balancer pass (see the module doc) and returns its report.
+    /// O(groups × CPUs) when no home changes; one copy of the state, O(tasks),
+    /// when one does.
     pub(crate) fn balance_pass(&mut self, now: Nanos) -> BalanceReport {
         let spread_before = self.st.load.spread(self.machine());
+        // Step 0 changes nothing unless some group's home changes, and until
+        // the first one does, the state is as it is now: when no group
+        // would move, skip the copy and balance in place.
+        let any_rehome = self
+            .st
+            .groups
+            .iter()
+            .any(|(&g, grp)| self.evaluate(g, None, false) != grp.home);
+        if !any_rehome {
+            let mut report = self.balance_steps(now);
+            report.spread_before_milli = spread_before;
+            report.spread_after_milli = self.st.load.spread(self.machine());
+            self.st.stats.balance_passes += 1;
+            return report;
+        }
         let mut trial_state = self.st.clone();
         let mut trial_out = Vec::new();
         let mut trial = Ctx {
@@ -382,7 +399,7 @@ impl Ctx<'_> {
         for t in &tasks {
             base.sub_task(&t.target);
         }
-        let allowed = group_allowed(&tasks, true);
+        let allowed = group_allowed(tasks.iter().map(|t| (&t.allowed, 1)), true);
         let shape = home::Shape {
             base: &base,
             allowed: &allowed,
@@ -396,9 +413,7 @@ impl Ctx<'_> {
         }
         let new_group = self.create_group(app, df, new_home);
         for &m in &moved {
-            let grp = self.st.groups.get_mut(&gid).expect("split group");
-            grp.members.remove(&m);
-            grp.runnable -= 1;
+            self.remove_member(gid, m);
             self.add_member(new_group, m);
         }
         self.out.push(Decision::GroupSplit {

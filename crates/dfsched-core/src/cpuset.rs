@@ -93,10 +93,9 @@ impl CpuSet {
 
     /// The CPUs in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
-            (0..64u32)
-                .filter(move |b| w & (1u64 << b) != 0)
-                .map(move |b| CpuId(wi as u32 * 64 + b))
+        self.words.iter().enumerate().flat_map(|(wi, &w)| Bits {
+            word: w,
+            base: wi as u32 * 64,
         })
     }
 
@@ -157,6 +156,30 @@ impl CpuSet {
         while self.words.last() == Some(&0) {
             self.words.pop();
         }
+    }
+}
+
+/// The set bits of one bitmap word, lowest first: one step per member
+/// rather than per bit, since sets are usually sparse and walked on the
+/// engine's hot path.
+struct Bits {
+    /// Bits not yet returned.
+    word: u64,
+    /// CPU id of bit 0.
+    base: u32,
+}
+
+impl Iterator for Bits {
+    type Item = CpuId;
+
+    #[inline]
+    fn next(&mut self) -> Option<CpuId> {
+        if self.word == 0 {
+            return None;
+        }
+        let b = self.word.trailing_zeros();
+        self.word &= self.word - 1;
+        Some(CpuId(self.base + b))
     }
 }
 

@@ -96,25 +96,72 @@ pub(crate) enum Regime {
     Light,
 }
 
-impl Shape<'_> {
-    /// The regime, counting the group's own runnable members.
-    pub(crate) fn regime(&self, config: &Config) -> Regime {
-        let total = self.base.sum(self.allowed) + self.runnable * TASK_MILLI;
-        let threshold = config
-            .heavy_load_milli
-            .saturating_mul(self.allowed.len() as u64);
-        if total >= threshold {
+impl Regime {
+    /// The regime of a group given `base(A) + r × 1000`, the load on its
+    /// allowed CPUs with the group counted.
+    pub(crate) fn of(config: &Config, load_on_a_milli: u64, a_len: usize) -> Regime {
+        let threshold = config.heavy_load_milli.saturating_mul(a_len as u64);
+        if load_on_a_milli >= threshold {
             Regime::Heavy
         } else {
             Regime::Light
         }
     }
+}
 
-    /// Whether `d` holds the group: every runnable thread gets a CPU of
-    /// its own on `d ∩ A`.
-    pub(crate) fn holds(&self, d: &Domain) -> bool {
-        let cap = d.cpus.intersection(self.allowed);
-        !cap.is_empty() && self.base.sum(&cap) / TASK_MILLI + self.runnable <= cap.len() as u64
+impl Shape<'_> {
+    /// The regime, counting the group's own runnable members.
+    pub(crate) fn regime(&self, config: &Config) -> Regime {
+        let total = self.base.sum(self.allowed) + self.runnable * TASK_MILLI;
+        Regime::of(config, total, self.allowed.len())
+    }
+
+    /// `(base(D ∩ A), |D ∩ A|)` of one domain, by walking its CPUs.
+    fn fit_of(&self, d: &Domain) -> (u64, u64) {
+        d.cpus
+            .iter()
+            .filter(|c| self.allowed.contains(*c))
+            .fold((0, 0), |(sum, cap), c| (sum + self.base.get(c), cap + 1))
+    }
+
+    /// `(domain, base(D ∩ A), |D ∩ A|)` for `top` and every domain inside
+    /// it, `top` first and parents before children. Built bottom-up in one
+    /// walk of the subtree: O(subtree), however many of its domains are
+    /// then tested.
+    fn fit_table(&self, topo: &Topology, top: DomainId) -> Vec<(DomainId, u64, u64)> {
+        // Breadth first, remembering each entry's parent entry.
+        let mut order: Vec<(DomainId, usize)> = vec![(top, 0)];
+        let mut i = 0;
+        while i < order.len() {
+            let children = &topo.domain(order[i].0).children;
+            order.extend(children.iter().map(|&c| (c, i)));
+            i += 1;
+        }
+        let mut table: Vec<(DomainId, u64, u64)> = order.iter().map(|&(d, _)| (d, 0, 0)).collect();
+        // Reversed, children come before their parents: sum them upwards.
+        for j in (0..order.len()).rev() {
+            let d = topo.domain(order[j].0);
+            if d.children.is_empty() {
+                let c = d.cpus.first().expect("domains are never empty");
+                if self.allowed.contains(c) {
+                    table[j].1 = self.base.get(c);
+                    table[j].2 = 1;
+                }
+            }
+            if j > 0 {
+                let (_, sum, cap) = table[j];
+                let parent = &mut table[order[j].1];
+                parent.1 += sum;
+                parent.2 += cap;
+            }
+        }
+        table
+    }
+
+    /// Whether domain `d` holds the group, from its fit-table entry: every
+    /// runnable thread gets a CPU of its own on `d ∩ A`, in whole tasks.
+    fn holds(&self, (sum, cap): (u64, u64)) -> bool {
+        cap > 0 && sum / TASK_MILLI + self.runnable <= cap
     }
 
     /// The same group counted with at least one runnable member.
@@ -126,15 +173,40 @@ impl Shape<'_> {
     }
 }
 
+/// The keep test where it needs no load vector: `Some(true)` for a group
+/// with no runnable member or a heavily loaded one whose home is a CPU of
+/// `A`, `None` when [`keeps`] must decide. `load_on_a_milli` is
+/// `base(A) + r × 1000`. This is the hint's fast path under heavy load.
+pub(crate) fn keeps_at_a_glance(
+    topo: &Topology,
+    config: &Config,
+    allowed: &CpuSet,
+    runnable: u64,
+    load_on_a_milli: u64,
+    home: DomainId,
+) -> Option<bool> {
+    let heavy = Regime::of(config, load_on_a_milli, allowed.len()) == Regime::Heavy;
+    (runnable == 0 || (heavy && keeps_heavy(topo, allowed, home))).then_some(true)
+}
+
+/// The heavy-load keep test: the home is one CPU, and a CPU of `A`.
+fn keeps_heavy(topo: &Topology, allowed: &CpuSet, home: DomainId) -> bool {
+    let cpus = &topo.domain(home).cpus;
+    cpus.len() == 1 && cpus.is_subset(allowed)
+}
+
 /// Whether the group keeps `home` (see "hysteresis" in the module doc).
 pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: DomainId) -> bool {
     if shape.runnable == 0 {
         return true;
     }
-    let d = topo.domain(home);
     match shape.regime(config) {
-        Regime::Heavy => d.cpus.len() == 1 && d.cpus.is_subset(shape.allowed),
-        Regime::Light => shape.holds(d) && smallest_holding_inside(topo, shape, d).is_none(),
+        Regime::Heavy => keeps_heavy(topo, shape.allowed, home),
+        Regime::Light => {
+            let table = shape.fit_table(topo, home);
+            shape.holds((table[0].1, table[0].2))
+                && smallest_holding_inside(topo, shape, &table).is_none()
+        }
     }
 }
 
@@ -156,11 +228,22 @@ pub(crate) fn choose(
     if shape.regime(config) == Regime::Heavy {
         return leaf;
     }
-    let d = topo
-        .ancestors(c)
-        .find(|d| shape.holds(d))
-        .map_or(topo.root(), |d| d.id);
-    smallest_holding_inside(topo, &shape, topo.domain(d)).unwrap_or(d)
+    // Walk up from c, growing (base, capacity) by the siblings' CPUs at
+    // each step: O(|D|) to find D, not O(machine).
+    let mut d = topo.domain(leaf);
+    let mut fit = shape.fit_of(d);
+    while !shape.holds(fit) {
+        let Some(parent) = d.parent.map(|p| topo.domain(p)) else {
+            break; // nothing holds the group: the root
+        };
+        for &sib in parent.children.iter().filter(|&&s| s != d.id) {
+            let (sum, cap) = shape.fit_of(topo.domain(sib));
+            fit = (fit.0 + sum, fit.1 + cap);
+        }
+        d = parent;
+    }
+    let table = shape.fit_table(topo, d.id);
+    smallest_holding_inside(topo, &shape, &table).unwrap_or(d.id)
 }
 
 /// Re-evaluates a group: `current` if it is kept, else a fresh choice.
@@ -177,31 +260,20 @@ pub(crate) fn evaluate(
     }
 }
 
-/// The best strictly smaller domain inside `outer` that holds the group:
-/// fewest CPUs, then least base load on `D ∩ A`, then lowest id.
-fn smallest_holding_inside(topo: &Topology, shape: &Shape<'_>, outer: &Domain) -> Option<DomainId> {
-    let mut best: Option<(usize, u64, DomainId)> = None;
-    let mut stack: Vec<DomainId> = outer.children.clone();
-    while let Some(id) = stack.pop() {
-        let d = topo.domain(id);
-        // A domain that misses A cannot hold the group, nor can anything
-        // inside it.
-        if !d.cpus.intersects(shape.allowed) {
-            continue;
-        }
-        if shape.holds(d) {
-            let key = (
-                d.cpus.len(),
-                shape.base.sum(&d.cpus.intersection(shape.allowed)),
-                id,
-            );
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
-        }
-        stack.extend(d.children.iter().copied());
-    }
-    best.map(|(_, _, id)| id)
+/// The best strictly smaller domain inside the fit table's top domain
+/// that holds the group: fewest CPUs, then least base load on `D ∩ A`, then
+/// lowest id.
+fn smallest_holding_inside(
+    topo: &Topology,
+    shape: &Shape<'_>,
+    table: &[(DomainId, u64, u64)],
+) -> Option<DomainId> {
+    table[1..]
+        .iter()
+        .filter(|&&(_, sum, cap)| shape.holds((sum, cap)))
+        .map(|&(id, sum, _)| (topo.domain(id).cpus.len(), sum, id))
+        .min()
+        .map(|(_, _, id)| id)
 }
 
 #[cfg(test)]

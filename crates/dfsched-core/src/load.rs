@@ -68,12 +68,22 @@ impl LoadVec {
 
     /// Counts one runnable task placed on `set` (see the module doc).
     pub(crate) fn add_task(&mut self, set: &CpuSet) {
-        for_each_share(set, |c, m| self.add_cpu(c, m));
+        self.add_tasks(set, 1);
     }
 
     /// Stops counting one runnable task placed on `set`.
     pub(crate) fn sub_task(&mut self, set: &CpuSet) {
-        for_each_share(set, |c, m| self.sub_cpu(c, m));
+        self.sub_tasks(set, 1);
+    }
+
+    /// Counts `n` runnable tasks placed on `set`.
+    pub(crate) fn add_tasks(&mut self, set: &CpuSet, n: u64) {
+        for_each_share(set, |c, m| self.add_cpu(c, m * n));
+    }
+
+    /// Stops counting `n` runnable tasks placed on `set`.
+    pub(crate) fn sub_tasks(&mut self, set: &CpuSet, n: u64) {
+        for_each_share(set, |c, m| self.sub_cpu(c, m * n));
     }
 
     /// Σ load over `set`.
@@ -107,6 +117,21 @@ impl LoadVec {
     pub(crate) fn pairs(&self, set: &CpuSet) -> Vec<(CpuId, u64)> {
         set.iter().map(|c| (c, self.get(c))).collect()
     }
+}
+
+/// The part of one task placed on `set` that falls on `within`: 1000 when
+/// `set ⊆ within`.
+pub(crate) fn share_within(set: &CpuSet, within: &CpuSet) -> u64 {
+    if set.is_subset(within) {
+        return TASK_MILLI;
+    }
+    let mut part = 0;
+    for_each_share(set, |c, m| {
+        if within.contains(c) {
+            part += m;
+        }
+    });
+    part
 }
 
 /// Calls `f(cpu, share)` for each CPU of `set` with that CPU's share of one
@@ -149,6 +174,14 @@ mod tests {
             ]
         );
         assert_eq!(v.sum(&set("0-3")), 1000);
+    }
+
+    #[test]
+    fn share_within_counts_the_part_of_a_task_inside_a_set() {
+        assert_eq!(share_within(&set("1-2"), &set("0-3")), 1000);
+        assert_eq!(share_within(&set("1-3"), &set("1")), 334);
+        assert_eq!(share_within(&set("1-3"), &set("2-3")), 666);
+        assert_eq!(share_within(&set("1-3"), &set("5")), 0);
     }
 
     #[test]

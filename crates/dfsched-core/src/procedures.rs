@@ -17,11 +17,13 @@
 //! Every procedure here is infallible: the engine has validated the event
 //! before calling it (that is what makes `handle` all-or-nothing). Each one
 //! changes a task's target only through [`Ctx::retarget`], so a `Place` is
-//! emitted exactly when a target changes. None of them walks all tasks: a
-//! hint costs O(CPUs + size of the groups it touches).
+//! emitted exactly when a target changes. None of them walks all tasks or
+//! even a whole group to decide: a hint costs O(log tasks + distinct
+//! allowed sets in the groups it touches × CPUs) — the groups' censuses
+//! stand for their members — plus O(members) for each group whose home
+//! actually changes, since each member whose target changes gets a `Place`.
 
 use crate::cpuset::CpuSet;
-use crate::home;
 use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
 use crate::load::TASK_MILLI;
 use crate::state::{App, Ctx, Task};
@@ -77,8 +79,7 @@ impl Ctx<'_> {
         let known = self.st.apps[&app].dfs.get(&df);
         let group = match known {
             None => {
-                let shape = self.shape_of(None, Some(id), true);
-                let home = home::choose(self.topo, self.config, &shape.shape(), None);
+                let home = self.home_for_new(id);
                 self.create_group(app, df, home)
             }
             Some(list) => {
@@ -88,9 +89,7 @@ impl Ctx<'_> {
                     let list = list.clone();
                     self.least_loaded_group(&list, id)
                 };
-                let shape = self.shape_of(Some(g), Some(id), true);
-                let current = self.st.groups[&g].home;
-                let home = home::evaluate(self.topo, self.config, &shape.shape(), current);
+                let home = self.evaluate(g, Some(id), true);
                 self.rehome(g, home, false);
                 g
             }
@@ -125,29 +124,18 @@ impl Ctx<'_> {
     /// The task waits: it no longer counts as load, and stays in its group.
     /// Blocking a blocked task changes nothing.
     pub(crate) fn block(&mut self, id: TaskId) {
-        let t = self.st.tasks.get_mut(&id).expect("blocked task");
-        if !t.runnable {
-            return;
-        }
-        t.runnable = false;
-        self.st.load.sub_task(&t.target);
-        if let Some(g) = t.group {
-            self.st.groups.get_mut(&g).expect("a task's group").runnable -= 1;
-        }
+        self.set_runnable(id, false);
     }
 
     /// The task returns from a wait: it counts as load again, its DF is
     /// looked up and it rejoins its group, whose home is re-evaluated with
     /// it runnable. Waking a runnable task changes nothing.
     pub(crate) fn wake(&mut self, id: TaskId) {
-        let t = self.st.tasks.get_mut(&id).expect("woken task");
-        if t.runnable {
+        if self.st.tasks[&id].runnable {
             return;
         }
-        t.runnable = true;
-        self.st.load.add_task(&t.target);
-        if let Some(g) = t.group {
-            self.st.groups.get_mut(&g).expect("a task's group").runnable += 1;
+        self.set_runnable(id, true);
+        if let Some(g) = self.st.tasks[&id].group {
             self.reevaluate(g, None);
         }
         self.retarget(id);
@@ -174,10 +162,18 @@ impl Ctx<'_> {
                 t.solo_home = None;
             }
         }
-        t.allowed = allowed;
-        if let Some(g) = t.group {
-            self.reevaluate(g, None);
-        }
+        let Some(g) = t.group else {
+            t.allowed = allowed;
+            self.retarget(id);
+            return;
+        };
+        // Re-join with the new set: out of the group while it is
+        // evaluated (its load still sits on its old target), back in after.
+        self.remove_member(g, id);
+        self.st.tasks.get_mut(&id).expect("re-allowed task").allowed = allowed;
+        let home = self.evaluate(g, Some(id), true);
+        self.add_member(g, id);
+        self.rehome(g, home, false);
         self.retarget(id);
     }
 

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   State ─ apps:   AppId  → App   { dfs: DfId → [GroupId, …] }   (DF map)
-//!         ├ groups: GroupId → Group { app, df, home, members, runnable }
+//!         ├ groups: GroupId → Group { app, df, home, members, runnable,
+//!         │                           census: allowed set → counts }
 //!         ├ tasks:  TaskId → Task  { app, df, group, runnable, allowed,
 //!         │                          solo_home, target, placed }
 //!         └ load:   per-CPU thousandths (see `load.rs`)
@@ -12,8 +13,9 @@
 //! 1. a task is in exactly one group when it has a DF, in none otherwise, and
 //!    its group has its application and DF;
 //! 2. a group has at least one member (it is reclaimed at 0), its `runnable`
-//!    counts its runnable members, and its app's DF map lists it under its DF;
-//!    DF map entries are never empty;
+//!    counts its runnable members, its `census` counts its members by allowed
+//!    set, and its app's DF map lists it under its DF; DF map entries are
+//!    never empty;
 //! 3. a task's `allowed` is non-empty and within the machine; its `target` is
 //!    `home ∩ allowed`, or `allowed` when that is empty ("off-home"), where
 //!    `home` is its group's home, its balancer-chosen `solo_home` when it has
@@ -37,8 +39,9 @@ use crate::engine::Stats;
 use crate::event::Decision;
 use crate::home::{self, Shape};
 use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
-use crate::load::LoadVec;
+use crate::load::{share_within, LoadVec, TASK_MILLI};
 use crate::topology::Topology;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A task the engine knows.
@@ -77,6 +80,22 @@ pub(crate) struct Group {
     pub members: BTreeSet<TaskId>,
     /// How many members are runnable.
     pub runnable: usize,
+    /// Members counted by allowed set. A member's target is a function of
+    /// the home and its allowed set (invariant 3), so this is all the home
+    /// rule needs to know about the members: re-evaluating a group costs
+    /// O(distinct allowed sets × CPUs) — usually one set — and not
+    /// O(members).
+    pub census: BTreeMap<CpuSet, Census>,
+}
+
+/// How many members of a group have one allowed set, and how many of those
+/// are runnable. Entries with no member are removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Census {
+    /// Members with this allowed set.
+    pub members: u32,
+    /// Of those, the runnable ones.
+    pub runnable: u32,
 }
 
 /// An application's DF map.
@@ -172,6 +191,15 @@ impl State {
             if (g.home.0 as usize) >= topo.domains().len() {
                 return Err(format!("{id} has a home {} not in the topology", g.home));
             }
+            let mut census: BTreeMap<CpuSet, Census> = BTreeMap::new();
+            for m in g.members.iter().filter_map(|m| self.tasks.get(m)) {
+                let c = census.entry(m.allowed.clone()).or_default();
+                c.members += 1;
+                c.runnable += u32::from(m.runnable);
+            }
+            if census != g.census {
+                return Err(format!("{id} census {:?}, counted {census:?}", g.census));
+            }
             let runnable = g.members.iter().filter(|m| self.tasks[m].runnable).count();
             if runnable != g.runnable {
                 return Err(format!(
@@ -255,25 +283,14 @@ pub(crate) struct Ctx<'a> {
     pub out: &'a mut Vec<Decision>,
 }
 
-/// What the home rule is told about a group, owned (see [`Shape`]).
-pub(crate) struct OwnedShape {
-    /// Load without the group's runnable members (and without the mover).
-    pub base: LoadVec,
-    /// `A`.
-    pub allowed: CpuSet,
-    /// `r`.
+/// What a group's re-evaluation needs before any load vector is built.
+pub(crate) struct Facts<'s> {
+    /// `A`: the CPUs the group may use.
+    pub allowed: Cow<'s, CpuSet>,
+    /// `r`: its runnable members.
     pub runnable: u64,
-}
-
-impl OwnedShape {
-    /// The borrowed form the home rule takes.
-    pub(crate) fn shape(&self) -> Shape<'_> {
-        Shape {
-            base: &self.base,
-            allowed: &self.allowed,
-            runnable: self.runnable,
-        }
-    }
+    /// `base(A) + r × 1000`: the load on `A` with the group counted.
+    pub load_on_a_milli: u64,
 }
 
 impl Ctx<'_> {
@@ -304,38 +321,118 @@ impl Ctx<'_> {
         });
     }
 
-    /// The home rule's view of a group (or of no group: `None` for a new
-    /// one), with `mover` (a task changing groups in this event) left out of
-    /// the load and, when `mover_joins`, counted as a member.
-    pub(crate) fn shape_of(
+    /// The members of `group` by allowed set, as `(allowed set, members,
+    /// runnable)`; nothing for `None`. Never includes the mover of an
+    /// event: it is taken out of the census before a group is evaluated,
+    /// and put in after.
+    fn census_of(
+        &self,
+        group: Option<GroupId>,
+    ) -> impl Iterator<Item = (&CpuSet, u32, u32)> + Clone + '_ {
+        group.into_iter().flat_map(move |g| {
+            let grp = &self.st.groups[&g];
+            grp.census
+                .iter()
+                .map(move |(allowed, c)| (allowed, c.members, c.runnable))
+        })
+    }
+
+    /// The target of a member of `group` with allowed set `allowed`.
+    fn member_target(&self, group: GroupId, allowed: &CpuSet) -> CpuSet {
+        target_for(self.topo, allowed, Some(self.st.groups[&group].home)).0
+    }
+
+    /// `A`, `r` and the load on `A` of a group (or of no group: `None` for
+    /// a new one), with `mover` (a task changing groups in this event, not
+    /// in the census) counted as a member when `mover_joins`. No load
+    /// vector is built.
+    pub(crate) fn facts(
         &self,
         group: Option<GroupId>,
         mover: Option<TaskId>,
         mover_joins: bool,
-    ) -> OwnedShape {
-        let mut base = self.st.load.clone();
-        let members: Vec<&Task> = group
-            .iter()
-            .flat_map(|g| self.st.groups[g].members.iter())
-            .filter(|m| Some(**m) != mover)
-            .map(|m| &self.st.tasks[m])
-            .collect();
+    ) -> Facts<'_> {
+        let census = self.census_of(group);
         let mover = mover.map(|m| &self.st.tasks[&m]);
-        for t in members.iter().chain(&mover).filter(|t| t.runnable) {
-            base.sub_task(&t.target);
+        let joining = mover
+            .filter(|_| mover_joins)
+            .map(|t| (&t.allowed, u32::from(t.runnable)));
+        let entries = census.clone().map(|(a, _, r)| (a, r)).chain(joining);
+        let runnable: u64 = entries.clone().map(|(_, r)| u64::from(r)).sum();
+        let allowed = group_allowed(entries, runnable > 0);
+        // base(A) = load(A) minus what the group and the mover put on A.
+        let mut taken = 0;
+        for (a, _, r) in census.filter(|c| c.2 > 0) {
+            let target = self.member_target(group.expect("a census has a group"), a);
+            taken += u64::from(r) * share_within(&target, &allowed);
         }
-        let joiners: Vec<&Task> = members
-            .iter()
-            .copied()
-            .chain(mover.filter(|_| mover_joins))
-            .collect();
-        let runnable = joiners.iter().filter(|t| t.runnable).count() as u64;
-        let allowed = group_allowed(&joiners, runnable > 0);
-        OwnedShape {
-            base,
+        if let Some(t) = mover.filter(|t| t.runnable) {
+            taken += share_within(&t.target, &allowed);
+        }
+        let on_a = (self.st.load.sum(&allowed) + runnable * TASK_MILLI).saturating_sub(taken);
+        Facts {
             allowed,
             runnable,
+            load_on_a_milli: on_a,
         }
+    }
+
+    /// The load without a group's runnable members and without `mover`:
+    /// the home rule's `base`. O(distinct allowed sets × CPUs).
+    pub(crate) fn base_without(&self, group: Option<GroupId>, mover: Option<TaskId>) -> LoadVec {
+        let mut base = self.st.load.clone();
+        for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
+            let target = self.member_target(group.expect("a census has a group"), a);
+            base.sub_tasks(&target, u64::from(r));
+        }
+        if let Some(t) = mover.map(|m| &self.st.tasks[&m]).filter(|t| t.runnable) {
+            base.sub_task(&t.target);
+        }
+        base
+    }
+
+    /// The home a group should have now, by the home rule with hysteresis
+    /// (`home.rs`), with `mover` left out of the load and, when
+    /// `mover_joins`, counted as a member. Builds a load vector only when
+    /// the cheap keep test cannot decide.
+    pub(crate) fn evaluate(
+        &self,
+        g: GroupId,
+        mover: Option<TaskId>,
+        mover_joins: bool,
+    ) -> DomainId {
+        let current = self.st.groups[&g].home;
+        let facts = self.facts(Some(g), mover, mover_joins);
+        let glance = home::keeps_at_a_glance(
+            self.topo,
+            self.config,
+            &facts.allowed,
+            facts.runnable,
+            facts.load_on_a_milli,
+            current,
+        );
+        if glance == Some(true) {
+            return current;
+        }
+        let base = self.base_without(Some(g), mover);
+        let shape = Shape {
+            base: &base,
+            allowed: &facts.allowed,
+            runnable: facts.runnable,
+        };
+        home::evaluate(self.topo, self.config, &shape, current)
+    }
+
+    /// A fresh home for a new group made of `mover` alone.
+    pub(crate) fn home_for_new(&self, mover: TaskId) -> DomainId {
+        let facts = self.facts(None, Some(mover), true);
+        let base = self.base_without(None, Some(mover));
+        let shape = Shape {
+            base: &base,
+            allowed: &facts.allowed,
+            runnable: facts.runnable,
+        };
+        home::choose(self.topo, self.config, &shape, None)
     }
 
     /// Moves a group to `home` and re-targets its members. Counts a re-home
@@ -358,9 +455,7 @@ impl Ctx<'_> {
     /// Re-evaluates a group's home by the home rule (with hysteresis),
     /// leaving `mover` out, and re-homes it if needed.
     pub(crate) fn reevaluate(&mut self, g: GroupId, mover: Option<TaskId>) {
-        let shape = self.shape_of(Some(g), mover, false);
-        let current = self.st.groups[&g].home;
-        let home = home::evaluate(self.topo, self.config, &shape.shape(), current);
+        let home = self.evaluate(g, mover, false);
         self.rehome(g, home, false);
     }
 
@@ -378,6 +473,7 @@ impl Ctx<'_> {
                 home,
                 members: BTreeSet::new(),
                 runnable: 0,
+                census: BTreeMap::new(),
             },
         );
         let list = self
@@ -401,9 +497,51 @@ impl Ctx<'_> {
         let grp = self.st.groups.get_mut(&g).expect("group exists");
         grp.members.insert(id);
         grp.runnable += usize::from(t.runnable);
+        census_add(&mut grp.census, &t.allowed, t.runnable);
         t.df = Some(grp.df);
         t.group = Some(g);
         t.solo_home = None;
+    }
+
+    /// Takes a task out of a group's membership, leaving it unmanaged; no
+    /// reclaim, no re-evaluation, its target untouched.
+    pub(crate) fn remove_member(&mut self, g: GroupId, id: TaskId) {
+        let t = self.st.tasks.get_mut(&id).expect("member exists");
+        let grp = self.st.groups.get_mut(&g).expect("group exists");
+        grp.members.remove(&id);
+        grp.runnable -= usize::from(t.runnable);
+        census_sub(&mut grp.census, &t.allowed, t.runnable);
+        t.df = None;
+        t.group = None;
+    }
+
+    /// Changes whether a task is runnable: its load, and its group's
+    /// counts.
+    pub(crate) fn set_runnable(&mut self, id: TaskId, runnable: bool) {
+        let t = self.st.tasks.get_mut(&id).expect("task exists");
+        if t.runnable == runnable {
+            return;
+        }
+        t.runnable = runnable;
+        if runnable {
+            self.st.load.add_task(&t.target);
+        } else {
+            self.st.load.sub_task(&t.target);
+        }
+        if let Some(g) = t.group {
+            let grp = self.st.groups.get_mut(&g).expect("a task's group exists");
+            let c = grp
+                .census
+                .get_mut(&t.allowed)
+                .expect("a member is in its group's census");
+            if runnable {
+                grp.runnable += 1;
+                c.runnable += 1;
+            } else {
+                grp.runnable -= 1;
+                c.runnable -= 1;
+            }
+        }
     }
 
     /// Takes a task out of its group: the paper's counter drops; at 0 the
@@ -411,14 +549,11 @@ impl Ctx<'_> {
     /// without the task. The task is left unmanaged; its target is not
     /// touched (the caller re-targets or forgets it).
     pub(crate) fn leave_group(&mut self, id: TaskId) {
-        let t = self.st.tasks.get_mut(&id).expect("leaving task exists");
-        let Some(g) = t.group.take() else { return };
-        t.df = None;
-        let runnable = t.runnable;
-        let grp = self.st.groups.get_mut(&g).expect("a task's group exists");
-        grp.members.remove(&id);
-        grp.runnable -= usize::from(runnable);
-        if grp.members.is_empty() {
+        let Some(g) = self.st.tasks[&id].group else {
+            return;
+        };
+        self.remove_member(g, id);
+        if self.st.groups[&g].members.is_empty() {
             self.reclaim(g);
         } else {
             self.reevaluate(g, Some(id));
@@ -458,23 +593,56 @@ impl Ctx<'_> {
     }
 }
 
-/// `A` for a set of tasks: the intersection of the allowed sets of the
-/// runnable ones (of all when `runnable_only` is false), or their union when
-/// the intersection is empty. Empty only for no tasks at all.
-pub(crate) fn group_allowed(tasks: &[&Task], runnable_only: bool) -> CpuSet {
-    let mut chosen = tasks.iter().filter(|t| t.runnable || !runnable_only);
-    let Some(first) = chosen.next() else {
-        return CpuSet::new();
+/// `A` from `(allowed set, runnable count)` entries: the intersection of
+/// the sets with runnable tasks (of all sets when `runnable_only` is false),
+/// or their union when the intersection is empty. Empty only for no entries.
+pub(crate) fn group_allowed<'t>(
+    entries: impl Iterator<Item = (&'t CpuSet, u32)> + Clone,
+    runnable_only: bool,
+) -> Cow<'t, CpuSet> {
+    let chosen = entries
+        .filter(|(_, r)| *r > 0 || !runnable_only)
+        .map(|(a, _)| a);
+    let Some(first) = chosen.clone().next() else {
+        return Cow::Owned(CpuSet::new());
     };
-    let mut inter = first.allowed.clone();
-    let mut union = first.allowed.clone();
-    for t in chosen {
-        inter = inter.intersection(&t.allowed);
-        union = union.union(&t.allowed);
+    // The common case — one allowed set — borrows.
+    let mut inter = Cow::Borrowed(first);
+    for a in chosen.clone().skip(1) {
+        if *a != *inter {
+            inter = Cow::Owned(inter.intersection(a));
+        }
     }
-    if inter.is_empty() {
-        union
-    } else {
-        inter
+    if !inter.is_empty() {
+        return inter;
+    }
+    let mut union = first.clone();
+    for a in chosen.skip(1) {
+        if !a.is_subset(&union) {
+            union = union.union(a);
+        }
+    }
+    Cow::Owned(union)
+}
+
+/// Counts a member with allowed set `allowed` in a census.
+pub(crate) fn census_add(census: &mut BTreeMap<CpuSet, Census>, allowed: &CpuSet, runnable: bool) {
+    let c = match census.get_mut(allowed) {
+        Some(c) => c,
+        None => census.entry(allowed.clone()).or_default(),
+    };
+    c.members += 1;
+    c.runnable += u32::from(runnable);
+}
+
+/// Stops counting a member with allowed set `allowed` in a census.
+pub(crate) fn census_sub(census: &mut BTreeMap<CpuSet, Census>, allowed: &CpuSet, runnable: bool) {
+    let c = census
+        .get_mut(allowed)
+        .expect("a member is in its group's census");
+    c.members -= 1;
+    c.runnable -= u32::from(runnable);
+    if c.members == 0 {
+        census.remove(allowed);
     }
 }
