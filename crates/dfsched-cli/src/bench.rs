@@ -9,11 +9,14 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::params::{
     DEFAULT_DFS, DEFAULT_DF_BYTES, DEFAULT_ITERATIONS, DEFAULT_REPEAT, DEFAULT_SEED,
-    DEFAULT_SWITCH_EVERY, DEFAULT_THREADS, DEFAULT_WRITE_RATIO,
+    DEFAULT_SWITCH_EVERY, DEFAULT_THREADS,
 };
 use dfsched_bench::report::{render_grid, render_report};
 use dfsched_bench::{parse_modes, run_cases, BenchError, Grid, GridReport, Mode, Params, Progress};
 use std::io::{IsTerminal, Write};
+
+/// Where `bench df` sits in the command tree, for usage errors.
+const DF_PATH: &[&str] = &["bench", "df"];
 
 /// The long help of `bench df`.
 pub const DF_LONG_ABOUT: &str = "\
@@ -21,9 +24,9 @@ The data-fragment benchmark (Pinter & Zalmanovici §5.2).
 
 THREADS threads start at once and never sleep. Thread t works on data fragment
 (DF) t mod DFS: a cache-line-aligned buffer of DF_BYTES bytes. One iteration is
-one pass over its DF touching the first word of every 64-byte line; a
+one pass over its DF touching every 8-byte word in address order; a
 WRITE_RATIO of the accesses are plain stores of the old value plus one, the
-rest are loads. Each run is timed from a start gate (all threads placed) to
+rest are loads (which accesses write follows a fixed per-thread pattern). Each run is timed from a start gate (all threads placed) to
 the last thread's finish.
 
 Modes (run interleaved: every round runs each mode once, in an order shuffled
@@ -53,7 +56,7 @@ exit), so packing threads on one CPU looks better there than on bare metal.";
 pub enum GridArg {
     /// Table 3 of the paper: threads {8, 32, 128} × DF size {1000, 8000,
     /// 20000} eight-byte words, 4 DFs; iterations scaled to a fixed budget of
-    /// 6·10⁸ line accesses per run and 3 runs per mode, so the 9 cells take
+    /// 6·10⁸ word accesses per run and 3 runs per mode, so the 9 cells take
     /// about 15 minutes on a 2-vCPU machine.
     Paper,
 }
@@ -80,13 +83,13 @@ pub struct DfArgs {
     iterations: Option<u64>,
 
     /// Fraction of accesses that write, 0.0 (read-shared) to 1.0
-    /// (write-shared) [default: 1.0].
-    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_WRITE_RATIO)]
+    /// (write-shared).
+    #[arg(long, value_name = "RATIO", default_value = "1.0")]
     write_ratio: f64,
 
     /// Every N iterations a thread moves to the next DF ((its DF + 1) mod
     /// DFS) before its next pass; thread t works on DF (t + floor(i / N)) mod
-    /// DFS in iteration i; 0 = never [default: 0].
+    /// DFS in iteration i; 0 = never.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SWITCH_EVERY)]
     switch_every: u64,
 
@@ -95,7 +98,7 @@ pub struct DfArgs {
     repeat: Option<usize>,
 
     /// Comma-separated modes to run: vanilla, dfsched, oracle, split (see
-    /// above) [default: vanilla,dfsched,oracle,split].
+    /// above).
     #[arg(long, value_name = "LIST", default_value = "vanilla,dfsched,oracle,split", value_parser = parse_mode_list)]
     modes: ModeList,
 
@@ -109,7 +112,7 @@ pub struct DfArgs {
     grid: Option<GridArg>,
 
     /// Seed of the per-thread write-pattern phases and of the mode order in
-    /// each round [default: 1].
+    /// each round.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
     seed: u64,
 
@@ -145,7 +148,10 @@ impl DfArgs {
             Some(GridArg::Paper) => Grid::Paper.cells(&base, self.iterations, self.repeat),
         };
         for c in &cases {
-            c.validate().map_err(|e| Failure::Usage(e.to_string()))?;
+            c.validate().map_err(|e| Failure::Usage {
+                path: DF_PATH,
+                msg: e.to_string(),
+            })?;
         }
         Ok(cases)
     }
@@ -156,7 +162,10 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
     let mut progress = ProgressLine::new(args.quiet);
     let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| match e {
-        BenchError::Params(p) => Failure::Usage(p.to_string()),
+        BenchError::Params(p) => Failure::Usage {
+            path: DF_PATH,
+            msg: p.to_string(),
+        },
         e => Failure::Run(anyhow::Error::new(e).context("the DF benchmark failed")),
     })?;
     progress.finish();
@@ -257,7 +266,7 @@ mod tests {
         let t = T::try_parse_from(std::iter::once("df").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
         t.df.cases().map_err(|f| match f {
-            Failure::Usage(m) => m,
+            Failure::Usage { msg, .. } => msg,
             Failure::Run(e) => panic!("not a usage error: {e}"),
         })
     }

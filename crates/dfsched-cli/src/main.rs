@@ -53,8 +53,14 @@ enum BenchCommand {
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
 pub(crate) enum Failure {
-    /// Bad input; nothing ran. The message is shown with clap's usage hint.
-    Usage(String),
+    /// Bad input; nothing ran. The message is shown with the usage line of
+    /// the subcommand at `path` (e.g. `["bench", "df"]`).
+    Usage {
+        /// The subcommand whose usage to show.
+        path: &'static [&'static str],
+        /// What is wrong.
+        msg: String,
+    },
     /// Something failed while running.
     Run(anyhow::Error),
 }
@@ -76,17 +82,34 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(msg)) => {
+        Err(Failure::Usage { path, msg }) => {
             // clap prints "error: …" with the usage line and exits 2.
-            Cli::command()
-                .error(clap::error::ErrorKind::ValueValidation, msg)
+            let mut cmd = Cli::command().bin_name("dfsched");
+            cmd.build();
+            let mut sub = &mut cmd;
+            for name in path {
+                sub = sub
+                    .find_subcommand_mut(name)
+                    .expect("usage paths name real subcommands");
+            }
+            sub.error(clap::error::ErrorKind::ValueValidation, msg)
                 .exit()
         }
+        // `dfsched … | head` closing the pipe early is not an error.
+        Err(Failure::Run(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(Failure::Run(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Installs a stderr subscriber at the level `-v` asks for.

@@ -30,7 +30,7 @@ pub struct TopologyArgs {
     json: bool,
 
     /// Read sysfs under this directory instead of / (for fixture trees):
-    /// PATH/sys/devices/system/cpu/… [default: /].
+    /// PATH/sys/devices/system/cpu/….
     #[arg(long, value_name = "PATH", default_value = "/")]
     sysfs_root: PathBuf,
 }

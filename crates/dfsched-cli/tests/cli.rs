@@ -1,0 +1,183 @@
+//! Runs the built `dfsched` binary: JSON output parses and has the
+//! documented keys, bad usage exits 2 with a message and runs nothing,
+//! failures exit 1.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn dfsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dfsched"))
+        .args(args)
+        .output()
+        .expect("the dfsched binary runs")
+}
+
+fn stdout_json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON value")
+}
+
+/// Tiny enough to take well under a second in every mode.
+const TINY: &[&str] = &[
+    "bench",
+    "df",
+    "--threads",
+    "4",
+    "--dfs",
+    "2",
+    "--df-bytes",
+    "1024",
+    "--iterations",
+    "50",
+    "--repeat",
+    "1",
+];
+
+#[test]
+fn topology_json_has_domains_and_the_allowed_set() {
+    let v = stdout_json(&dfsched(&["topology", "--json"]));
+    let domains = v["topology"]["domains"].as_array().expect("domains array");
+    assert!(!domains.is_empty());
+    let root_cpus = domains[0]["cpus"].as_str().unwrap();
+    assert!(!root_cpus.is_empty(), "the root holds every CPU");
+    let allowed = v["allowed"].as_str().expect("allowed is a cpulist");
+    assert!(!allowed.is_empty());
+    // The core's Topology deserialises back from what we printed.
+    let _: dfsched_core::Topology = serde_json::from_value(v["topology"].clone()).unwrap();
+}
+
+#[test]
+fn topology_text_draws_the_tree() {
+    let out = dfsched(&["topology"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("CPUs "), "{text}");
+    assert!(text.contains("dom0 "), "{text}");
+}
+
+#[test]
+fn topology_from_a_missing_sysfs_root_fails_with_exit_1() {
+    let out = dfsched(&["topology", "--sysfs-root", "/nonexistent/dfsched-test"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/dfsched-test"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn tiny_bench_json_has_the_documented_keys() {
+    let mut args = TINY.to_vec();
+    args.extend(["--json", "--quiet"]);
+    let out = dfsched(&args);
+    let v = stdout_json(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "--quiet printed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for mode in ["vanilla", "dfsched", "oracle", "split"] {
+        let m = &v["modes"][mode];
+        for key in [
+            "median_s",
+            "min_s",
+            "max_s",
+            "median_cpu_s",
+            "median_ctx_switches",
+            "median_migrations",
+        ] {
+            assert!(m[key].is_number(), "modes.{mode}.{key} in {m}");
+        }
+        assert_eq!(m["runs_s"].as_array().map(Vec::len), Some(1), "{mode}");
+    }
+    for key in [
+        "dfsched_vs_vanilla",
+        "dfsched_vs_oracle",
+        "oracle_vs_vanilla",
+        "split_vs_vanilla",
+    ] {
+        assert!(v["ratios"][key].is_number(), "ratios.{key}");
+    }
+    assert_eq!(v["params"]["threads"], 4);
+    assert_eq!(v["params"]["df_bytes"], 1024);
+    assert!(v["machine"]["cpus_allowed"].is_string());
+    assert!(v["machine"]["hypervisor"].is_boolean());
+    assert!(v["modes"]["dfsched"]["runs"][0]["runtime_stats"].is_object());
+}
+
+#[test]
+fn tiny_bench_table_shows_modes_progress_and_the_vm_note() {
+    let mut args = TINY.to_vec();
+    args.extend(["--modes", "split,vanilla"]);
+    let out = dfsched(&args);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Table rows: a mode name, then the median in seconds.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next()?;
+            words.next()?.parse::<f64>().ok().map(|_| name)
+        })
+        .collect();
+    assert!(
+        rows.contains(&"split") && rows.contains(&"vanilla"),
+        "a row per mode: {text}"
+    );
+    assert!(
+        !rows.contains(&"oracle") && !rows.contains(&"dfsched"),
+        "only the asked modes run: {text}"
+    );
+    assert!(
+        text.contains("KVM guest") || text.contains("bare metal"),
+        "the machine note: {text}"
+    );
+    assert!(text.contains("ratios of medians"), "{text}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("[  2/2]"), "progress on stderr: {err}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_message_and_run_nothing() {
+    for (args, needle) in [
+        (&["bench", "df", "--threads", "0"][..], "--threads"),
+        (&["bench", "df", "--threads", "2", "--dfs", "3"], "--dfs"),
+        (&["bench", "df", "--df-bytes", "8"], "--df-bytes"),
+        (&["bench", "df", "--write-ratio", "1.01"], "--write-ratio"),
+        (&["bench", "df", "--modes", "vanilla,fast"], "fast"),
+        (&["bench", "df", "--threads", "lots"], "lots"),
+        (&["bench", "df", "--grid", "paper", "--dfs", "2"], "--dfs"),
+        (&["bench", "df", "--no-such-flag"], "--no-such-flag"),
+        (&["bench", "nope"], "nope"),
+    ] {
+        let out = dfsched(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed a result");
+        assert!(!err.contains("[  1/"), "{args:?} started running");
+    }
+}
+
+#[test]
+fn help_explains_modes_defaults_and_units() {
+    let out = dfsched(&["bench", "df", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "vanilla",
+        "dfsched",
+        "oracle",
+        "split",
+        "[default: 8]",
+        "BYTES",
+        "KVM",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}");
+    }
+}
