@@ -36,6 +36,8 @@ impl Ctx<'_> {
 
     /// A new task: runnable, unmanaged, targeted at its allowed set (already
     /// cut to the machine). The body already runs it there, so no `Place`.
+    /// Its load is spread over that set: the CPU the body may name in
+    /// `TaskNew::cpu` is where it happens to be now, not where it must run.
     pub(crate) fn task_new(&mut self, id: TaskId, app: AppId, allowed: CpuSet) {
         self.st.load.add_task(&allowed);
         self.st.tasks.insert(

@@ -1,0 +1,368 @@
+//! Tests of the balancer (`balancer.rs`): whole-group moves, unmanaged
+//! task moves, splits after persistent imbalance, the imbalance test, and
+//! re-homing within a pass.
+
+use crate::config::Config;
+use crate::event::{Decision, Event};
+use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
+use crate::testutil::{p, places, set, H};
+use crate::topology::Topology;
+
+fn two_cpus() -> H {
+    H::new(Topology::test(1, 1, 2, 1))
+}
+
+/// Groups 1 (tasks 1, 3) and 2 (tasks 2, 4) both on CPU 0 — external
+/// load kept CPU 1 busy while they formed, then went away.
+fn two_groups_on_cpu0(allowed_g1: &str) -> H {
+    let mut h = two_cpus();
+    h.external(&[0, 4]);
+    h.task_df(1, allowed_g1, 1);
+    h.task_df(2, "0-1", 2);
+    h.task_df(3, allowed_g1, 1);
+    h.task_df(4, "0-1", 2);
+    assert_eq!((h.home(1), h.home(2)), ("0".into(), "0".into()));
+    h.external(&[]);
+    assert_eq!(h.load(), vec![4000, 0]);
+    h
+}
+
+#[test]
+fn a_whole_group_moves_to_the_idlest_cpu() {
+    let mut h = two_groups_on_cpu0("0-1");
+    h.task(9, "0-1"); // an unmanaged task: groups are tried first
+    let leaf = |c| h.e.topology().leaf(CpuId(c)).unwrap();
+    let (from, to) = (leaf(0), leaf(1));
+    let d = h.balance();
+    assert_eq!(
+        d,
+        vec![
+            Decision::GroupMoved {
+                group: GroupId(1),
+                df: DfId(1),
+                from,
+                to
+            },
+            Decision::Place {
+                task: TaskId(1),
+                cpus: set("1")
+            },
+            Decision::Place {
+                task: TaskId(3),
+                cpus: set("1")
+            },
+        ]
+    );
+    assert_eq!(h.load(), vec![2500, 2500]);
+    let s = h.e.stats();
+    assert_eq!((s.group_moves, s.task_moves, s.balance_passes), (1, 0, 1));
+    assert_eq!(s.rehomes, 0, "a balancer move is not a re-home");
+    let r = h.e.last_balance().unwrap();
+    assert_eq!((r.busiest, r.idlest), (Some(CpuId(0)), Some(CpuId(1))));
+    assert_eq!((r.spread_before_milli, r.spread_after_milli), (4000, 0));
+    // Balanced now: the next pass does nothing.
+    assert!(h.balance().is_empty());
+    assert!(!h.e.last_balance().unwrap().imbalanced);
+}
+
+#[test]
+fn a_group_that_may_not_run_on_the_idlest_cpu_is_skipped_and_counted() {
+    let mut h = two_groups_on_cpu0("0");
+    let d = h.balance();
+    assert!(matches!(
+        d[0],
+        Decision::GroupMoved {
+            group: GroupId(2),
+            ..
+        }
+    ));
+    assert_eq!(places(&d), p(&[(2, "1"), (4, "1")]));
+    assert_eq!(h.e.last_balance().unwrap().skipped_not_allowed, 1);
+    assert_eq!(h.e.stats().balance_skipped_not_allowed, 1);
+}
+
+#[test]
+fn unmanaged_tasks_move_when_no_group_can() {
+    let mut h = two_cpus();
+    h.external(&[3, 0]);
+    h.task(1, "0-1");
+    h.task(2, "0-1");
+    h.task(3, "0"); // may not move
+    assert_eq!(h.load(), vec![5000, 1000]);
+    let leaf1 = h.e.topology().leaf(CpuId(1)).unwrap();
+    let d = h.balance();
+    assert_eq!(
+        d,
+        vec![
+            Decision::TaskMoved {
+                task: TaskId(1),
+                to: leaf1
+            },
+            Decision::Place {
+                task: TaskId(1),
+                cpus: set("1")
+            },
+            Decision::TaskMoved {
+                task: TaskId(2),
+                to: leaf1
+            },
+            Decision::Place {
+                task: TaskId(2),
+                cpus: set("1")
+            },
+        ]
+    );
+    assert_eq!(h.load(), vec![4000, 2000]);
+    assert_eq!(h.e.stats().task_moves, 2);
+    assert!(h.e.last_balance().unwrap().skipped_not_allowed >= 1);
+    // A moved task stays unmanaged, and a DF hint takes it over.
+    assert_eq!(h.e.task(TaskId(1)).unwrap().df, None);
+    h.hint(1, Some(1));
+    assert_eq!(h.e.task(TaskId(1)).unwrap().group, Some(GroupId(1)));
+}
+
+#[test]
+fn moves_per_pass_are_capped() {
+    let mut h = H::with(
+        Topology::test(1, 1, 2, 1),
+        Config {
+            max_moves_per_pass: 1,
+            ..Config::default()
+        },
+    );
+    h.external(&[3, 0]);
+    h.task(1, "0-1");
+    h.task(2, "0-1");
+    assert_eq!(h.balance().len(), 2, "one TaskMoved and its Place");
+    assert_eq!(h.balance().len(), 2);
+    assert!(h.balance().is_empty(), "balanced");
+}
+
+/// Four tasks of one DF packed on CPU 0 of two: no whole-group move can
+/// help.
+fn one_group_of_four(config: Config) -> H {
+    let mut h = H::with(Topology::test(1, 1, 2, 1), config);
+    for t in 1..=4 {
+        h.task_df(t, "0-1", 1);
+    }
+    assert_eq!(h.home(4), "0", "4 runnable on 2 CPUs is heavy load");
+    assert_eq!(h.load(), vec![4000, 0]);
+    h
+}
+
+#[test]
+fn a_group_is_split_only_after_the_imbalance_persists() {
+    let mut h = one_group_of_four(Config::default());
+    for pass in 1..=2 {
+        assert!(h.balance().is_empty(), "pass {pass}");
+        let r = h.e.last_balance().unwrap();
+        assert!(r.imbalanced && !r.split);
+        assert_eq!(r.persistence, pass);
+        assert!(r.skipped_no_gain >= 1, "moving the group only mirrors it");
+    }
+    let d = h.balance();
+    assert_eq!(
+        d,
+        vec![
+            Decision::GroupSplit {
+                group: GroupId(1),
+                new_group: GroupId(2),
+                moved: vec![TaskId(3), TaskId(4)],
+            },
+            Decision::Place {
+                task: TaskId(3),
+                cpus: set("1")
+            },
+            Decision::Place {
+                task: TaskId(4),
+                cpus: set("1")
+            },
+        ]
+    );
+    assert_eq!(h.load(), vec![2000, 2000]);
+    let r = h.e.last_balance().unwrap();
+    assert!(r.split);
+    assert_eq!(r.persistence, 0, "reset after a split");
+    assert_eq!((h.e.stats().splits, h.e.stats().groups_created), (1, 2));
+    assert_eq!(
+        h.e.df_groups(AppId(0), DfId(1)),
+        vec![GroupId(1), GroupId(2)]
+    );
+    // A newcomer with the DF joins the DF's group whose home is less
+    // loaded per CPU.
+    h.ev(Event::Exit { task: TaskId(4) });
+    assert_eq!(places(&h.task_df(5, "0-1", 1)), p(&[(5, "1")]));
+    assert_eq!(h.e.task(TaskId(5)).unwrap().group, Some(GroupId(2)));
+}
+
+#[test]
+fn splitting_can_be_disabled() {
+    let mut h = one_group_of_four(Config {
+        split_after_passes: 0,
+        ..Config::default()
+    });
+    for _ in 0..6 {
+        assert!(h.balance().is_empty());
+    }
+    assert_eq!(h.e.stats().splits, 0);
+    assert_eq!(h.e.stats().imbalanced_passes, 6);
+}
+
+#[test]
+fn imbalance_needs_a_whole_task_and_the_percentage() {
+    let imbalanced = |h: &mut H| {
+        h.balance();
+        h.e.last_balance().unwrap().imbalanced
+    };
+    // 2000 vs 1000: a whole task apart and 100% more.
+    let mut h = two_cpus();
+    h.external(&[2, 1]);
+    assert!(imbalanced(&mut h));
+    let mut h = H::with(
+        Topology::test(1, 1, 2, 1),
+        Config {
+            imbalance_pct: 150,
+            ..Config::default()
+        },
+    );
+    h.external(&[2, 1]);
+    assert!(!imbalanced(&mut h), "100% more is below 150%");
+    // 1334 vs 833: far above 25% but less than one task apart.
+    let mut h = H::new(Topology::test(1, 1, 3, 1));
+    h.task(1, "0");
+    h.task(2, "0-2");
+    h.task(3, "1-2");
+    assert_eq!(h.load(), vec![1334, 833, 833]);
+    assert!(!imbalanced(&mut h));
+}
+
+#[test]
+fn a_pass_rehomes_groups_whose_regime_changed() {
+    let mut h = two_cpus();
+    h.task_df(1, "0-1", 1);
+    h.task_df(2, "0-1", 1);
+    assert_eq!(h.home(1), "0-1", "light: the pair gets both CPUs");
+    h.task_df(3, "0-1", 2);
+    h.task_df(4, "0-1", 2);
+    assert_eq!(h.home(4), "0", "heavy by now: one CPU");
+    assert_eq!(h.load(), vec![3000, 1000]);
+    let rehomes = h.e.stats().rehomes;
+    // Group 1 is re-evaluated under heavy load: one CPU, the free one.
+    let d = h.balance();
+    assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
+    assert_eq!(h.load(), vec![2000, 2000]);
+    assert_eq!(h.e.stats().rehomes, rehomes + 1);
+    assert_eq!(h.e.last_balance().unwrap().rehomes, 1);
+}
+
+#[test]
+fn rehoming_that_would_widen_the_spread_is_discarded() {
+    let mut h = two_cpus();
+    h.task_df(1, "0-1", 1);
+    h.task_df(2, "0-1", 1);
+    h.external(&[3, 3]);
+    assert_eq!(h.load(), vec![4000, 4000]);
+    // Heavy load wants the pair on one CPU, which would leave the CPUs
+    // 2000 apart with nothing to move back: the pass keeps the state.
+    assert!(h.balance().is_empty());
+    assert_eq!(h.home(1), "0-1");
+    let r = h.e.last_balance().unwrap();
+    assert!(r.rehoming_discarded);
+    assert_eq!((r.spread_before_milli, r.spread_after_milli), (0, 0));
+    assert_eq!(h.e.stats().rehomings_discarded, 1);
+}
+
+#[test]
+fn a_light_group_moves_between_llcs_as_a_whole() {
+    // 8 CPUs: LLCs 0-3 and 4-7. Three tasks of DF 1 share LLC 0-3 next
+    // to one external task: the LLC still holds them, so the home rule
+    // keeps it, but CPU 0 is a whole task busier than LLC 4-7.
+    let mut h = H::new(Topology::test(1, 2, 2, 2));
+    h.external(&[1, 0, 0, 0, 0, 0, 0, 0]);
+    for t in 1..=3 {
+        h.task_df(t, "0-7", 1);
+    }
+    assert_eq!(h.home(1), "0-3");
+    assert_eq!(h.load(), vec![1750, 750, 750, 750, 0, 0, 0, 0]);
+    let d = h.balance();
+    let dom = |s: &str| h.e.topology().smallest_holding(&set(s));
+    assert_eq!(
+        d[0],
+        Decision::GroupMoved {
+            group: GroupId(1),
+            df: DfId(1),
+            from: dom("0-3"),
+            to: dom("4-7")
+        }
+    );
+    assert_eq!(places(&d), p(&[(1, "4-7"), (2, "4-7"), (3, "4-7")]));
+    assert_eq!(h.e.last_balance().unwrap().rehomes, 0);
+}
+
+#[test]
+fn a_group_that_still_fits_keeps_its_home_when_another_cpu_empties() {
+    let mut h = two_cpus();
+    h.external(&[1, 0]);
+    h.task_df(1, "0-1", 1);
+    assert_eq!(h.home(1), "1");
+    // CPU 0 is now the emptier one, but CPU 1 still holds the group:
+    // no re-home, and moving it would only mirror the imbalance.
+    h.external(&[]);
+    for _ in 0..5 {
+        assert!(h.balance().is_empty());
+    }
+    assert_eq!(h.home(1), "1");
+    assert_eq!(h.e.stats().rehomes, 0);
+    assert_eq!(h.e.stats().splits, 0, "a group of one is never split");
+}
+
+#[test]
+fn a_group_with_no_domain_of_its_depth_near_the_idlest_cpu_is_skipped() {
+    // CPUs 0-3 share an L2 and come in SMT pairs; CPU 4 stands alone,
+    // so no domain at a core's depth holds it.
+    use crate::topology::{DomainSpec, Level};
+    let spec = |level, cpus: &str| DomainSpec {
+        level,
+        cpus: set(cpus),
+        caches: vec![],
+    };
+    let topo = Topology::new(
+        &set("0-4"),
+        vec![
+            spec(Level::L2, "0-3"),
+            spec(Level::Core, "0-1"),
+            spec(Level::Core, "2-3"),
+        ],
+    )
+    .unwrap();
+    let mut h = H::new(topo);
+    h.external(&[0, 0, 1, 1, 0]);
+    h.task_df(1, "0-4", 1);
+    h.task_df(2, "0-4", 1);
+    assert_eq!(h.home(1), "0-1");
+    assert_eq!(h.load(), vec![1000, 1000, 1000, 1000, 0]);
+    assert!(h.balance().is_empty());
+    let r = h.e.last_balance().unwrap();
+    assert!(r.imbalanced);
+    assert_eq!(r.skipped_no_destination, 1);
+    assert_eq!(h.e.stats().balance_skipped_no_destination, 1);
+}
+
+#[test]
+fn sleeping_members_move_with_their_group() {
+    let mut h = two_groups_on_cpu0("0-1");
+    h.ev(Event::Block { task: TaskId(3) });
+    h.external(&[1, 1]); // heavy load: groups stay on one CPU each
+    assert_eq!(h.load(), vec![4000, 1000]);
+    let d = h.balance();
+    assert!(matches!(
+        d[0],
+        Decision::GroupMoved {
+            group: GroupId(1),
+            ..
+        }
+    ));
+    assert_eq!(places(&d), p(&[(1, "1"), (3, "1")]));
+    assert!(!h.e.task(TaskId(3)).unwrap().runnable);
+    assert_eq!(h.load(), vec![3000, 2000]);
+}
