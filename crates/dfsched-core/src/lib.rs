@@ -93,6 +93,7 @@
 mod balancer;
 pub mod config;
 pub mod cpuset;
+pub mod dispatch;
 pub mod engine;
 pub mod error;
 pub mod event;

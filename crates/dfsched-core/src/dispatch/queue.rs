@@ -1,0 +1,1 @@
+//! Squillante & Lazowska's ready-queue policies (being written).

@@ -1,0 +1,1 @@
+//! Per-CPU run queues: round robin and data-affinity group batching (being written).
