@@ -123,8 +123,10 @@ const char *dfsched_stats_json(void);
 
 /*
  * The message of the calling thread's most recent failed dfsched call, or
- * "" if none failed. Thread-local: valid until the calling thread's next
- * failing call or its exit. Never NULL; do not free it.
+ * "" if none failed (successful calls leave it alone). The pointer is to a
+ * thread-local buffer that never moves: it stays valid until the calling
+ * thread exits and always shows the thread's latest message (at most 1023
+ * bytes). Never NULL; do not free it.
  */
 const char *dfsched_last_error(void);
 

@@ -43,20 +43,25 @@ impl Inner {
         // Allocates only on a fault path.
         let mut reread: Vec<u64> = Vec::new();
         for _ in 0..MAX_ROUNDS {
+            // The caller's latest placement in this round, carried out last.
+            let mut own: Option<CpuSet> = None;
             for decision in batch.drain(..) {
                 match decision {
+                    Decision::Place { task, cpus } if Some(task.0) == caller => own = Some(cpus),
                     Decision::Place { task, cpus } => {
-                        let is_caller = caller == Some(task.0);
-                        let result = self.place(st, task.0, cpus, is_caller, &mut reread);
-                        if is_caller {
-                            outcome = Some(result);
-                        }
+                        // Failures are counted; they are not the caller's.
+                        let _ = self.place(st, task.0, cpus, false, &mut reread);
                     }
                     Decision::GroupMoved { .. } => st.stats.group_moves += 1,
                     Decision::GroupSplit { .. } => st.stats.splits += 1,
                     Decision::TaskMoved { .. } => st.stats.task_moves += 1,
                     Decision::GroupReclaimed { .. } => {}
                 }
+            }
+            // The caller moves last: its system call migrates it to another
+            // CPU, where everything it touches afterwards is cache-cold.
+            if let (Some(cpus), Some(tid)) = (own, caller) {
+                outcome = Some(self.place(st, tid, cpus, true, &mut reread));
             }
             if st.decisions.is_empty() {
                 break;
@@ -79,36 +84,48 @@ impl Inner {
     ) -> Result<(), Error> {
         let target = if is_caller { 0 } else { tid };
         let may_reread = !reread.contains(&tid);
-        if let Some(rec) = st.tasks.get(&tid) {
-            match self.sys.get_affinity(target) {
-                Ok(mask) if mask != rec.last_set && may_reread => {
-                    reread.push(tid);
-                    return self.allowed_changed(st, tid, mask);
+        let Some(rec) = st.tasks.get_mut(&tid) else {
+            // Every task the engine knows has a record; be safe anyway.
+            return match self.sys.set_affinity(target, &cpus) {
+                Ok(()) => {
+                    st.stats.placements += 1;
+                    Ok(())
                 }
-                Ok(_) => {}
-                Err(e) => return self.placement_failed(st, tid, e),
-            }
-        }
-        match self.sys.set_affinity(target, &cpus) {
-            Ok(()) => {
-                st.stats.placements += 1;
-                if let Some(rec) = st.tasks.get_mut(&tid) {
-                    rec.last_set = cpus;
-                    rec.stale = false;
-                }
-                Ok(())
-            }
-            Err(e) if e.errno() == Some(libc::EINVAL) && may_reread => {
-                st.stats.placement_failures.record(e.errno());
+                Err(e) => self.placement_failed(st, tid, e),
+            };
+        };
+        match self.sys.affinity_if_not(target, &rec.last_set) {
+            Ok(Some(mask)) if may_reread => {
                 reread.push(tid);
-                match self.sys.get_affinity(target) {
-                    // The retry's own outcome replaces this one.
-                    Ok(mask) => self.allowed_changed(st, tid, mask).and(Err(e)),
-                    Err(again) => self.placement_failed(st, tid, again),
-                }
+                return self.allowed_changed(st, tid, mask);
             }
-            Err(e) => self.placement_failed(st, tid, e),
+            Ok(_) => {}
+            Err(e) => return self.placement_failed(st, tid, e),
         }
+        // Book-keeping before the system call, undone if it fails: after a
+        // move of the caller this state would be cold.
+        let previous = std::mem::replace(&mut rec.last_set, cpus);
+        let was_stale = std::mem::replace(&mut rec.stale, false);
+        st.stats.placements += 1;
+        let Err(e) = self.sys.set_affinity(target, &rec.last_set) else {
+            return Ok(());
+        };
+        rec.last_set = previous;
+        rec.stale = was_stale;
+        st.stats.placements -= 1;
+        if e.errno() == Some(libc::EINVAL) && may_reread {
+            st.stats.placement_failures.record(e.errno());
+            if let Some(rec) = st.tasks.get_mut(&tid) {
+                rec.stale = true;
+            }
+            reread.push(tid);
+            return match self.sys.get_affinity(target) {
+                // The retry's own outcome replaces this one.
+                Ok(mask) => self.allowed_changed(st, tid, mask).and(Err(e)),
+                Err(again) => self.placement_failed(st, tid, again),
+            };
+        }
+        self.placement_failed(st, tid, e)
     }
 
     /// Thread `tid`'s kernel mask is `mask`, not what dfsched set: tells the

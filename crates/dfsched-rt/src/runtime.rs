@@ -523,13 +523,13 @@ impl Inner {
             return refuse(&mut st, e.into());
         }
         self.replace_if_stale(&mut st, tid);
+        // The engine now has `next` for this thread. Recorded before the
+        // thread moves (its thread-local would be cold on the new CPU); the
+        // thread-local is alive, the fast path just read it.
+        let _ = thread::set_df(self.id, next);
         // The hint's own placement decides the outcome; registration's
         // counts only if the hint placed nothing.
-        let placed = self.apply(&mut st, Some(tid)).or(outcome);
-        // The engine now has `next` for this thread. The thread-local is
-        // alive (the fast path just read it), so this cannot fail.
-        let _ = thread::set_df(self.id, next);
-        match placed {
+        match self.apply(&mut st, Some(tid)).or(outcome) {
             None | Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
                 drop(st);

@@ -135,6 +135,34 @@ pub fn current_cpu() -> Option<CpuId> {
     u32::try_from(cpu).ok().map(CpuId)
 }
 
+/// Thread `tid`'s mask if it is not exactly `expected`; `None` if it is.
+/// Compares in a stack buffer, so the common case allocates nothing.
+pub fn affinity_if_not(tid: u64, expected: &CpuSet) -> Result<Option<CpuSet>, Error> {
+    let pid = pid_of(AffinityOp::Get, tid)?;
+    let mut small = [0u64; FIRST_MASK_WORDS];
+    match getaffinity_into(pid, &mut small) {
+        Ok(()) => {
+            let want = expected.as_words();
+            let same = want.len() <= FIRST_MASK_WORDS
+                && small
+                    .iter()
+                    .enumerate()
+                    .all(|(i, w)| *w == want.get(i).copied().unwrap_or(0));
+            Ok((!same).then(|| CpuSet::from_words(&small)))
+        }
+        // More CPUs than the stack buffer holds: the allocating path.
+        Err(libc::EINVAL) => {
+            let mask = get_affinity(tid)?;
+            Ok((mask != *expected).then_some(mask))
+        }
+        Err(errno) => Err(Error::Affinity {
+            op: AffinityOp::Get,
+            tid,
+            errno,
+        }),
+    }
+}
+
 /// The affinity calls the runtime makes, behind a trait so tests can inject
 /// failures. `tid` 0 is the calling thread, as for the free functions.
 pub trait SysOps: Send + Sync + 'static {
@@ -142,6 +170,12 @@ pub trait SysOps: Send + Sync + 'static {
     fn get_affinity(&self, tid: u64) -> Result<CpuSet, Error>;
     /// As [`set_affinity`].
     fn set_affinity(&self, tid: u64, cpus: &CpuSet) -> Result<(), Error>;
+    /// As [`affinity_if_not`]: the mask if it is not `expected`. The default
+    /// goes through [`SysOps::get_affinity`].
+    fn affinity_if_not(&self, tid: u64, expected: &CpuSet) -> Result<Option<CpuSet>, Error> {
+        let mask = self.get_affinity(tid)?;
+        Ok((mask != *expected).then_some(mask))
+    }
 }
 
 /// The real kernel.
@@ -157,6 +191,11 @@ impl SysOps for RealSys {
     #[inline]
     fn set_affinity(&self, tid: u64, cpus: &CpuSet) -> Result<(), Error> {
         set_affinity(tid, cpus)
+    }
+
+    #[inline]
+    fn affinity_if_not(&self, tid: u64, expected: &CpuSet) -> Result<Option<CpuSet>, Error> {
+        affinity_if_not(tid, expected)
     }
 }
 
@@ -186,6 +225,26 @@ mod tests {
             assert_eq!(current_cpu(), one.first(), "we run where we are allowed");
             set_affinity(0, &all).unwrap();
             assert_eq!(get_affinity(0).unwrap(), all);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn affinity_if_not_reports_only_a_different_mask() {
+        std::thread::spawn(|| {
+            let all = get_affinity(0).unwrap();
+            assert_eq!(affinity_if_not(0, &all).unwrap(), None);
+            let mut other = all.clone();
+            other.insert(CpuId(999));
+            assert_eq!(affinity_if_not(0, &other).unwrap(), Some(all.clone()));
+            assert_eq!(
+                affinity_if_not(0, &CpuSet::new()).unwrap(),
+                Some(all.clone())
+            );
+            let beyond = CpuSet::single(CpuId(5000));
+            assert_eq!(affinity_if_not(0, &beyond).unwrap(), Some(all));
+            assert!(affinity_if_not(i32::MAX as u64, &beyond).is_err());
         })
         .join()
         .unwrap();
