@@ -16,6 +16,13 @@
  *                application; 0 means "no DF".
  *   thread       registered with dfsched on its first hint (under the hint's
  *                application, for good); its exit is noticed without any call.
+ *   allowed CPUs a thread's CPU mask at its first hint (within the CPUs of
+ *                the thread that started dfsched); dfsched never places it
+ *                outside them. A new thread inherits its creator's mask, so
+ *                spawn workers from a thread that has not hinted. A mask set
+ *                later by anyone else (taskset -p, a cpuset, the program's
+ *                own sched_setaffinity) is honoured from the thread's next
+ *                placement on.
  *
  * All functions work on the process's default dfsched runtime, started on
  * the first call and configured from the environment (below). They are

@@ -105,19 +105,17 @@ impl Inner {
         // Book-keeping before the system call, undone if it fails: after a
         // move of the caller this state would be cold.
         let previous = std::mem::replace(&mut rec.last_set, cpus);
-        let was_stale = std::mem::replace(&mut rec.stale, false);
+        rec.stale = false;
         st.stats.placements += 1;
         let Err(e) = self.sys.set_affinity(target, &rec.last_set) else {
             return Ok(());
         };
+        // The kernel kept the thread's mask: `previous`, as just read back.
         rec.last_set = previous;
-        rec.stale = was_stale;
+        rec.stale = true;
         st.stats.placements -= 1;
         if e.errno() == Some(libc::EINVAL) && may_reread {
             st.stats.placement_failures.record(e.errno());
-            if let Some(rec) = st.tasks.get_mut(&tid) {
-                rec.stale = true;
-            }
             reread.push(tid);
             return match self.sys.get_affinity(target) {
                 // The retry's own outcome replaces this one.

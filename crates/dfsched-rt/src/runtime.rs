@@ -22,7 +22,9 @@
 //! Invariants:
 //! - the engine, the task records and the counters change only under
 //!   `Inner::state`; placements are carried out under it too, so two
-//!   decisions for one thread can never be applied out of order;
+//!   decisions for one thread can never be applied out of order (the
+//!   caller's own move comes last, so that only the unlock runs on the CPU
+//!   it moved to);
 //! - `State::tasks` holds exactly the threads the engine knows;
 //! - a disabled runtime (`DFSCHED_DISABLE`) never touches the engine: every
 //!   call succeeds and does nothing;
