@@ -175,15 +175,20 @@ pub extern "C" fn dfsched_last_error() -> *const c_char {
     // The buffer lives as long as the thread and never moves, so handing
     // out its address is sound; it is NUL-terminated (zeroed at start, and
     // `fill_c_buffer` always writes a NUL).
-    LAST_ERROR
-        .try_with(|slot| slot.as_ptr().cast::<c_char>().cast_const())
-        .unwrap_or(EMPTY.as_ptr())
+    catch_unwind(|| {
+        LAST_ERROR
+            .try_with(|slot| slot.as_ptr().cast::<c_char>().cast_const())
+            .ok()
+    })
+    .ok()
+    .flatten()
+    .unwrap_or(EMPTY.as_ptr())
 }
 
 /// A static description of an error code. Never NULL; do not free it.
 #[no_mangle]
 pub extern "C" fn dfsched_strerror(code: c_int) -> *const c_char {
-    code::describe_c(code).as_ptr()
+    catch_unwind(|| code::describe_c(code).as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 #[cfg(test)]

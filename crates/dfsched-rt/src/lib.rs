@@ -76,6 +76,17 @@
 //! table in [`error::code`]). After any error the program goes on and the
 //! thread stays where the kernel put it.
 //!
+//! # Limitations
+//!
+//! - The kernel does not tell a library when a thread blocks, so the runtime
+//!   sends the engine no `Block`/`Wake`: every registered thread counts as
+//!   runnable load until it leaves its DF or exits.
+//! - A runtime does not survive `fork()`: the child has no balancer thread
+//!   and its records name the parent's threads. A forked child must not use
+//!   a runtime started by its parent (the global one included).
+//! - Threads are tracked by tid; a thread that vanished without running its
+//!   thread-local destructors is found out (`ESRCH`) at its next placement.
+//!
 //! # Costs
 //!
 //! A hint repeating the thread's DF costs a thread-local lookup: no lock,
