@@ -1,19 +1,18 @@
 //! The workload: data fragments, the access pattern, and one thread's work.
 //!
 //! A DF is a cache-line-aligned array of [`Line`]s of eight 8-byte words.
-//! One *pass* touches every word of the DF once, in address order: a write
-//! is a relaxed load and a relaxed store of the value plus one (plain `mov`s
-//! on x86-64, no locked read-modify-write, and no data race in Rust's
-//! sense); a read is a relaxed load added to a sum that is `black_box`ed at
-//! the end. A DF of W words is W accesses per pass, as the paper sizes DFs
-//! in words. When another CPU wrote a line since this CPU last had it, the
-//! first access to the line in a pass fetches it across caches and the
-//! other seven hit: that transfer is what placement can save.
+//! One *pass* walks the DF in address order and touches one word every
+//! [`Stride`] bytes (8: every word; 64: the first word of every line), so
+//! every line of the DF is touched in every pass. A write is a relaxed load
+//! and a relaxed store of the value plus one (plain `mov`s on x86-64, no
+//! locked read-modify-write, and no data race in Rust's sense); a read is a
+//! relaxed load added to a sum that is `black_box`ed at the end.
 //!
-//! (Touching one word per line instead would make every access a transfer
-//! and the benchmark a pure coherence ping-pong, exaggerating what placement
-//! is worth; touching every word keeps real work on the data, as the
-//! paper's threads do.)
+//! When another CPU wrote a line since this CPU last had it, the first
+//! access to the line in a pass fetches it across caches: that transfer is
+//! what placement can save. The stride sets how much work on the data each
+//! transfer is amortised over: one access per line makes nearly every
+//! access a transfer, one access per word leaves seven cache hits after it.
 //!
 //! Concurrent writers of one word lose updates; that is intended (the
 //! benchmark wants store traffic, not a counter) and harmless.
@@ -120,16 +119,58 @@ impl WritePattern {
     }
 }
 
-/// One pass over `df`; returns the sum of the values read (not written).
+/// How far apart the words a pass touches are: 8, 16, 32 or 64 bytes, so
+/// that every line is touched the same number of times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stride {
+    /// Words from one access to the next: 1, 2, 4 or 8.
+    words: usize,
+}
+
+impl Stride {
+    /// Every word.
+    pub const WORD: Stride = Stride { words: 1 };
+    /// The first word of every line.
+    pub const LINE: Stride = Stride {
+        words: WORDS_PER_LINE,
+    };
+
+    /// The stride of `bytes` bytes, if it is 8, 16, 32 or 64.
+    pub fn from_bytes(bytes: usize) -> Option<Stride> {
+        matches!(bytes, 8 | 16 | 32 | 64).then_some(Stride { words: bytes / 8 })
+    }
+
+    /// Accesses per line in one pass.
+    pub fn per_line(self) -> usize {
+        WORDS_PER_LINE / self.words
+    }
+}
+
+/// One pass over `df` touching a word every `stride`; returns the sum of
+/// the values read (not written).
 #[inline]
-pub fn pass(df: &Df, pattern: &mut WritePattern) -> u64 {
+pub fn pass(df: &Df, stride: Stride, pattern: &mut WritePattern) -> u64 {
+    // One monomorphised loop per stride: the inner loop's trip count is a
+    // constant, so the per-access overhead does not depend on the stride.
+    match stride.words {
+        1 => pass_step::<1>(df, pattern),
+        2 => pass_step::<2>(df, pattern),
+        4 => pass_step::<4>(df, pattern),
+        _ => pass_step::<WORDS_PER_LINE>(df, pattern),
+    }
+}
+
+#[inline(always)]
+fn pass_step<const STEP: usize>(df: &Df, pattern: &mut WritePattern) -> u64 {
     let mut sum = 0u64;
-    for word in df.lines.iter().flat_map(|l| &l.words) {
-        let old = word.load(Relaxed);
-        if pattern.next_is_write() {
-            word.store(old.wrapping_add(1), Relaxed);
-        } else {
-            sum = sum.wrapping_add(old);
+    for line in df.lines.iter() {
+        for word in line.words.iter().step_by(STEP) {
+            let old = word.load(Relaxed);
+            if pattern.next_is_write() {
+                word.store(old.wrapping_add(1), Relaxed);
+            } else {
+                sum = sum.wrapping_add(old);
+            }
         }
     }
     sum
@@ -155,12 +196,13 @@ pub struct WorkDone {
     pub read_sum: u64,
 }
 
-/// Runs `iterations` passes for a thread that starts on DF `initial`,
-/// moving DF every `switch_every` iterations (0 = never) and calling
-/// `on_switch(from, to)` before the first pass on the new DF. Stops at the
-/// first error `on_switch` returns.
+/// Runs `iterations` passes at `stride` for a thread that starts on DF
+/// `initial`, moving DF every `switch_every` iterations (0 = never) and
+/// calling `on_switch(from, to)` before the first pass on the new DF. Stops
+/// at the first error `on_switch` returns.
 pub fn work<E>(
     dfs: &[Df],
+    stride: Stride,
     initial: usize,
     iterations: u64,
     switch_every: u64,
@@ -185,7 +227,7 @@ pub fn work<E>(
         };
         let target = &dfs[df];
         for _ in i..end {
-            sum = sum.wrapping_add(pass(target, pattern));
+            sum = sum.wrapping_add(pass(target, stride, pattern));
         }
         i = end;
     }
@@ -249,12 +291,38 @@ mod tests {
         assert_eq!(df.as_ptr() as usize % 64, 0, "lines are cache-line aligned");
         let mut all = WritePattern::new(1.0, 3);
         for _ in 0..5 {
-            assert_eq!(pass(&df, &mut all), 0, "no reads at ratio 1");
+            assert_eq!(pass(&df, Stride::WORD, &mut all), 0, "no reads at ratio 1");
         }
         assert_eq!(df.total(), 5 * 1024);
         let mut none = WritePattern::new(0.0, 3);
-        assert_eq!(pass(&df, &mut none), 5 * 1024, "reads see the writes");
+        assert_eq!(
+            pass(&df, Stride::WORD, &mut none),
+            5 * 1024,
+            "reads see the writes"
+        );
         assert_eq!(df.total(), 5 * 1024);
+    }
+
+    #[test]
+    fn strides_touch_every_line_the_same_number_of_times() {
+        for (bytes, per_line) in [(8, 8), (16, 4), (32, 2), (64, 1)] {
+            let stride = Stride::from_bytes(bytes).unwrap();
+            assert_eq!(stride.per_line(), per_line);
+            let df = Df::new(64 * 3);
+            let mut all = WritePattern::new(1.0, 0);
+            pass(&df, stride, &mut all);
+            for line in df.lines.iter() {
+                let touched: Vec<usize> = (0..8)
+                    .filter(|&w| line.words[w].load(Relaxed) == 1)
+                    .collect();
+                let want: Vec<usize> = (0..8).step_by(bytes / 8).collect();
+                assert_eq!(touched, want, "stride {bytes}");
+            }
+        }
+        assert_eq!(Stride::from_bytes(64), Some(Stride::LINE));
+        for bad in [0, 4, 24, 128] {
+            assert_eq!(Stride::from_bytes(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -262,7 +330,7 @@ mod tests {
         let df = Df::new(64 * 100);
         let mut half = WritePattern::new(0.5, 9);
         for _ in 0..10 {
-            pass(&df, &mut half);
+            pass(&df, Stride::WORD, &mut half);
         }
         // 10 passes × 800 words, half of them written.
         assert!((3999..=4001).contains(&df.total()), "{}", df.total());
@@ -282,7 +350,7 @@ mod tests {
         let dfs: Vec<Df> = (0..3).map(|_| Df::new(64 * 4)).collect();
         let mut seen = Vec::new();
         let mut p = WritePattern::new(1.0, 0);
-        let done = work(&dfs, 0, 10, 4, &mut p, |from, to| {
+        let done = work(&dfs, Stride::WORD, 0, 10, 4, &mut p, |from, to| {
             seen.push((from, to));
             Ok::<(), Infallible>(())
         })
@@ -299,7 +367,7 @@ mod tests {
     fn work_stops_at_a_failed_switch() {
         let dfs: Vec<Df> = (0..2).map(|_| Df::new(64)).collect();
         let mut p = WritePattern::new(1.0, 0);
-        let r = work(&dfs, 0, 10, 3, &mut p, |_, _| Err("no"));
+        let r = work(&dfs, Stride::WORD, 0, 10, 3, &mut p, |_, _| Err("no"));
         assert_eq!(r, Err("no"));
         assert_eq!(
             dfs[0].total(),

@@ -3,7 +3,7 @@
 //! The paper varies the thread count {8, 32, 128} and the DF size {1000,
 //! 8000, 20000} eight-byte words with 4 DFs and 10⁷ iterations per thread.
 //! Run as is, that would take hours here, so each cell's iterations are
-//! scaled to a fixed budget of word accesses per run ([`PAPER_ACCESS_BUDGET`],
+//! scaled to a fixed budget of accesses per run ([`PAPER_ACCESS_BUDGET`],
 //! split evenly over the threads), and each mode runs [`PAPER_REPEAT`] times:
 //! 9 cells × 4 modes × 3 runs fit in about 15 minutes on the project's
 //! 2-vCPU machine. Cells therefore compare modes with each other, not cells
@@ -19,7 +19,7 @@ pub const PAPER_DF_WORDS: [usize; 3] = [1000, 8000, 20000];
 pub const PAPER_DFS: usize = 4;
 /// Runs per mode and cell unless `--repeat` says otherwise.
 pub const PAPER_REPEAT: usize = 3;
-/// Word accesses per run (all threads together) unless `--iterations` says
+/// Accesses per run (all threads together) unless `--iterations` says
 /// otherwise.
 pub const PAPER_ACCESS_BUDGET: u64 = 600_000_000;
 
@@ -51,16 +51,16 @@ impl Grid {
         for &threads in &PAPER_THREADS {
             for &words in &PAPER_DF_WORDS {
                 let df_bytes = words * 8;
-                let words = words as u64;
-                let scaled = (PAPER_ACCESS_BUDGET / (threads as u64 * words)).max(1);
-                cells.push(Params {
+                let mut cell = Params {
                     threads,
                     dfs: PAPER_DFS,
                     df_bytes,
-                    iterations: iterations.unwrap_or(scaled),
                     repeat: repeat.unwrap_or(PAPER_REPEAT),
                     ..base.clone()
-                });
+                };
+                let per_pass = (threads * cell.accesses_per_pass()) as u64;
+                cell.iterations = iterations.unwrap_or((PAPER_ACCESS_BUDGET / per_pass).max(1));
+                cells.push(cell);
             }
         }
         cells
@@ -79,7 +79,7 @@ mod tests {
             c.validate().unwrap();
             assert_eq!(c.dfs, 4);
             assert_eq!(c.repeat, PAPER_REPEAT);
-            let accesses = c.threads as u64 * c.iterations * (c.df_bytes / 8) as u64;
+            let accesses = (c.threads * c.accesses_per_pass()) as u64 * c.iterations;
             let off = accesses.abs_diff(PAPER_ACCESS_BUDGET) as f64 / PAPER_ACCESS_BUDGET as f64;
             assert!(off < 0.01, "{c:?} does {accesses} accesses");
         }

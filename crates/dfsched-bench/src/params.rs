@@ -5,6 +5,7 @@
 //! a write ratio in `[0, 1]`, at least one mode and one repeat. Everything
 //! is checked before anything runs, so bad input never runs half a bench.
 
+use crate::df::Stride;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -22,6 +23,10 @@ pub const DEFAULT_DF_BYTES: usize = 8192;
 /// does 8 × 400 000 × 128 ≈ 410 M line accesses, about 1 s per run on this
 /// project's 2-vCPU test machine when DFs do not bounce.
 pub const DEFAULT_ITERATIONS: u64 = 400_000;
+/// Default distance between the words a pass touches, in bytes: see
+/// [`crate::df`] for what it changes and README-style reasoning in the
+/// crate doc for the choice.
+pub const DEFAULT_STRIDE_BYTES: usize = 64;
 /// Default fraction of accesses that write: all of them (write-shared).
 pub const DEFAULT_WRITE_RATIO: f64 = 1.0;
 /// Default: threads never switch DF.
@@ -129,6 +134,9 @@ pub enum ParamError {
     /// A DF smaller than one cache line.
     #[error("--df-bytes {0} is less than one cache line ({LINE_BYTES} bytes)")]
     DfTooSmall(usize),
+    /// A stride that is not 8, 16, 32 or 64 bytes.
+    #[error("--stride-bytes {0} is not 8, 16, 32 or 64")]
+    Stride(usize),
     /// A DF that is not whole cache lines.
     #[error("--df-bytes {0} is not a multiple of the cache line ({LINE_BYTES} bytes)")]
     DfNotWholeLines(usize),
@@ -169,6 +177,8 @@ pub struct Params {
     pub dfs: usize,
     /// Bytes per DF; whole cache lines.
     pub df_bytes: usize,
+    /// Bytes from one touched word to the next in a pass: 8, 16, 32 or 64.
+    pub stride_bytes: usize,
     /// Passes over its DF per thread.
     pub iterations: u64,
     /// Fraction of accesses that write, in `[0, 1]`.
@@ -189,6 +199,7 @@ impl Default for Params {
             threads: DEFAULT_THREADS,
             dfs: DEFAULT_DFS,
             df_bytes: DEFAULT_DF_BYTES,
+            stride_bytes: DEFAULT_STRIDE_BYTES,
             iterations: DEFAULT_ITERATIONS,
             write_ratio: DEFAULT_WRITE_RATIO,
             switch_every: DEFAULT_SWITCH_EVERY,
@@ -234,6 +245,9 @@ impl Params {
                 df_bytes: self.df_bytes,
             });
         }
+        if Stride::from_bytes(self.stride_bytes).is_none() {
+            return Err(ParamError::Stride(self.stride_bytes));
+        }
         if self.iterations == 0 {
             return Err(ParamError::NoIterations);
         }
@@ -258,6 +272,16 @@ impl Params {
     /// Cache lines per DF.
     pub fn lines_per_df(&self) -> usize {
         self.df_bytes / LINE_BYTES
+    }
+
+    /// The pass stride.
+    pub fn stride(&self) -> Stride {
+        Stride::from_bytes(self.stride_bytes).unwrap_or(Stride::LINE)
+    }
+
+    /// Word accesses in one pass over a DF.
+    pub fn accesses_per_pass(&self) -> usize {
+        self.lines_per_df() * self.stride().per_line()
     }
 
     /// The DF thread `thread` starts on.
@@ -317,6 +341,7 @@ mod tests {
             Err(ParamError::TooMuchMemory { .. })
         ));
         assert_eq!(with(|p| p.iterations = 0), Err(ParamError::NoIterations));
+        assert_eq!(with(|p| p.stride_bytes = 12), Err(ParamError::Stride(12)));
         assert_eq!(
             with(|p| p.write_ratio = 1.5),
             Err(ParamError::WriteRatio(1.5))

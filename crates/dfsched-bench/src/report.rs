@@ -158,10 +158,11 @@ pub fn describe_params(p: &Params) -> String {
         format!("DF switch every {} iterations", p.switch_every)
     };
     format!(
-        "{} threads, {} DFs × {} B, {} iterations, write ratio {:.2}, {}, {} run{} per mode, seed {}",
+        "{} threads, {} DFs × {} B, stride {} B, {} iterations, write ratio {:.2}, {}, {} run{} per mode, seed {}",
         p.threads,
         p.dfs,
         p.df_bytes,
+        p.stride_bytes,
         p.iterations,
         p.write_ratio,
         switch,

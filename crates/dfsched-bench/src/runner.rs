@@ -169,6 +169,12 @@ pub fn run_cases(
         c.validate()?;
     }
     let env = Environment::read(cases)?;
+    tracing::info!(
+        cases = cases.len(),
+        allowed = %env.allowed,
+        hypervisor = env.machine.hypervisor,
+        "DF benchmark starting"
+    );
     let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
     let mut done = 0;
     let mut reports = Vec::with_capacity(cases.len());
@@ -177,6 +183,16 @@ pub fn run_cases(
         for round in 0..params.repeat {
             for mode in round_order(&params.modes, params.seed, round) {
                 let run = run_once(params, mode, round, &env)?;
+                tracing::debug!(
+                    case,
+                    round,
+                    mode = mode.as_str(),
+                    wall_s = run.wall_s,
+                    cpu_s = run.cpu_s,
+                    ctx_switches = run.ctx_switches,
+                    migrations = run.migrations,
+                    "run finished"
+                );
                 done += 1;
                 progress(&Progress {
                     done,
@@ -332,6 +348,7 @@ fn worker(t: usize, params: &Params, dfs: &[Df], placer: &Placer, gate: &StartGa
     let mut pattern = WritePattern::new(params.write_ratio, params.seed ^ df::mix64(t as u64));
     let done = df::work(
         dfs,
+        params.stride(),
         initial_df,
         params.iterations,
         params.switch_every,

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::params::{
     DEFAULT_DFS, DEFAULT_DF_BYTES, DEFAULT_ITERATIONS, DEFAULT_REPEAT, DEFAULT_SEED,
-    DEFAULT_SWITCH_EVERY, DEFAULT_THREADS,
+    DEFAULT_STRIDE_BYTES, DEFAULT_SWITCH_EVERY, DEFAULT_THREADS,
 };
 use dfsched_bench::report::{render_grid, render_report};
 use dfsched_bench::{parse_modes, run_cases, BenchError, Grid, GridReport, Mode, Params, Progress};
@@ -77,6 +77,11 @@ pub struct DfArgs {
     #[arg(long, value_name = "BYTES", conflicts_with = "grid")]
     df_bytes: Option<usize>,
 
+    /// Bytes from one touched word to the next in a pass: 8 (every word),
+    /// 16, 32 or 64 (one word per cache line) [default: 64].
+    #[arg(long, value_name = "BYTES")]
+    stride_bytes: Option<usize>,
+
     /// Passes over its DF per thread [default: 400000, about 1 s per run on a
     /// 2-vCPU machine; with --grid: scaled per cell].
     #[arg(long, value_name = "N")]
@@ -136,6 +141,7 @@ impl DfArgs {
             threads: self.threads.unwrap_or(DEFAULT_THREADS),
             dfs: self.dfs.unwrap_or(DEFAULT_DFS),
             df_bytes: self.df_bytes.unwrap_or(DEFAULT_DF_BYTES),
+            stride_bytes: self.stride_bytes.unwrap_or(DEFAULT_STRIDE_BYTES),
             iterations: self.iterations.unwrap_or(DEFAULT_ITERATIONS),
             write_ratio: self.write_ratio,
             switch_every: self.switch_every,
@@ -283,6 +289,7 @@ mod tests {
             (&["--threads", "0"][..], "--threads"),
             (&["--dfs", "9"], "--dfs"),
             (&["--df-bytes", "32"], "--df-bytes"),
+            (&["--stride-bytes", "24"], "--stride-bytes"),
             (&["--write-ratio", "1.5"], "--write-ratio"),
             (&["--modes", "vanilla,warp"], "warp"),
             (&["--repeat", "0"], "--repeat"),

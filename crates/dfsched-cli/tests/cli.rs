@@ -181,3 +181,46 @@ fn help_explains_modes_defaults_and_units() {
         assert!(help.contains(needle), "--help lacks {needle:?}");
     }
 }
+
+#[test]
+fn paper_grid_json_has_nine_cells_of_table_3() {
+    let out = dfsched(&[
+        "bench",
+        "df",
+        "--grid",
+        "paper",
+        "--iterations",
+        "1",
+        "--repeat",
+        "1",
+        "--modes",
+        "vanilla,oracle",
+        "--json",
+        "--quiet",
+    ]);
+    let v = stdout_json(&out);
+    assert_eq!(v["grid"], "paper");
+    let cells = v["cells"].as_array().expect("cells array");
+    let shape: Vec<(u64, u64, u64)> = cells
+        .iter()
+        .map(|c| {
+            let p = &c["params"];
+            (
+                p["threads"].as_u64().unwrap(),
+                p["df_bytes"].as_u64().unwrap() / 8,
+                p["dfs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for t in [8, 32, 128] {
+        for w in [1000, 8000, 20000] {
+            want.push((t, w, 4));
+        }
+    }
+    assert_eq!(shape, want);
+    for c in cells {
+        assert!(c["modes"]["oracle"]["median_s"].is_number());
+        assert!(c["ratios"]["oracle_vs_vanilla"].is_number());
+    }
+}
