@@ -1,0 +1,263 @@
+//! Tests of the machine body: programs run to the end, misses land where
+//! the placement says they must, the Engine's placement is honoured.
+
+use super::*;
+use crate::cache::CacheGeometry;
+use crate::machine::CacheLevelConfig;
+use crate::program::{DfSpec, TaskSpec};
+
+/// A private cache of `lines` lines (64-byte lines, 4 ways).
+fn small_cache(lines: u32) -> MachineConfig {
+    MachineConfig {
+        private: CacheLevelConfig {
+            geometry: CacheGeometry {
+                sets: lines / 4,
+                ways: 4,
+            },
+            hit_cycles: 2,
+        },
+        ..MachineConfig::default()
+    }
+}
+
+/// `tasks` tasks; task `i` works on DF `i % dfs + 1`: `passes` passes of
+/// reads then writes over the whole DF (`lines` lines).
+fn workload(tasks: usize, dfs: usize, lines: u64, passes: usize) -> Workload {
+    Workload {
+        dfs: vec![DfSpec { bytes: lines * 64 }; dfs],
+        tasks: (0..tasks)
+            .map(|i| {
+                let mut program = vec![Burst::Switch {
+                    next: Some(DfId((i % dfs) as u64 + 1)),
+                }];
+                for _ in 0..passes {
+                    program.push(Burst::Read { lines });
+                    program.push(Burst::Write { lines });
+                }
+                TaskSpec {
+                    start_cycles: 0,
+                    allowed: None,
+                    program,
+                }
+            })
+            .collect(),
+    }
+}
+
+fn two_cpus() -> Topology {
+    Topology::test(1, 1, 2, 1)
+}
+
+fn quick(placement: Placement, dispatch: RqPolicy) -> BodyConfig {
+    BodyConfig {
+        quantum_cycles: 20_000,
+        balance_interval_cycles: 50_000,
+        ..BodyConfig::new(placement, dispatch)
+    }
+}
+
+#[test]
+fn one_task_misses_each_line_once_when_its_df_fits() {
+    let w = workload(1, 1, 32, 3);
+    let r = run(
+        &two_cpus(),
+        &small_cache(64),
+        w,
+        quick(Placement::Vanilla, RqPolicy::Vanilla),
+        1,
+    )
+    .unwrap();
+    assert_eq!(r.misses.cold, 32);
+    assert_eq!(r.misses.total(), 32, "{:?}", r.misses);
+    assert_eq!(r.memory.reads + r.memory.writes, 32 * 6);
+    assert!(r.makespan_cycles >= 32 * 6 * 2);
+    assert_eq!(r.tasks, 1);
+}
+
+#[test]
+fn sharing_a_df_across_cpus_costs_coherence_misses_and_pinning_it_does_not() {
+    // Two tasks on one DF, two CPUs: split spreads them (one per CPU), the
+    // oracle pins the DF to one CPU.
+    let w = workload(2, 1, 32, 4);
+    let split = run(
+        &two_cpus(),
+        &small_cache(64),
+        w.clone(),
+        quick(Placement::Split, RqPolicy::Vanilla),
+        1,
+    )
+    .unwrap();
+    let oracle = run(
+        &two_cpus(),
+        &small_cache(64),
+        w,
+        quick(Placement::Oracle, RqPolicy::Vanilla),
+        1,
+    )
+    .unwrap();
+    assert!(split.misses.coherence > 0, "{:?}", split.misses);
+    assert_eq!(oracle.misses.coherence, 0, "{:?}", oracle.misses);
+    assert_eq!(oracle.misses.cold, 32);
+}
+
+#[test]
+fn batching_groups_cuts_reload_misses_against_round_robin() {
+    // One CPU, two DFs that each fit the cache but not together, two tasks
+    // per DF arriving interleaved. Round robin alternates DFs every
+    // quantum; batching runs both tasks of a DF back to back.
+    let topo = Topology::test(1, 1, 1, 1);
+    let w = workload(4, 2, 48, 6);
+    let rr = run(
+        &topo,
+        &small_cache(64),
+        w.clone(),
+        quick(Placement::Oracle, RqPolicy::Vanilla),
+        1,
+    )
+    .unwrap();
+    let da = run(
+        &topo,
+        &small_cache(64),
+        w,
+        quick(Placement::Oracle, RqPolicy::DataAffinity),
+        1,
+    )
+    .unwrap();
+    assert!(
+        da.misses.reload < rr.misses.reload,
+        "batched {:?} vs round robin {:?}",
+        da.misses,
+        rr.misses
+    );
+    assert!(da.batch_changes < rr.batch_changes);
+}
+
+#[test]
+fn the_engine_places_each_df_on_its_own_cpu_and_sees_every_event() {
+    // Four tasks, two DFs, two CPUs: heavy load (two per CPU), so each
+    // DF's group gets one CPU and no line is ever shared across CPUs.
+    let w = workload(4, 2, 32, 4);
+    let r = run(
+        &two_cpus(),
+        &small_cache(64),
+        w,
+        quick(Placement::Engine(Config::default()), RqPolicy::DataAffinity),
+        1,
+    )
+    .unwrap();
+    let e = r
+        .engine
+        .clone()
+        .expect("engine placement reports engine stats");
+    assert_eq!(e.hints, 4);
+    assert_eq!(e.groups_reclaimed, 2, "both groups emptied at exit");
+    assert_eq!(r.misses.coherence, 0, "{:?}", r.misses);
+}
+
+#[test]
+fn sleepers_block_and_wake_and_the_run_lasts_at_least_the_sleep() {
+    let mut w = workload(2, 1, 8, 1);
+    w.tasks[0]
+        .program
+        .insert(1, Burst::Sleep { cycles: 1_000_000 });
+    for placement in [Placement::Vanilla, Placement::Engine(Config::default())] {
+        let r = run(
+            &two_cpus(),
+            &small_cache(64),
+            w.clone(),
+            quick(placement, RqPolicy::DataAffinity),
+            1,
+        )
+        .unwrap();
+        assert!(r.makespan_cycles >= 1_000_000, "{}", r.makespan_cycles);
+        assert!(r.busy_cycles < 1_000_000, "sleeping is not busy");
+    }
+}
+
+#[test]
+fn a_long_compute_is_preempted_so_others_run_in_between() {
+    // One CPU, two compute-only tasks of 10 quanta each: round robin
+    // interleaves them, so there are many context switches.
+    let program = |_| TaskSpec {
+        start_cycles: 0,
+        allowed: None,
+        program: vec![Burst::Compute { cycles: 200_000 }],
+    };
+    let w = Workload {
+        dfs: vec![],
+        tasks: (0..2).map(program).collect(),
+    };
+    let r = run(
+        &Topology::test(1, 1, 1, 1),
+        &small_cache(64),
+        w,
+        quick(Placement::Vanilla, RqPolicy::Vanilla),
+        1,
+    )
+    .unwrap();
+    assert!(
+        r.memory.context_switches >= 19,
+        "{}",
+        r.memory.context_switches
+    );
+    assert_eq!(
+        r.makespan_cycles,
+        400_000 + r.memory.context_switches * 3_000
+    );
+}
+
+#[test]
+fn same_workload_same_report() {
+    let go = || {
+        run(
+            &Topology::test(1, 2, 2, 1),
+            &small_cache(64),
+            workload(12, 3, 24, 3),
+            quick(Placement::Engine(Config::default()), RqPolicy::DataAffinity),
+            7,
+        )
+        .unwrap()
+    };
+    assert_eq!(go(), go());
+}
+
+#[test]
+fn bad_inputs_are_refused_with_their_cause() {
+    let w = workload(1, 1, 8, 1);
+    let mut cfg = quick(Placement::Vanilla, RqPolicy::Vanilla);
+    cfg.chunk_cycles = 0;
+    assert_eq!(
+        run(&two_cpus(), &small_cache(64), w.clone(), cfg, 1).unwrap_err(),
+        BodyError::Zero("chunk_cycles")
+    );
+    let mut cfg = quick(Placement::Vanilla, RqPolicy::Vanilla);
+    cfg.quantum_cycles = 0;
+    assert_eq!(
+        run(&two_cpus(), &small_cache(64), w.clone(), cfg, 1).unwrap_err(),
+        BodyError::RunQueue(RqError::ZeroQuantum)
+    );
+    let mut off = w.clone();
+    off.tasks[0].allowed = Some("5".parse().unwrap());
+    assert!(matches!(
+        run(
+            &two_cpus(),
+            &small_cache(64),
+            off,
+            quick(Placement::Vanilla, RqPolicy::Vanilla),
+            1
+        ),
+        Err(BodyError::NotOnMachine { task: 0, .. })
+    ));
+    let mut bad = w;
+    bad.tasks[0].program = vec![Burst::Read { lines: 1 }];
+    assert!(matches!(
+        run(
+            &two_cpus(),
+            &small_cache(64),
+            bad,
+            quick(Placement::Vanilla, RqPolicy::Vanilla),
+            1
+        ),
+        Err(BodyError::Workload(WorkloadError::AccessWithoutDf { .. }))
+    ));
+}
