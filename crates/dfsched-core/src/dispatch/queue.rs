@@ -1,1 +1,625 @@
-//! Squillante & Lazowska's ready-queue policies (being written).
+//! Squillante & Lazowska's ready-queue policies (IEEE TPDS 1993, §IV and
+//! §V-B) as a pure state machine: FCFS, FP, LP, MI, LMI(A), LMR(A), the
+//! last four optionally with the pause heuristic.
+//!
+//! ```text
+//!   task_ready(t) ──► idle processor for t? ──yes──► Some(cpu): run t there
+//!                          │ no
+//!                          ▼
+//!                 ready queue (arrival order) ◄── LMR: t matched to a cpu
+//!                          │
+//!   burst_done(t, cpu) ────┴─► update t's affinity, then the policy picks
+//!                              for cpu: Run(task) | Pause | Idle
+//! ```
+//!
+//! The body (the simulator) owns time: it calls [`QueueDispatcher::task_ready`]
+//! when a task becomes schedulable and [`QueueDispatcher::burst_done`] when a
+//! processor finishes a burst, and carries out the answers. No decision
+//! depends on time, so none is passed in.
+//!
+//! **Affinity.** Each processor counts the bursts it completed. A task
+//! remembers, per *associated* processor, that count after its own last
+//! burst there; the *intervening* tasks of task `x` at processor `p` are the
+//! difference (the paper's "number of tasks executed since `x` last
+//! executed there"). MI associates a task with every processor it ran on;
+//! LMI and LMR with at most `A`, replacing the worst (most intervening)
+//! association after a burst on an unassociated processor; LP only needs
+//! the last processor. A task that never ran on `p` has no affinity for it.
+//!
+//! **Rules** (ties always go to the earlier task in the queue, and between
+//! processors to the lower id; "an arbitrary idle processor" is the one idle
+//! longest):
+//!
+//! | policy | processor frees | task becomes ready, processors idle |
+//! |---|---|---|
+//! | FCFS | head of queue | an arbitrary idle processor |
+//! | FP | first queued task of its own (`t mod M`), else pause | its own processor if idle, else queue |
+//! | LP | first queued task that last ran here, else head | its last processor if idle, else an arbitrary one |
+//! | MI, LMI | associated task with fewest intervening, else head | the idle associated processor with fewest intervening, else an arbitrary one |
+//! | LMR | first task matched here, else first associated, else head | match to the associated processor with least intervening + matched; run there if idle, else on an idle associated one, else an arbitrary one |
+//!
+//! **Pause** (§V-B): with the heuristic engaged (`C ≥ (M/N)·Z`), a processor
+//! that finds queued tasks but none *matching* it (LP: last ran here; MI,
+//! LMI, LMR: associated) pauses instead of taking the head, and only a
+//! matching task that becomes ready ends the pause. An idle processor takes
+//! any task; a paused one only a matching task.
+//!
+//! Invariants ([`QueueDispatcher::check_invariants`]): every task is away,
+//! queued once or running on exactly the processor that runs it; the idle
+//! list holds exactly the idle processors; except under FP, an idle
+//! processor means an empty queue; no queued task matches a paused
+//! processor; LMR's per-processor match counts equal the queued tasks
+//! matched there; a task has at most `A` associations and affinity data for
+//! exactly those.
+
+mod chain;
+mod policy;
+#[cfg(test)]
+mod tests;
+
+pub use policy::{
+    CpuState, PauseRule, Pick, PolicyParseError, QueueConfig, QueueError, QueuePolicy, TaskState,
+};
+
+use crate::ids::{CpuId, TaskId};
+use chain::{Chain, NONE};
+use serde::Serialize;
+
+/// The most affinity cells (`M·N`) a dispatcher keeps: 16 Mi, 128 MiB.
+pub const MAX_AFFINITY_CELLS: u64 = 1 << 24;
+
+/// Counters of a dispatcher's decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    /// Tasks handed straight to a waiting processor when they became ready.
+    pub direct: u64,
+    /// Tasks that waited on the ready queue.
+    pub queued: u64,
+    /// Picks of a task matching the processor (affinity, FP's own task, or
+    /// LMR's match).
+    pub picked_matching: u64,
+    /// Picks of the head of the queue without affinity.
+    pub picked_head: u64,
+    /// Times a processor paused with tasks waiting.
+    pub pauses: u64,
+    /// Times a processor went idle on an empty queue.
+    pub idles: u64,
+    /// Association replacements (LMI, LMR).
+    pub replacements: u64,
+}
+
+/// The ready queue, the processors and every task's affinity.
+#[derive(Clone, Debug)]
+pub struct QueueDispatcher {
+    /// What it was built from.
+    config: QueueConfig,
+    /// `M`.
+    m: u32,
+    /// Associations kept per task: `A` for LMI/LMR, `M` for MI, 0 otherwise.
+    a: u32,
+    /// Whether the pause heuristic is engaged.
+    pausing: bool,
+    /// Where each task is.
+    task_state: Vec<TaskState>,
+    /// Each task's last processor, or [`NONE`].
+    last_cpu: Vec<u32>,
+    /// `executed[last_cpu[t]]` after `t`'s last burst.
+    last_at: Vec<u64>,
+    /// `at[t·M + p]`: `executed[p]` after `t`'s last burst on `p`, for
+    /// associated processors; 0 means not associated. Empty unless `a > 0`.
+    at: Vec<u64>,
+    /// `assoc[t·A ..][.. assoc_len[t]]`: the processors `t` is associated
+    /// with, in the order the associations were made.
+    assoc: Vec<u32>,
+    /// Associations each task holds.
+    assoc_len: Vec<u32>,
+    /// LMR: the processor each queued task is matched to, or [`NONE`].
+    matched_to: Vec<u32>,
+    /// LMR: queued tasks matched to each processor.
+    matched: Vec<u32>,
+    /// What each processor does.
+    cpu_state: Vec<CpuState>,
+    /// Bursts each processor completed; starts at 0, so `at` is ≥ 1.
+    executed: Vec<u64>,
+    /// Ready tasks in arrival order.
+    queue: Chain,
+    /// Idle (not paused) processors, longest idle first.
+    idle: Chain,
+    /// Counters.
+    stats: QueueStats,
+}
+
+impl QueueDispatcher {
+    /// A dispatcher with every task away and every processor idle.
+    pub fn new(config: QueueConfig) -> Result<Self, QueueError> {
+        let (m, n) = (config.processors, config.tasks);
+        if m == 0 || n == 0 {
+            return Err(QueueError::Empty {
+                processors: m,
+                tasks: n,
+            });
+        }
+        if u64::from(m) * u64::from(n) > MAX_AFFINITY_CELLS {
+            return Err(QueueError::TooLarge {
+                processors: m,
+                tasks: n,
+                limit: MAX_AFFINITY_CELLS,
+            });
+        }
+        let a = match config.policy {
+            QueuePolicy::MinIntervening => m,
+            p => match p.associations() {
+                Some(a) if (1..=m).contains(&a) => a,
+                Some(_) => {
+                    return Err(QueueError::BadAssociations {
+                        policy: p,
+                        processors: m,
+                    })
+                }
+                None => 0,
+            },
+        };
+        let pausing = match config.pause {
+            None => false,
+            Some(rule) => {
+                if !config.policy.can_pause() {
+                    return Err(QueueError::PauseNotApplicable(config.policy));
+                }
+                let ok = |v: f64| v.is_finite() && v >= 0.0;
+                if !ok(rule.reload_time) || !ok(rule.think_time) {
+                    return Err(QueueError::BadPauseRule {
+                        reload_time: rule.reload_time,
+                        think_time: rule.think_time,
+                    });
+                }
+                rule.engaged(m, n)
+            }
+        };
+        let (mu, nu, au) = (m as usize, n as usize, a as usize);
+        let mut idle = Chain::new(mu);
+        for p in 0..m {
+            idle.push_back(p);
+        }
+        Ok(QueueDispatcher {
+            config,
+            m,
+            a,
+            pausing,
+            task_state: vec![TaskState::Away; nu],
+            last_cpu: vec![NONE; nu],
+            last_at: vec![0; nu],
+            at: if a > 0 { vec![0; nu * mu] } else { Vec::new() },
+            assoc: vec![NONE; nu * au],
+            assoc_len: vec![0; if a > 0 { nu } else { 0 }],
+            matched_to: vec![NONE; nu],
+            matched: vec![0; mu],
+            cpu_state: vec![CpuState::Idle; mu],
+            executed: vec![0; mu],
+            queue: Chain::new(nu),
+            idle,
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// Whether the pause heuristic is engaged (`C ≥ (M/N)·Z`).
+    pub fn pausing(&self) -> bool {
+        self.pausing
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+
+    /// Where a task is.
+    pub fn task_state(&self, task: TaskId) -> Result<TaskState, QueueError> {
+        Ok(self.task_state[self.task_index(task)?])
+    }
+
+    /// What a processor does.
+    pub fn cpu_state(&self, cpu: CpuId) -> Result<CpuState, QueueError> {
+        Ok(self.cpu_state[self.cpu_index(cpu)?])
+    }
+
+    /// The ready queue, in arrival order.
+    pub fn queued(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.queue.iter().map(|t| TaskId(u64::from(t)))
+    }
+
+    /// Tasks on the ready queue.
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The processor a task last ran on.
+    pub fn last_cpu(&self, task: TaskId) -> Result<Option<CpuId>, QueueError> {
+        let l = self.last_cpu[self.task_index(task)?];
+        Ok((l != NONE).then_some(CpuId(l)))
+    }
+
+    /// The processors a task is associated with (MI: every one it ran on;
+    /// LMI, LMR: at most `A`), in the order the associations were made.
+    /// Empty for FCFS, FP and LP.
+    pub fn associations(&self, task: TaskId) -> Result<Vec<CpuId>, QueueError> {
+        let t = self.task_index(task)?;
+        if self.a == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.assoc_of(t).iter().map(|&p| CpuId(p)).collect())
+    }
+
+    /// Bursts completed on `cpu` since `task`'s last burst there, if the
+    /// task keeps affinity for it (LP: its last processor; MI, LMI, LMR: an
+    /// association; FCFS, FP: never).
+    pub fn intervening(&self, task: TaskId, cpu: CpuId) -> Result<Option<u64>, QueueError> {
+        let (t, p) = (self.task_index(task)?, self.cpu_index(cpu)?);
+        Ok(match self.config.policy {
+            QueuePolicy::Fcfs | QueuePolicy::FixedProcessor => None,
+            QueuePolicy::LastProcessor => {
+                (self.last_cpu[t] == p as u32).then(|| self.executed[p] - self.last_at[t])
+            }
+            _ => self.inter(t, p),
+        })
+    }
+
+    /// A task becomes schedulable. Returns the processor that runs it at
+    /// once, or `None` if it waits on the ready queue.
+    pub fn task_ready(&mut self, task: TaskId) -> Result<Option<CpuId>, QueueError> {
+        let t = self.task_index(task)?;
+        if self.task_state[t] != TaskState::Away {
+            return Err(QueueError::NotAway {
+                task,
+                state: self.task_state[t],
+            });
+        }
+        let waiting = |s: CpuState| matches!(s, CpuState::Idle | CpuState::Paused);
+        let mut matched = NONE;
+        let cpu = match self.config.policy {
+            QueuePolicy::Fcfs => self.idle.front(),
+            QueuePolicy::FixedProcessor => {
+                let home = (t % self.m as usize) as u32;
+                waiting(self.cpu_state[home as usize]).then_some(home)
+            }
+            QueuePolicy::LastProcessor => {
+                let l = self.last_cpu[t];
+                if l != NONE && waiting(self.cpu_state[l as usize]) {
+                    Some(l)
+                } else {
+                    self.idle.front()
+                }
+            }
+            QueuePolicy::MinIntervening | QueuePolicy::LimitedMinIntervening { .. } => self
+                .best_waiting_association(t)
+                .or_else(|| self.idle.front()),
+            QueuePolicy::LimitedMinInterveningRouting { .. } => {
+                matched = self.route(t);
+                if matched != NONE && waiting(self.cpu_state[matched as usize]) {
+                    Some(matched)
+                } else {
+                    self.best_waiting_association(t)
+                        .or_else(|| self.idle.front())
+                }
+            }
+        };
+        match cpu {
+            Some(p) => {
+                self.start(t, p);
+                self.stats.direct += 1;
+                Ok(Some(CpuId(p)))
+            }
+            None => {
+                self.queue.push_back(t as u32);
+                self.task_state[t] = TaskState::Queued;
+                if matched != NONE {
+                    self.matched_to[t] = matched;
+                    self.matched[matched as usize] += 1;
+                }
+                self.stats.queued += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// `cpu` finished `task`'s burst: the task leaves (it becomes away),
+    /// its affinity is updated, and the policy picks what `cpu` does next.
+    pub fn burst_done(&mut self, task: TaskId, cpu: CpuId) -> Result<Pick, QueueError> {
+        let t = self.task_index(task)?;
+        let p = self.cpu_index(cpu)?;
+        if self.cpu_state[p] != CpuState::Running(task) {
+            return Err(QueueError::NotRunning {
+                task,
+                cpu,
+                state: self.cpu_state[p],
+            });
+        }
+        self.executed[p] += 1;
+        let now = self.executed[p];
+        self.last_cpu[t] = p as u32;
+        self.last_at[t] = now;
+        if self.a > 0 {
+            self.associate(t, p, now);
+        }
+        self.task_state[t] = TaskState::Away;
+        let pick = self.pick_for(p);
+        match pick {
+            Pick::Run(next) => {
+                let x = next.0 as usize;
+                self.queue.remove(x as u32);
+                self.unmatch(x);
+                self.cpu_state[p] = CpuState::Running(next);
+                self.task_state[x] = TaskState::Running(cpu);
+            }
+            Pick::Pause => {
+                self.cpu_state[p] = CpuState::Paused;
+                self.stats.pauses += 1;
+            }
+            Pick::Idle => {
+                self.cpu_state[p] = CpuState::Idle;
+                self.idle.push_back(p as u32);
+                self.stats.idles += 1;
+            }
+        }
+        Ok(pick)
+    }
+
+    /// Checks the invariants of the module doc; the first broken one is
+    /// described in the error.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.task_state.len()];
+        for t in self.queue.iter() {
+            let tu = t as usize;
+            if seen[tu] || self.task_state[tu] != TaskState::Queued {
+                return Err(format!(
+                    "task{t} is on the queue twice or not marked queued"
+                ));
+            }
+            seen[tu] = true;
+        }
+        let mut matched = vec![0u32; self.m as usize];
+        for (t, s) in self.task_state.iter().enumerate() {
+            match *s {
+                TaskState::Queued if !seen[t] => {
+                    return Err(format!("task{t} is marked queued but not on the queue"))
+                }
+                TaskState::Running(c)
+                    if self.cpu_state[c.0 as usize] != CpuState::Running(TaskId(t as u64)) =>
+                {
+                    return Err(format!("task{t} claims {c}, which does not run it"))
+                }
+                _ => {}
+            }
+            if self.matched_to[t] != NONE {
+                if *s != TaskState::Queued {
+                    return Err(format!("task{t} is matched but not queued"));
+                }
+                matched[self.matched_to[t] as usize] += 1;
+            }
+            if self.a > 0 {
+                let list = self.assoc_of(t);
+                if list.len() > self.a as usize {
+                    return Err(format!("task{t} has {} associations", list.len()));
+                }
+                for p in 0..self.m as usize {
+                    let has = self.at[t * self.m as usize + p] != 0;
+                    if has != list.contains(&(p as u32)) {
+                        return Err(format!(
+                            "task{t}'s affinity for cpu{p} disagrees with its associations"
+                        ));
+                    }
+                }
+            }
+        }
+        if matched != self.matched {
+            return Err(format!(
+                "LMR match counts {:?}, expected {matched:?}",
+                self.matched
+            ));
+        }
+        for (p, s) in self.cpu_state.iter().enumerate() {
+            if let CpuState::Running(task) = *s {
+                if self.task_state[task.0 as usize] != TaskState::Running(CpuId(p as u32)) {
+                    return Err(format!("cpu{p} runs {task}, which is elsewhere"));
+                }
+            }
+            if (*s == CpuState::Idle) != self.idle.contains(p as u32) {
+                return Err(format!("cpu{p} is {s:?} but the idle list disagrees"));
+            }
+            let fp = self.config.policy == QueuePolicy::FixedProcessor;
+            if *s == CpuState::Idle && !fp && !self.queue.is_empty() {
+                return Err(format!("cpu{p} is idle while tasks wait"));
+            }
+            if matches!(s, CpuState::Idle | CpuState::Paused) {
+                if let Some(t) = self.queue.iter().find(|&t| self.matches(t as usize, p)) {
+                    return Err(format!(
+                        "cpu{p} waits ({s:?}) while matching task{t} is queued"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- internals ----
+
+    fn task_index(&self, task: TaskId) -> Result<usize, QueueError> {
+        if task.0 < u64::from(self.config.tasks) {
+            Ok(task.0 as usize)
+        } else {
+            Err(QueueError::UnknownTask(task))
+        }
+    }
+
+    fn cpu_index(&self, cpu: CpuId) -> Result<usize, QueueError> {
+        if cpu.0 < self.m {
+            Ok(cpu.0 as usize)
+        } else {
+            Err(QueueError::UnknownCpu(cpu))
+        }
+    }
+
+    /// Task `t`'s associations.
+    #[inline]
+    fn assoc_of(&self, t: usize) -> &[u32] {
+        let a = self.a as usize;
+        &self.assoc[t * a..t * a + self.assoc_len[t] as usize]
+    }
+
+    /// Intervening bursts at `p` since `t`'s last there, if associated.
+    #[inline]
+    fn inter(&self, t: usize, p: usize) -> Option<u64> {
+        let at = self.at[t * self.m as usize + p];
+        (at != 0).then(|| self.executed[p] - at)
+    }
+
+    /// Whether queued task `t` is one processor `p` waits for: its own
+    /// task (FP), one that last ran there (LP), an associated one (MI, LMI,
+    /// LMR). FCFS matches nothing.
+    #[inline]
+    fn matches(&self, t: usize, p: usize) -> bool {
+        match self.config.policy {
+            QueuePolicy::Fcfs => false,
+            QueuePolicy::FixedProcessor => t % self.m as usize == p,
+            QueuePolicy::LastProcessor => self.last_cpu[t] == p as u32,
+            _ => self.at[t * self.m as usize + p] != 0,
+        }
+    }
+
+    /// The waiting (idle or paused) processor associated with `t` that has
+    /// the fewest intervening tasks; ties to the lower id.
+    fn best_waiting_association(&self, t: usize) -> Option<u32> {
+        let mut best: Option<(u64, u32)> = None;
+        for &p in self.assoc_of(t) {
+            if !matches!(
+                self.cpu_state[p as usize],
+                CpuState::Idle | CpuState::Paused
+            ) {
+                continue;
+            }
+            let key = (self.inter(t, p as usize).unwrap_or(u64::MAX), p);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// LMR's routing: the associated processor with the least intervening
+    /// tasks plus queued tasks already matched to it; ties to the lower id.
+    fn route(&self, t: usize) -> u32 {
+        let mut best: Option<(u64, u32)> = None;
+        for &p in self.assoc_of(t) {
+            let i = self.inter(t, p as usize).unwrap_or(u64::MAX);
+            let key = (i.saturating_add(u64::from(self.matched[p as usize])), p);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        best.map_or(NONE, |(_, p)| p)
+    }
+
+    /// Starts `t` on the waiting processor `p`.
+    fn start(&mut self, t: usize, p: u32) {
+        if self.cpu_state[p as usize] == CpuState::Idle {
+            self.idle.remove(p);
+        }
+        let task = TaskId(t as u64);
+        self.cpu_state[p as usize] = CpuState::Running(task);
+        self.task_state[t] = TaskState::Running(CpuId(p));
+    }
+
+    /// Forgets LMR's match of a task leaving the queue.
+    #[inline]
+    fn unmatch(&mut self, t: usize) {
+        let q = self.matched_to[t];
+        if q != NONE {
+            self.matched[q as usize] -= 1;
+            self.matched_to[t] = NONE;
+        }
+    }
+
+    /// Records `t`'s burst on `p` (whose count is now `now`): refresh an
+    /// association, add one while fewer than `A`, or replace the worst.
+    fn associate(&mut self, t: usize, p: usize, now: u64) {
+        let mu = self.m as usize;
+        let cell = t * mu + p;
+        if self.at[cell] == 0 {
+            let a = self.a as usize;
+            let len = self.assoc_len[t] as usize;
+            if len < a {
+                self.assoc[t * a + len] = p as u32;
+                self.assoc_len[t] += 1;
+            } else {
+                // The worst association: most intervening; ties to the
+                // earliest made.
+                let slot = (0..a)
+                    .max_by_key(|&s| {
+                        let q = self.assoc[t * a + s] as usize;
+                        (self.executed[q] - self.at[t * mu + q], std::cmp::Reverse(s))
+                    })
+                    .expect("A ≥ 1");
+                let old = self.assoc[t * a + slot] as usize;
+                self.at[t * mu + old] = 0;
+                self.assoc[t * a + slot] = p as u32;
+                self.stats.replacements += 1;
+            }
+        }
+        self.at[cell] = now;
+    }
+
+    /// What free processor `p` does next.
+    fn pick_for(&mut self, p: usize) -> Pick {
+        let Some(head) = self.queue.front() else {
+            return Pick::Idle;
+        };
+        let found = match self.config.policy {
+            QueuePolicy::Fcfs => None,
+            QueuePolicy::FixedProcessor | QueuePolicy::LastProcessor => {
+                self.queue.iter().find(|&t| self.matches(t as usize, p))
+            }
+            QueuePolicy::MinIntervening | QueuePolicy::LimitedMinIntervening { .. } => {
+                let mu = self.m as usize;
+                let ex = self.executed[p];
+                let mut best: Option<(u64, u32)> = None;
+                for t in self.queue.iter() {
+                    let at = self.at[t as usize * mu + p];
+                    if at != 0 && best.is_none_or(|(b, _)| ex - at < b) {
+                        best = Some((ex - at, t));
+                        if ex == at {
+                            break; // nothing beats zero
+                        }
+                    }
+                }
+                best.map(|(_, t)| t)
+            }
+            QueuePolicy::LimitedMinInterveningRouting { .. } => {
+                let pu = p as u32;
+                let by_match = if self.matched[p] > 0 {
+                    self.queue
+                        .iter()
+                        .find(|&t| self.matched_to[t as usize] == pu)
+                } else {
+                    None
+                };
+                by_match.or_else(|| self.queue.iter().find(|&t| self.matches(t as usize, p)))
+            }
+        };
+        match found {
+            Some(t) => {
+                self.stats.picked_matching += 1;
+                Pick::Run(TaskId(u64::from(t)))
+            }
+            None if self.config.policy == QueuePolicy::FixedProcessor || self.pausing => {
+                Pick::Pause
+            }
+            None => {
+                self.stats.picked_head += 1;
+                Pick::Run(TaskId(u64::from(head)))
+            }
+        }
+    }
+}
