@@ -66,6 +66,7 @@ pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod machine;
+pub mod pinter_example;
 pub mod program;
 pub mod queue;
 pub mod rng;
