@@ -61,6 +61,7 @@
 pub mod analytic;
 pub mod cache;
 pub mod coherence;
+pub mod df_bench;
 pub mod cost;
 pub mod engine;
 pub mod error;

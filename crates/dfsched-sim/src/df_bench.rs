@@ -1,0 +1,455 @@
+//! The DF benchmark of Pinter & Zalmanovici §5.2 on a simulated machine
+//! of any size: threads that each work on one of a few data fragments,
+//! started in a loop and never sleeping, run under every policy.
+//!
+//! Each thread hints its DF, then makes `passes` passes over it: a pass
+//! reads the first `100 − write_pct` percent of the DF's lines and writes
+//! the rest, so every pass touches every line once (the real benchmark,
+//! `dfsched bench df`, does the same with every word). Thread `i` starts at
+//! `i × spawn_gap_cycles`; which DF it gets is a seeded shuffle of an even
+//! deal, so the same seed gives the same run.
+//!
+//! Policies ([`DfPolicy`]), all on one machine, one workload:
+//!
+//! | name | placement | dispatch |
+//! |---|---|---|
+//! | `vanilla` | kernel-like (fork balance, idle steal) | round robin |
+//! | `dfsched` | [`dfsched_core::Engine`] | groups in succession |
+//! | `dfsched-rr` | [`dfsched_core::Engine`] | round robin (what the Linux runtime gets: the kernel orders threads) |
+//! | `oracle` | each DF pinned to one CPU | round robin |
+//! | `split` | each DF spread over every CPU | round robin |
+//!
+//! Reported per policy: run time (cycles until the last thread exits),
+//! private-cache misses by kind, context switches, migrations and the
+//! number of simulation events; the CLI adds wall time, events per second
+//! and peak memory. For machines of a thousand CPUs scale the caches down
+//! (`private_kib`, `llc_kib`): each cache keeps a history of the lines it
+//! lost (to classify misses), which grows with the lines that pass through
+//! it.
+
+use crate::cache::CacheGeometry;
+use crate::machine::{CacheLevelConfig, MachineConfig};
+use crate::program::body::{self, BodyConfig, BodyError, BodyReport, Placement};
+use crate::program::{Burst, DfSpec, TaskSpec, Workload};
+use crate::rng::SimRng;
+use dfsched_core::dispatch::runqueue::RqPolicy;
+use dfsched_core::{Config, DfId, Level, Topology};
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+/// One policy of the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DfPolicy {
+    /// No dfsched.
+    Vanilla,
+    /// dfsched placement with group batching.
+    Dfsched,
+    /// dfsched placement, kernel round robin.
+    DfschedRr,
+    /// Best static placement.
+    Oracle,
+    /// Worst static placement.
+    Split,
+}
+
+impl DfPolicy {
+    /// Every policy, in report order.
+    pub const ALL: [DfPolicy; 5] = [
+        DfPolicy::Vanilla,
+        DfPolicy::Dfsched,
+        DfPolicy::DfschedRr,
+        DfPolicy::Oracle,
+        DfPolicy::Split,
+    ];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DfPolicy::Vanilla => "vanilla",
+            DfPolicy::Dfsched => "dfsched",
+            DfPolicy::DfschedRr => "dfsched-rr",
+            DfPolicy::Oracle => "oracle",
+            DfPolicy::Split => "split",
+        }
+    }
+
+    /// The policy called `name`, if any.
+    pub fn parse(name: &str) -> Option<DfPolicy> {
+        DfPolicy::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    fn placement_dispatch(self) -> (Placement, RqPolicy) {
+        match self {
+            DfPolicy::Vanilla => (Placement::Vanilla, RqPolicy::Vanilla),
+            DfPolicy::Dfsched => (Placement::Engine(Config::default()), RqPolicy::DataAffinity),
+            DfPolicy::DfschedRr => (Placement::Engine(Config::default()), RqPolicy::Vanilla),
+            DfPolicy::Oracle => (Placement::Oracle, RqPolicy::Vanilla),
+            DfPolicy::Split => (Placement::Split, RqPolicy::Vanilla),
+        }
+    }
+}
+
+/// The benchmark's parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DfBenchParams {
+    /// NUMA nodes of the machine ([`Topology::test`]).
+    pub nodes: u32,
+    /// LLCs per node.
+    pub llcs: u32,
+    /// Cores per LLC.
+    pub cores: u32,
+    /// Hardware threads per core.
+    pub smt: u32,
+    /// Threads of the benchmark.
+    pub threads: u32,
+    /// Distinct DFs.
+    pub dfs: u32,
+    /// Bytes of each DF.
+    pub df_bytes: u64,
+    /// Passes each thread makes over its DF.
+    pub passes: u32,
+    /// Percent of each pass's lines that are written (0–100).
+    pub write_pct: u32,
+    /// Cycles between two thread starts.
+    pub spawn_gap_cycles: u64,
+    /// Private cache per CPU, KiB (8-way, 64-byte lines).
+    pub private_kib: u32,
+    /// Shared cache per LLC domain, KiB (16-way); 0 for none.
+    pub llc_kib: u32,
+    /// The quantum, in cycles.
+    pub quantum_cycles: u64,
+    /// Seed of the thread → DF deal.
+    pub seed: u64,
+}
+
+impl Default for DfBenchParams {
+    /// The paper's 32-thread, 4-DF case on a 2-CPU machine like this one,
+    /// with a private cache that holds two of the four DFs and a 10 µs
+    /// quantum (at 3 GHz), so that each thread runs for several quanta.
+    fn default() -> Self {
+        DfBenchParams {
+            nodes: 1,
+            llcs: 1,
+            cores: 2,
+            smt: 1,
+            threads: 32,
+            dfs: 4,
+            df_bytes: 8192,
+            passes: 40,
+            write_pct: 25,
+            spawn_gap_cycles: 1000,
+            private_kib: 8,
+            llc_kib: 0,
+            quantum_cycles: 30_000,
+            seed: 1,
+        }
+    }
+}
+
+/// Why the benchmark could not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DfBenchError {
+    /// A parameter out of range.
+    #[error("{name} = {value}: {why}")]
+    Param {
+        /// The parameter.
+        name: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        why: &'static str,
+    },
+    /// The run itself failed.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+}
+
+/// One policy's result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DfPolicyResult {
+    /// The policy.
+    pub policy: DfPolicy,
+    /// Its run time relative to vanilla's, in thousandths (when vanilla
+    /// ran).
+    pub runtime_vs_vanilla_milli: Option<u64>,
+    /// What the run did.
+    pub report: BodyReport,
+}
+
+/// The benchmark's result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DfBenchResult {
+    /// The parameters.
+    pub params: DfBenchParams,
+    /// CPUs of the machine.
+    pub cpus: usize,
+    /// One entry per policy run, in the order asked.
+    pub results: Vec<DfPolicyResult>,
+}
+
+fn param(name: &'static str, value: u64, ok: bool, why: &'static str) -> Result<(), DfBenchError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(DfBenchError::Param { name, value, why })
+    }
+}
+
+impl DfBenchParams {
+    /// Checks every parameter.
+    pub fn validate(&self) -> Result<(), DfBenchError> {
+        for (name, v) in [
+            ("nodes", self.nodes),
+            ("llcs", self.llcs),
+            ("cores", self.cores),
+            ("smt", self.smt),
+            ("threads", self.threads),
+            ("dfs", self.dfs),
+            ("passes", self.passes),
+            ("private_kib", self.private_kib),
+        ] {
+            param(name, v.into(), v >= 1, "must be at least 1")?;
+        }
+        let cpus = u64::from(self.nodes) * u64::from(self.llcs) * u64::from(self.cores);
+        let cpus = cpus * u64::from(self.smt);
+        param("cpus", cpus, cpus <= 4096, "at most 4096 CPUs")?;
+        param(
+            "df_bytes",
+            self.df_bytes,
+            self.df_bytes >= 1,
+            "must be at least 1",
+        )?;
+        param(
+            "write_pct",
+            self.write_pct.into(),
+            self.write_pct <= 100,
+            "a percentage, 0 to 100",
+        )?;
+        param(
+            "quantum_cycles",
+            self.quantum_cycles,
+            self.quantum_cycles >= 1,
+            "must be at least 1",
+        )?;
+        Ok(())
+    }
+
+    /// The machine's topology.
+    pub fn topology(&self) -> Topology {
+        Topology::test(self.nodes, self.llcs, self.cores, self.smt)
+    }
+
+    /// The machine's caches.
+    pub fn machine(&self, topology: &Topology) -> MachineConfig {
+        let cache = |kib: u32, ways: u32, hit_cycles| CacheLevelConfig {
+            geometry: CacheGeometry {
+                sets: (kib * 1024 / 64 / ways).max(1),
+                ways,
+            },
+            hit_cycles,
+        };
+        let mut m = MachineConfig {
+            private: cache(self.private_kib, 8, 4),
+            ..MachineConfig::default()
+        };
+        let has_llc = topology
+            .domains()
+            .iter()
+            .any(|d| d.level == Level::Llc && d.cpus.len() > 1);
+        if self.llc_kib > 0 && has_llc {
+            m = m.with_shared(Level::Llc, cache(self.llc_kib, 16, 40));
+        }
+        m
+    }
+
+    /// The threads and DFs.
+    pub fn workload(&self) -> Workload {
+        let lines = self.df_bytes.div_ceil(64);
+        let written = lines * u64::from(self.write_pct) / 100;
+        let mut deal: Vec<u32> = (0..self.threads).map(|i| i % self.dfs).collect();
+        deal.shuffle(&mut SimRng::new(self.seed));
+        let tasks = deal
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| {
+                let mut program = vec![Burst::Switch {
+                    next: Some(DfId(u64::from(d) + 1)),
+                }];
+                for _ in 0..self.passes {
+                    if lines > written {
+                        program.push(Burst::Read {
+                            lines: lines - written,
+                        });
+                    }
+                    if written > 0 {
+                        program.push(Burst::Write { lines: written });
+                    }
+                }
+                TaskSpec {
+                    start_cycles: i as u64 * self.spawn_gap_cycles,
+                    allowed: None,
+                    program,
+                }
+            })
+            .collect();
+        Workload {
+            dfs: vec![
+                DfSpec {
+                    bytes: self.df_bytes
+                };
+                self.dfs as usize
+            ],
+            tasks,
+        }
+    }
+}
+
+/// Runs the benchmark under each of `policies` (in that order), calling
+/// `progress` after each with the policy's result.
+pub fn run(
+    params: &DfBenchParams,
+    policies: &[DfPolicy],
+    mut progress: impl FnMut(&DfPolicyResult),
+) -> Result<DfBenchResult, DfBenchError> {
+    params.validate()?;
+    let topo = params.topology();
+    let machine = params.machine(&topo);
+    let work = params.workload();
+    let mut results: Vec<DfPolicyResult> = Vec::new();
+    for &policy in policies {
+        let (placement, dispatch) = policy.placement_dispatch();
+        let cfg = BodyConfig {
+            quantum_cycles: params.quantum_cycles,
+            ..BodyConfig::new(placement, dispatch)
+        };
+        let report = body::run(&topo, &machine, work.clone(), cfg, params.seed)?;
+        let r = DfPolicyResult {
+            policy,
+            runtime_vs_vanilla_milli: None,
+            report,
+        };
+        progress(&r);
+        results.push(r);
+    }
+    if let Some(v) = results
+        .iter()
+        .find(|r| r.policy == DfPolicy::Vanilla)
+        .map(|r| r.report.makespan_cycles)
+    {
+        for r in &mut results {
+            r.runtime_vs_vanilla_milli = Some(r.report.makespan_cycles * 1000 / v.max(1));
+        }
+    }
+    Ok(DfBenchResult {
+        params: params.clone(),
+        cpus: topo.nr_cpus(),
+        results,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> DfBenchParams {
+        DfBenchParams {
+            threads: 16,
+            dfs: 4,
+            df_bytes: 4096,
+            passes: 20,
+            private_kib: 4,
+            quantum_cycles: 5_000,
+            ..DfBenchParams::default()
+        }
+    }
+
+    fn by(r: &DfBenchResult, p: DfPolicy) -> &BodyReport {
+        &r.results.iter().find(|x| x.policy == p).unwrap().report
+    }
+
+    #[test]
+    fn dfsched_beats_vanilla_and_split_on_misses_and_run_time() {
+        let r = run(&small(), &DfPolicy::ALL, |_| {}).unwrap();
+        let (v, d, s, o) = (
+            by(&r, DfPolicy::Vanilla),
+            by(&r, DfPolicy::Dfsched),
+            by(&r, DfPolicy::Split),
+            by(&r, DfPolicy::Oracle),
+        );
+        let bad = |b: &BodyReport| b.misses.reload + b.misses.coherence;
+        assert!(
+            bad(d) < bad(v),
+            "dfsched {:?} vanilla {:?}",
+            d.misses,
+            v.misses
+        );
+        assert!(
+            bad(d) < bad(s),
+            "dfsched {:?} split {:?}",
+            d.misses,
+            s.misses
+        );
+        assert!(d.makespan_cycles < v.makespan_cycles);
+        assert!(o.misses.coherence <= d.misses.coherence + 64);
+        // Everyone touched the same data the same number of times.
+        for x in &r.results {
+            let m = &x.report.memory;
+            assert_eq!(m.reads + m.writes, 16 * 20 * 64, "{}", x.policy.name());
+        }
+        assert_eq!(r.results[0].runtime_vs_vanilla_milli, Some(1000));
+    }
+
+    #[test]
+    fn same_seed_same_result_and_the_seed_changes_the_deal() {
+        let p = DfBenchParams {
+            passes: 2,
+            ..small()
+        };
+        let a = run(&p, &[DfPolicy::Dfsched], |_| {}).unwrap();
+        let b = run(&p, &[DfPolicy::Dfsched], |_| {}).unwrap();
+        assert_eq!(a, b);
+        let q = DfBenchParams {
+            seed: 2,
+            ..p.clone()
+        };
+        assert_ne!(p.workload(), q.workload());
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_by_name() {
+        let p = DfBenchParams {
+            write_pct: 101,
+            ..small()
+        };
+        let e = run(&p, &[DfPolicy::Vanilla], |_| {}).unwrap_err();
+        assert_eq!(e.to_string(), "write_pct = 101: a percentage, 0 to 100");
+        let p = DfBenchParams {
+            threads: 0,
+            ..small()
+        };
+        assert!(matches!(
+            run(&p, &[DfPolicy::Vanilla], |_| {}),
+            Err(DfBenchError::Param {
+                name: "threads",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_shared_llc_is_added_only_where_the_topology_has_one() {
+        let p = DfBenchParams {
+            llc_kib: 256,
+            ..small()
+        };
+        assert_eq!(p.machine(&p.topology()).shared.len(), 1);
+        let one = DfBenchParams {
+            cores: 1,
+            ..p.clone()
+        };
+        assert!(one.machine(&one.topology()).shared.is_empty());
+        let r = run(&p, &[DfPolicy::Vanilla, DfPolicy::Dfsched], |_| {}).unwrap();
+        assert!(r.results.iter().all(|x| x.report.memory.shared_hits > 0));
+    }
+}
