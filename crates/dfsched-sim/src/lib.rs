@@ -61,12 +61,13 @@
 pub mod analytic;
 pub mod cache;
 pub mod coherence;
-pub mod df_bench;
 pub mod cost;
+pub mod df_bench;
 pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod machine;
+pub mod partition;
 pub mod pinter_example;
 pub mod program;
 pub mod queue;
