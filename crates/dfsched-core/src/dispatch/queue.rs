@@ -42,7 +42,17 @@
 //! that finds queued tasks but none *matching* it (LP: last ran here; MI,
 //! LMI, LMR: associated) pauses instead of taking the head, and only a
 //! matching task that becomes ready ends the pause. An idle processor takes
-//! any task; a paused one only a matching task.
+//! any task; a paused one only a matching task. A *cold* task — one with no
+//! affinity anywhere yet (never ran; no association) — matches every
+//! processor for the pause: it reloads its whole footprint wherever it runs,
+//! so there is nothing better to wait for. (Without this rule the tasks
+//! still queued when every processor first pauses would never run: the
+//! heuristic assumes "processor affinities fairly evenly divided", §V-B.)
+//! And a processor pauses only while some task with affinity for it is
+//! away, since only such a task's return can end the pause: one with none
+//! takes the head (migrating a task to it, which keeps the division of
+//! tasks among processors even); one whose last awaited task became ready
+//! elsewhere stops pausing at that moment ([`Readied::woken`]).
 //!
 //! Invariants ([`QueueDispatcher::check_invariants`]): every task is away,
 //! queued once or running on exactly the processor that runs it; the idle
@@ -88,6 +98,17 @@ pub struct QueueStats {
     pub replacements: u64,
 }
 
+/// What became of a task that turned ready.
+#[must_use = "the processors named here must start these tasks"]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readied {
+    /// The processor that runs the task at once, or `None`: it is queued.
+    pub cpu: Option<CpuId>,
+    /// Paused processors that lost their last awaited task to another
+    /// processor and now run the head of the queue (empty almost always).
+    pub woken: Vec<(CpuId, TaskId)>,
+}
+
 /// The ready queue, the processors and every task's affinity.
 #[derive(Clone, Debug)]
 pub struct QueueDispatcher {
@@ -125,6 +146,9 @@ pub struct QueueDispatcher {
     queue: Chain,
     /// Idle (not paused) processors, longest idle first.
     idle: Chain,
+    /// Away tasks with affinity for each processor (LP: last ran there;
+    /// MI, LMI, LMR: associated): the tasks whose return a pause awaits.
+    away_matching: Vec<u32>,
     /// Counters.
     stats: QueueStats,
 }
@@ -197,6 +221,7 @@ impl QueueDispatcher {
             executed: vec![0; mu],
             queue: Chain::new(nu),
             idle,
+            away_matching: vec![0; mu],
             stats: QueueStats::default(),
         })
     }
@@ -268,8 +293,10 @@ impl QueueDispatcher {
     }
 
     /// A task becomes schedulable. Returns the processor that runs it at
-    /// once, or `None` if it waits on the ready queue.
-    pub fn task_ready(&mut self, task: TaskId) -> Result<Option<CpuId>, QueueError> {
+    /// once (or `None`: it waits on the ready queue), and any paused
+    /// processor whose last awaited task this was and that now runs
+    /// another.
+    pub fn task_ready(&mut self, task: TaskId) -> Result<Readied, QueueError> {
         let t = self.task_index(task)?;
         if self.task_state[t] != TaskState::Away {
             return Err(QueueError::NotAway {
@@ -277,6 +304,7 @@ impl QueueDispatcher {
                 state: self.task_state[t],
             });
         }
+        self.count_away(t, false);
         let waiting = |s: CpuState| matches!(s, CpuState::Idle | CpuState::Paused);
         let mut matched = NONE;
         let cpu = match self.config.policy {
@@ -306,11 +334,17 @@ impl QueueDispatcher {
                 }
             }
         };
+        // A cold task ends any pause (lowest id first) when no processor idles.
+        let cpu = cpu.or_else(|| {
+            (self.pausing && self.is_cold(t))
+                .then(|| self.cpu_state.iter().position(|s| *s == CpuState::Paused))
+                .flatten()
+                .map(|p| p as u32)
+        });
         match cpu {
             Some(p) => {
                 self.start(t, p);
                 self.stats.direct += 1;
-                Ok(Some(CpuId(p)))
             }
             None => {
                 self.queue.push_back(t as u32);
@@ -320,7 +354,78 @@ impl QueueDispatcher {
                     self.matched[matched as usize] += 1;
                 }
                 self.stats.queued += 1;
-                Ok(None)
+            }
+        }
+        let woken = if self.pausing {
+            self.unstrand(t)
+        } else {
+            Vec::new()
+        };
+        Ok(Readied {
+            cpu: cpu.map(CpuId),
+            woken,
+        })
+    }
+
+    /// Ends the pause of every processor with affinity for `t` that has no
+    /// awaited task left away (`t` went elsewhere): it takes the head of
+    /// the queue, or idles on an empty one.
+    #[cold]
+    fn unstrand(&mut self, t: usize) -> Vec<(CpuId, TaskId)> {
+        let mut woken = Vec::new();
+        let cpus: Vec<u32> = match self.config.policy {
+            QueuePolicy::LastProcessor => vec![self.last_cpu[t]],
+            _ => self.assoc_of(t).to_vec(),
+        };
+        for p in cpus {
+            let pu = p as usize;
+            if p == NONE || self.cpu_state[pu] != CpuState::Paused || self.away_matching[pu] > 0 {
+                continue;
+            }
+            match self.queue.front() {
+                Some(h) => {
+                    self.queue.remove(h);
+                    self.unmatch(h as usize);
+                    let task = TaskId(u64::from(h));
+                    self.cpu_state[pu] = CpuState::Running(task);
+                    self.task_state[h as usize] = TaskState::Running(CpuId(p));
+                    self.stats.picked_head += 1;
+                    woken.push((CpuId(p), task));
+                }
+                None => {
+                    self.cpu_state[pu] = CpuState::Idle;
+                    self.idle.push_back(p);
+                }
+            }
+        }
+        woken
+    }
+
+    /// Adds (`away`) or removes task `t` from the away counts of the
+    /// processors it has affinity for.
+    #[inline]
+    fn count_away(&mut self, t: usize, away: bool) {
+        let step = |c: &mut u32| {
+            if away {
+                *c += 1
+            } else {
+                *c -= 1
+            }
+        };
+        match self.config.policy {
+            QueuePolicy::Fcfs | QueuePolicy::FixedProcessor => {}
+            QueuePolicy::LastProcessor => {
+                let l = self.last_cpu[t];
+                if l != NONE {
+                    step(&mut self.away_matching[l as usize]);
+                }
+            }
+            _ => {
+                let a = self.a as usize;
+                for i in 0..self.assoc_len[t] as usize {
+                    let p = self.assoc[t * a + i] as usize;
+                    step(&mut self.away_matching[p]);
+                }
             }
         }
     }
@@ -345,6 +450,7 @@ impl QueueDispatcher {
             self.associate(t, p, now);
         }
         self.task_state[t] = TaskState::Away;
+        self.count_away(t, true);
         let pick = self.pick_for(p);
         match pick {
             Pick::Run(next) => {
@@ -414,6 +520,24 @@ impl QueueDispatcher {
                 }
             }
         }
+        let mut away = vec![0u32; self.m as usize];
+        for t in 0..self.task_state.len() {
+            if self.task_state[t] == TaskState::Away {
+                for (p, c) in away.iter_mut().enumerate() {
+                    let affine = match self.config.policy {
+                        QueuePolicy::Fcfs | QueuePolicy::FixedProcessor => false,
+                        _ => self.matches(t, p),
+                    };
+                    *c += u32::from(affine);
+                }
+            }
+        }
+        if away != self.away_matching {
+            return Err(format!(
+                "away counts {:?}, expected {away:?}",
+                self.away_matching
+            ));
+        }
         if matched != self.matched {
             return Err(format!(
                 "LMR match counts {:?}, expected {matched:?}",
@@ -429,12 +553,15 @@ impl QueueDispatcher {
             if (*s == CpuState::Idle) != self.idle.contains(p as u32) {
                 return Err(format!("cpu{p} is {s:?} but the idle list disagrees"));
             }
+            if *s == CpuState::Paused && self.pausing && self.away_matching[p] == 0 {
+                return Err(format!("cpu{p} pauses with no awaited task away"));
+            }
             let fp = self.config.policy == QueuePolicy::FixedProcessor;
             if *s == CpuState::Idle && !fp && !self.queue.is_empty() {
                 return Err(format!("cpu{p} is idle while tasks wait"));
             }
             if matches!(s, CpuState::Idle | CpuState::Paused) {
-                if let Some(t) = self.queue.iter().find(|&t| self.matches(t as usize, p)) {
+                if let Some(t) = self.queue.iter().find(|&t| self.ends_pause(t as usize, p)) {
                     return Err(format!(
                         "cpu{p} waits ({s:?}) while matching task{t} is queued"
                     ));
@@ -474,6 +601,23 @@ impl QueueDispatcher {
     fn inter(&self, t: usize, p: usize) -> Option<u64> {
         let at = self.at[t * self.m as usize + p];
         (at != 0).then(|| self.executed[p] - at)
+    }
+
+    /// Whether task `t` has no affinity anywhere yet (LP, MI, LMI, LMR).
+    #[inline]
+    fn is_cold(&self, t: usize) -> bool {
+        match self.config.policy {
+            QueuePolicy::Fcfs | QueuePolicy::FixedProcessor => false,
+            QueuePolicy::LastProcessor => self.last_cpu[t] == NONE,
+            _ => self.assoc_len[t] == 0,
+        }
+    }
+
+    /// Whether task `t` ends processor `p`'s pause: a matching or a cold
+    /// task.
+    #[inline]
+    fn ends_pause(&self, t: usize, p: usize) -> bool {
+        self.matches(t, p) || (self.pausing && self.is_cold(t))
     }
 
     /// Whether queued task `t` is one processor `p` waits for: its own
@@ -613,9 +757,25 @@ impl QueueDispatcher {
                 self.stats.picked_matching += 1;
                 Pick::Run(TaskId(u64::from(t)))
             }
-            None if self.config.policy == QueuePolicy::FixedProcessor || self.pausing => {
-                Pick::Pause
+            None if self.pausing => {
+                // A cold task first (nothing better will come for it), else
+                // wait if a task with affinity here is away, else migrate
+                // the head (no awaited task exists: waiting would be
+                // forever).
+                let pick = self
+                    .queue
+                    .iter()
+                    .find(|&t| self.is_cold(t as usize))
+                    .or((self.away_matching[p] == 0).then_some(head));
+                match pick {
+                    Some(t) => {
+                        self.stats.picked_head += 1;
+                        Pick::Run(TaskId(u64::from(t)))
+                    }
+                    None => Pick::Pause,
+                }
             }
+            None if self.config.policy == QueuePolicy::FixedProcessor => Pick::Pause,
             None => {
                 self.stats.picked_head += 1;
                 Pick::Run(TaskId(u64::from(head)))

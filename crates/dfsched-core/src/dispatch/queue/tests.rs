@@ -22,9 +22,10 @@ trait Drive {
 
 impl Drive for QueueDispatcher {
     fn ready(&mut self, t: u64) -> Option<u32> {
-        let r = self.task_ready(TaskId(t)).unwrap().map(|c| c.0);
+        let r = self.task_ready(TaskId(t)).unwrap();
         self.check_invariants().unwrap();
-        r
+        assert_eq!(r.woken, vec![], "no pause ends here");
+        r.cpu.map(|c| c.0)
     }
     fn done(&mut self, t: u64, p: u32) -> Pick {
         let r = self.burst_done(TaskId(t), CpuId(p)).unwrap();
@@ -260,6 +261,7 @@ fn give_affinity(d: &mut QueueDispatcher, t: usize, p: usize, at: u64) {
     let len = d.assoc_len[t] as usize;
     d.assoc[t * a + len] = p as u32;
     d.assoc_len[t] += 1;
+    d.away_matching[p] += 1;
 }
 
 #[test]
@@ -312,21 +314,52 @@ fn a_paused_processor_waits_for_a_matching_task_only() {
     assert_eq!(d.ready(0), Some(0));
     assert_eq!(d.ready(1), Some(1));
     assert_eq!(d.ready(2), None);
-    assert_eq!(d.done(0, 0), Pick::Pause, "task 2 never ran on cpu0");
+    assert_eq!(
+        d.done(0, 0),
+        run(2),
+        "a cold task: nothing better to wait for"
+    );
+    assert_eq!(d.done(1, 1), Pick::Idle);
+    assert_eq!(d.ready(3), Some(1));
+    assert_eq!(d.ready(1), None);
+    assert_eq!(d.done(2, 0), Pick::Pause, "task 1 is warm on cpu1");
     assert_eq!(d.cpu_state(CpuId(0)).unwrap(), CpuState::Paused);
-    // A task with no affinity for cpu0 does not end the pause.
-    assert_eq!(d.ready(3), None);
-    // Task 0 last ran on cpu0: it ends the pause.
-    assert_eq!(d.ready(0), Some(0));
-    assert_eq!(d.done(1, 1), Pick::Pause);
-    assert_eq!(d.ready(1), Some(1));
+    assert_eq!(
+        d.ready(0),
+        Some(0),
+        "task 0 last ran on cpu0: the pause ends"
+    );
+    assert_eq!(d.done(0, 0), Pick::Pause);
+    assert_eq!(d.done(3, 1), run(1));
+    assert_eq!(
+        d.ready(3),
+        None,
+        "warm elsewhere: it does not end the pause"
+    );
+    assert_eq!(d.ready(2), Some(0));
     assert_eq!(d.stats().pauses, 2);
-    // Without the heuristic the same processor takes the head.
+    // Without the heuristic cpu0 takes the head instead of pausing.
     let mut d = dispatcher(QueuePolicy::LastProcessor, 2, 4, None);
-    d.ready(0);
-    d.ready(1);
-    d.ready(2);
+    for (t, p) in [(0, Some(0)), (1, Some(1)), (2, None)] {
+        assert_eq!(d.ready(t), p);
+    }
     assert_eq!(d.done(0, 0), run(2));
+    assert_eq!(d.done(1, 1), Pick::Idle);
+    assert_eq!(d.ready(3), Some(1));
+    assert_eq!(d.ready(1), None);
+    assert_eq!(d.done(2, 0), run(1));
+}
+
+#[test]
+fn a_cold_task_ends_a_pause_when_no_processor_idles() {
+    let mut d = dispatcher(QueuePolicy::LastProcessor, 2, 4, Some(PAUSE));
+    assert_eq!(d.ready(0), Some(0));
+    assert_eq!(d.ready(1), Some(1));
+    assert_eq!(d.done(1, 1), Pick::Idle);
+    assert_eq!(d.ready(2), Some(1));
+    assert_eq!(d.ready(1), None);
+    assert_eq!(d.done(0, 0), Pick::Pause);
+    assert_eq!(d.ready(3), Some(0), "task 3 never ran: cpu0 takes it");
 }
 
 #[test]
@@ -335,12 +368,15 @@ fn lmi_pauses_for_associated_tasks() {
     assert_eq!(d.ready(0), Some(0));
     assert_eq!(d.ready(1), Some(1));
     assert_eq!(d.ready(2), None);
-    assert_eq!(d.done(0, 0), Pick::Pause);
+    assert_eq!(d.done(0, 0), run(2));
+    assert_eq!(d.done(1, 1), Pick::Idle);
+    assert_eq!(d.ready(3), Some(1));
+    assert_eq!(d.ready(1), None);
+    assert_eq!(d.done(2, 0), Pick::Pause);
+    assert_eq!(d.done(3, 1), run(1));
+    assert_eq!(d.ready(3), None);
     assert_eq!(d.ready(0), Some(0));
-    assert_eq!(d.done(0, 0), Pick::Pause);
-    assert_eq!(d.done(1, 1), Pick::Pause);
-    assert_eq!(d.ready(1), Some(1));
-    assert_eq!(d.queued().collect::<Vec<_>>(), vec![TaskId(2)]);
+    assert_eq!(d.queued().collect::<Vec<_>>(), vec![TaskId(3)]);
 }
 
 #[test]
