@@ -60,6 +60,7 @@
 
 pub mod analytic;
 pub mod cache;
+pub mod closed_network;
 pub mod coherence;
 pub mod cost;
 pub mod df_bench;

@@ -1,0 +1,174 @@
+//! The closed network's own checks: refused parameters, the distinct
+//! intervening count against a direct replay, and determinism.
+
+use super::*;
+
+fn small(policy: QueuePolicy) -> ClosedNetworkParams {
+    ClosedNetworkParams {
+        processors: 4,
+        tasks: 8,
+        warmup_time: 20.0,
+        run_time: 200.0,
+        replications: 3,
+        footprint_blocks: 300,
+        cache: CacheGeometry { sets: 256, ways: 4 },
+        ..ClosedNetworkParams::paper(policy, 8, 0.5)
+    }
+}
+
+#[test]
+fn same_seed_same_json_and_another_seed_differs() {
+    let p = small(QueuePolicy::LimitedMinInterveningRouting { associations: 2 });
+    let a = serde_json::to_string(&simulate(&p).unwrap()).unwrap();
+    let b = serde_json::to_string(&simulate(&p).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let c =
+        serde_json::to_string(&simulate(&ClosedNetworkParams { seed: 2, ..p }).unwrap()).unwrap();
+    assert_ne!(a, c);
+}
+
+#[test]
+fn replications_draw_from_different_streams() {
+    let r = simulate(&small(QueuePolicy::Fcfs)).unwrap();
+    assert_eq!(r.replications.len(), 3);
+    assert_ne!(r.replications[0].visits, r.replications[1].visits);
+    assert!(r.throughput.half_width_98.unwrap() > 0.0);
+    assert!(r.events > 0 && r.bus_iterations == 1 && r.bus_utilization.is_none());
+}
+
+#[test]
+fn bad_parameters_are_refused_with_the_parameter_named() {
+    let ok = small(QueuePolicy::Fcfs);
+    let name = |p: ClosedNetworkParams| match simulate(&p) {
+        Err(ClosedNetworkError::OutOfRange { name, .. }) => name,
+        other => panic!("expected a range error, got {other:?}"),
+    };
+    assert_eq!(
+        name(ClosedNetworkParams {
+            processors: 0,
+            ..ok
+        }),
+        "M"
+    );
+    assert_eq!(name(ClosedNetworkParams { tasks: 0, ..ok }), "N");
+    assert_eq!(name(ClosedNetworkParams { demand: -1.0, ..ok }), "D");
+    assert_eq!(
+        name(ClosedNetworkParams {
+            think_time: 0.0,
+            ..ok
+        }),
+        "Z"
+    );
+    assert_eq!(
+        name(ClosedNetworkParams {
+            reload_time: f64::NAN,
+            ..ok
+        }),
+        "C"
+    );
+    assert_eq!(
+        name(ClosedNetworkParams {
+            replications: 0,
+            ..ok
+        }),
+        "replications"
+    );
+    assert_eq!(
+        name(ClosedNetworkParams {
+            bus_f_ba: Some(1.5),
+            ..ok
+        }),
+        "f_ba"
+    );
+    assert_eq!(
+        name(ClosedNetworkParams {
+            run_time: 0.0,
+            ..ok
+        }),
+        "run time"
+    );
+    let fcfs_pause = ClosedNetworkParams { pause: true, ..ok };
+    assert!(matches!(
+        simulate(&fcfs_pause),
+        Err(ClosedNetworkError::Policy(_))
+    ));
+    let lmi9 = ClosedNetworkParams {
+        policy: QueuePolicy::LimitedMinIntervening { associations: 9 },
+        ..ok
+    };
+    assert!(matches!(
+        simulate(&lmi9),
+        Err(ClosedNetworkError::Policy(_))
+    ));
+    let empty = ClosedNetworkParams {
+        footprint_blocks: 0,
+        ..ok
+    };
+    assert!(matches!(
+        simulate(&empty),
+        Err(ClosedNetworkError::Model(_))
+    ));
+}
+
+#[test]
+fn the_reload_ratio_counts_distinct_intervening_tasks() {
+    let p = small(QueuePolicy::Fcfs);
+    let ratios: Vec<f64> = (0..=8).map(|i| f64::from(i) / 10.0).collect();
+    let mut net = Network::new(&p, &ratios, 0.0).unwrap();
+    // Processor 1 runs tasks 3, 5, 3, 6, 5 in turn.
+    for t in [3usize, 5, 3, 6, 5] {
+        net.bursts[1] += 1;
+        net.last[net.n + t] = net.bursts[1];
+    }
+    assert_eq!(net.ratio(3, 1), 0.2, "5 and 6 ran since 3: two distinct");
+    assert_eq!(net.ratio(6, 1), 0.1);
+    assert_eq!(net.ratio(5, 1), 0.0);
+    assert_eq!(net.ratio(0, 1), 1.0, "never ran there: a full reload");
+    assert_eq!(net.ratio(3, 0), 1.0);
+}
+
+#[test]
+fn bus_interference_slows_a_migrating_policy_and_is_reported() {
+    let p = ClosedNetworkParams {
+        bus_f_ba: Some(0.1),
+        reload_time: 1.0,
+        ..small(QueuePolicy::Fcfs)
+    };
+    let with = simulate(&p).unwrap();
+    let without = simulate(&ClosedNetworkParams {
+        bus_f_ba: None,
+        ..p
+    })
+    .unwrap();
+    let u = with.bus_utilization.unwrap();
+    assert!(u > 0.0 && u < 1.0 && !with.bus_saturated);
+    assert!(with.bus_iterations > 1);
+    assert!(with.throughput.mean < without.throughput.mean);
+    // At the fixed point eq. (9) of the measured R̄ and U_cpu gives U_bus
+    // back, up to the noise of these short runs.
+    let again = crate::analytic::bus::bus_utilization(
+        4,
+        0.1,
+        1.0,
+        with.mean_reload_ratio.mean,
+        1.0,
+        with.cpu_utilization.mean,
+    );
+    assert!((again - u).abs() < 0.05 * u, "{again} vs {u}");
+}
+
+#[test]
+fn renumbering_a_row_keeps_every_intervening_count() {
+    let p = small(QueuePolicy::Fcfs);
+    let ratios: Vec<f64> = (0..=8).map(|i| f64::from(i) / 10.0).collect();
+    let mut net = Network::new(&p, &ratios, 0.0).unwrap();
+    let n = net.n;
+    net.last[2 * n..3 * n].copy_from_slice(&[0, u32::MAX - 5, 7, 0, u32::MAX, 9, 0, 0]);
+    net.bursts[2] = u32::MAX;
+    let before: Vec<f64> = (0..n).map(|t| net.ratio(t, 2)).collect();
+    net.renumber(2);
+    assert_eq!(&net.last[2 * n..3 * n], &[0, 3, 1, 0, 4, 2, 0, 0]);
+    assert_eq!(net.bursts[2], 4);
+    let after: Vec<f64> = (0..n).map(|t| net.ratio(t, 2)).collect();
+    assert_eq!(before, after);
+}
