@@ -470,11 +470,7 @@ impl Inner {
         }
         match thread::fast_path(self.id, app, cur, next) {
             Ok(Fast::Hit) => Ok(()),
-            Ok(Fast::Miss {
-                app,
-                cur,
-                registered,
-            }) => self.hint_slow(app, cur, next, registered),
+            Ok(Fast::Miss { app, cur, tid }) => self.hint_slow(app, cur, next, tid),
             Err(e) => self.refuse_unlocked(e),
         }
     }
@@ -495,12 +491,16 @@ impl Inner {
         app: u64,
         cur: u64,
         next: u64,
-        registered: bool,
+        registered_tid: Option<u64>,
     ) -> Result<(), Error> {
-        let tid = crate::sys::gettid();
-        // An unregistered thread's allowed CPUs and current CPU are read
-        // before the lock, so the critical section makes no extra call.
-        let first = (!registered).then(|| (self.sys.get_affinity(0), crate::sys::current_cpu()));
+        // A registered thread's tid comes from its registration: a system
+        // call less on every moving hint. An unregistered thread's tid,
+        // allowed CPUs and current CPU are read before the lock, so the
+        // critical section makes no extra call.
+        let tid = registered_tid.unwrap_or_else(crate::sys::gettid);
+        let first = registered_tid
+            .is_none()
+            .then(|| (self.sys.get_affinity(0), crate::sys::current_cpu()));
         let mut st = self.lock()?;
         st.stats.hints += 1;
         let mut outcome = None;

@@ -104,8 +104,10 @@ pub(crate) enum Fast {
         /// The DF being left (the thread's current one if the caller gave
         /// none).
         cur: u64,
-        /// Whether the thread is registered with this runtime.
-        registered: bool,
+        /// The thread id the runtime knows the thread by, if it is
+        /// registered with this runtime: cached at registration, so the slow
+        /// path makes no `gettid` system call.
+        tid: Option<u64>,
     },
 }
 
@@ -129,7 +131,7 @@ pub(crate) fn fast_path(
                 return Ok(Fast::Miss {
                     app: app.unwrap_or(0),
                     cur: cur.unwrap_or(0),
-                    registered: false,
+                    tid: None,
                 });
             };
             let app = app.unwrap_or(reg.app);
@@ -141,7 +143,7 @@ pub(crate) fn fast_path(
             Ok(Fast::Miss {
                 app,
                 cur,
-                registered: true,
+                tid: Some(reg.tid),
             })
         })
         .unwrap_or(Err(Error::ThreadExiting))
@@ -231,7 +233,7 @@ mod tests {
             Ok(Fast::Miss {
                 app: 0,
                 cur: 0,
-                registered: false
+                tid: None
             })
         );
         assert_eq!(current(u64::MAX), None);
