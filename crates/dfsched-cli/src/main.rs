@@ -3,6 +3,8 @@
 //! ```text
 //! dfsched [-v…] bench df [--threads N] [--dfs N] … [--json] [--grid paper]
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
+//! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
+//! dfsched [-v…] model reload|mva …
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -14,6 +16,10 @@
 #![warn(missing_docs)]
 
 mod bench;
+mod cmd_model;
+mod cmd_sim;
+mod cmd_sim_queue;
+mod cmd_sim_rq;
 mod topology;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
@@ -42,6 +48,10 @@ enum Command {
     /// Show the CPUs, their cache domains and the allowed CPU set, as the
     /// dfsched runtime sees them.
     Topology(topology::TopologyArgs),
+    /// Simulate scheduling policies on a virtual machine of any size.
+    Sim(cmd_sim::SimArgs),
+    /// Evaluate the papers' analytic models.
+    Model(cmd_model::ModelArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +89,8 @@ fn main() -> ExitCode {
             bench: BenchCommand::Df(args),
         } => bench::run(args),
         Command::Topology(args) => topology::run(args),
+        Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
+        Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -66,6 +66,7 @@ pub mod cost;
 pub mod df_bench;
 pub mod engine;
 pub mod error;
+pub mod figures;
 pub mod hash;
 pub mod machine;
 pub mod partition;

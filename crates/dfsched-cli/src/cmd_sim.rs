@@ -1,0 +1,36 @@
+//! `dfsched sim …`: the simulator's scenarios. The queue scenarios
+//! (Squillante & Lazowska) live in `cmd_sim_queue.rs`, the run-queue ones
+//! (Pinter & Zalmanovici) in `cmd_sim_rq.rs`; this file only joins them
+//! under one subcommand.
+
+use clap::{Args, Subcommand};
+
+use crate::cmd_sim_queue::{self, SimQueueCommand};
+use crate::cmd_sim_rq::{self, SimRqCommand};
+
+/// `dfsched sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Which scenario.
+    #[command(subcommand)]
+    pub command: SimCommand,
+}
+
+/// Every simulator scenario.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Squillante & Lazowska's closed network and figures.
+    #[command(flatten)]
+    Queue(SimQueueCommand),
+    /// Pinter & Zalmanovici's run-queue scenarios.
+    #[command(flatten)]
+    Rq(SimRqCommand),
+}
+
+/// Runs `dfsched sim …`.
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    match args.command {
+        SimCommand::Queue(c) => cmd_sim_queue::run(c),
+        SimCommand::Rq(c) => cmd_sim_rq::run(c),
+    }
+}
