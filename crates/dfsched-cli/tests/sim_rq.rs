@@ -1,0 +1,125 @@
+//! Runs `dfsched sim pinter-example | df-bench | partition`: the paper's
+//! numbers come out, the same seed prints the same JSON, bad input exits
+//! non-zero with a message.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn dfsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dfsched"))
+        .args(args)
+        .output()
+        .expect("the dfsched binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("UTF-8")
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&stdout(&dfsched(args))).expect("stdout is one JSON value")
+}
+
+const TINY_BENCH: &[&str] = &[
+    "sim",
+    "df-bench",
+    "--threads",
+    "8",
+    "--dfs",
+    "2",
+    "--df-bytes",
+    "2048",
+    "--passes",
+    "4",
+    "--json",
+];
+
+#[test]
+fn pinter_example_gives_22_and_14() {
+    let v = json(&["sim", "pinter-example", "--json"]);
+    assert_eq!(v["cpu_affinity"]["paper_length"], 22);
+    assert_eq!(v["data_affinity"]["paper_length"], 14);
+    let table = stdout(&dfsched(&["sim", "pinter-example"]));
+    assert!(table.contains("length 22"), "{table}");
+    assert!(table.contains("length 14"), "{table}");
+    assert!(table.contains("P2    .  .  .  .  . R1 R1 R1 R1 x1 x4 W4 W4 W4 W4"));
+}
+
+#[test]
+fn df_bench_same_seed_same_json_and_every_policy_reports_misses() {
+    let a = stdout(&dfsched(TINY_BENCH));
+    let b = stdout(&dfsched(TINY_BENCH));
+    assert_eq!(a, b, "the same seed prints the same JSON");
+    let v: Value = serde_json::from_str(&a).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    for r in results {
+        assert!(r["report"]["misses"]["cold"].as_u64().unwrap() > 0);
+        assert!(r["report"]["makespan_cycles"].as_u64().unwrap() > 0);
+    }
+    // Another seed gives other runs (a different program; not merely a
+    // different label in the output).
+    let mut other = TINY_BENCH.to_vec();
+    other.extend(["--seed", "9"]);
+    let c = stdout(&dfsched(&other));
+    let strip = |s: &str| -> Value {
+        let mut v: Value = serde_json::from_str(s).unwrap();
+        v.as_object_mut().unwrap().remove("params");
+        v
+    };
+    assert_ne!(strip(&c)["results"], strip(&a)["results"]);
+}
+
+#[test]
+fn df_bench_table_reports_speed_and_memory() {
+    let mut args = TINY_BENCH.to_vec();
+    args.pop(); // no --json
+    args.extend(["--policies", "vanilla,dfsched"]);
+    let t = stdout(&dfsched(&args));
+    assert!(t.contains("events/s") && t.contains("VmHWM"), "{t}");
+    assert!(t.lines().any(|l| l.starts_with("dfsched ")), "{t}");
+}
+
+#[test]
+fn partition_exact_never_beats_itself_and_is_deterministic() {
+    let args = ["sim", "partition", "--tasks", "9", "--cpus", "3", "--json"];
+    let v = json(&args);
+    assert_eq!(v, json(&args));
+    let exact = v["exact"]["penalty"].as_u64().unwrap();
+    assert!(v["heuristic"]["penalty"].as_u64().unwrap() >= exact);
+    let paper = json(&[
+        "sim",
+        "partition",
+        "--task-dfs",
+        "2,1,1,2",
+        "--cpus",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(paper["exact"]["max_dfs"], 1);
+    assert_eq!(paper["online_paper"]["max_dfs"], 1);
+}
+
+#[test]
+fn bad_input_fails_with_a_message() {
+    for args in [
+        &["sim", "df-bench", "--policies", "fastest"][..],
+        &["sim", "df-bench", "--write-pct", "150"],
+        &["sim", "partition", "--task-dfs", "1,0"],
+        &["sim", "partition", "--cpus", "0"],
+    ] {
+        let out = dfsched(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
