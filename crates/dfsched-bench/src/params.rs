@@ -19,13 +19,18 @@ pub const DEFAULT_THREADS: usize = 8;
 pub const DEFAULT_DFS: usize = 2;
 /// Default DF size in bytes (8 KiB: fits any L1d, so only sharing costs).
 pub const DEFAULT_DF_BYTES: usize = 8192;
-/// Default passes over its DF per thread. With the defaults above one run
-/// does 8 × 400 000 × 128 ≈ 410 M line accesses, about 1 s per run on this
-/// project's 2-vCPU test machine when DFs do not bounce.
-pub const DEFAULT_ITERATIONS: u64 = 400_000;
-/// Default distance between the words a pass touches, in bytes: see
-/// [`crate::df`] for what it changes and README-style reasoning in the
-/// crate doc for the choice.
+/// Default passes over its DF per thread. With the defaults one run makes
+/// 8 × 600 000 × 128 ≈ 614 M accesses: on the project's 2-vCPU KVM guest
+/// about 0.7 s when every DF stays on one CPU (oracle) and 2–3 s when DFs
+/// bounce (vanilla), so all modes × 5 runs take well under two minutes.
+pub const DEFAULT_ITERATIONS: u64 = 600_000;
+/// Default distance between the words a pass touches, in bytes: one access
+/// per cache line. The benchmark measures what placement controls, the
+/// transfer of written lines between private caches; with one access per
+/// line nearly every access of a bouncing DF is such a transfer. At 8 (every
+/// word) seven cache hits follow each transfer and a sequential stream lets
+/// the prefetcher overlap the transfers, so the same bouncing costs far less
+/// time: see [`crate::df`] and the measurements in the crate doc.
 pub const DEFAULT_STRIDE_BYTES: usize = 64;
 /// Default fraction of accesses that write: all of them (write-shared).
 pub const DEFAULT_WRITE_RATIO: f64 = 1.0;

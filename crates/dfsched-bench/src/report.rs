@@ -192,6 +192,15 @@ pub fn describe_machine(m: &Machine) -> String {
     )
 }
 
+/// Whether a run's runtime said it was disabled (every hint a no-op).
+fn runtime_disabled(r: &RunRecord) -> bool {
+    r.runtime_stats
+        .as_ref()
+        .and_then(|s| s.get("enabled"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(false)
+}
+
 /// The per-mode table of one case, for people.
 pub fn render_table(r: &BenchReport) -> String {
     let mut out = String::new();
@@ -226,6 +235,12 @@ pub fn render_table(r: &BenchReport) -> String {
         );
         if m.pin_mismatches > 0 {
             let _ = writeln!(out, "  warning: {} pins did not hold", m.pin_mismatches);
+        }
+        if m.runs.iter().any(runtime_disabled) {
+            let _ = writeln!(
+                out,
+                "  warning: the dfsched runtime was disabled (DFSCHED_DISABLE): this is vanilla"
+            );
         }
     }
     let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
@@ -380,6 +395,20 @@ mod tests {
         assert!(v["modes"]["oracle"]["runs"][0].get("threads").is_none());
         let back: BenchReport = serde_json::from_value(v).unwrap();
         assert_eq!(back.modes.len(), 2);
+    }
+
+    #[test]
+    fn table_warns_when_the_runtime_was_disabled() {
+        let mut off = run(Mode::Dfsched, 0, 1.0);
+        off.runtime_stats = Some(serde_json::json!({ "enabled": false }));
+        let mut on = run(Mode::Dfsched, 0, 1.0);
+        on.runtime_stats = Some(serde_json::json!({ "enabled": true }));
+        let warns = |r: RunRecord| {
+            render_table(&BenchReport::new(Params::default(), machine(), vec![r]))
+                .contains("runtime was disabled")
+        };
+        assert!(warns(off));
+        assert!(!warns(on));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use dfsched_bench::params::{
 };
 use dfsched_bench::report::{render_grid, render_report};
 use dfsched_bench::{parse_modes, run_cases, BenchError, Grid, GridReport, Mode, Params, Progress};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
 
 /// Where `bench df` sits in the command tree, for usage errors.
@@ -24,9 +25,10 @@ The data-fragment benchmark (Pinter & Zalmanovici §5.2).
 
 THREADS threads start at once and never sleep. Thread t works on data fragment
 (DF) t mod DFS: a cache-line-aligned buffer of DF_BYTES bytes. One iteration is
-one pass over its DF touching every 8-byte word in address order; a
-WRITE_RATIO of the accesses are plain stores of the old value plus one, the
-rest are loads (which accesses write follows a fixed per-thread pattern). Each run is timed from a start gate (all threads placed) to
+one pass over its DF in address order, touching one 8-byte word every
+STRIDE_BYTES (default: the first word of every 64-byte line); a WRITE_RATIO
+of the accesses are plain stores of the old value plus one, the rest are
+loads (which accesses write follows a fixed per-thread pattern). Each run is timed from a start gate (all threads placed) to
 the last thread's finish.
 
 Modes (run interleaved: every round runs each mode once, in an order shuffled
@@ -77,13 +79,16 @@ pub struct DfArgs {
     #[arg(long, value_name = "BYTES", conflicts_with = "grid")]
     df_bytes: Option<usize>,
 
-    /// Bytes from one touched word to the next in a pass: 8 (every word),
-    /// 16, 32 or 64 (one word per cache line) [default: 64].
+    /// Bytes from one touched word to the next in a pass: 64 touches one
+    /// word per cache line, so nearly every access of a bouncing DF is a
+    /// cache-to-cache transfer; 8 touches every word, so seven hits follow
+    /// each transfer; 16 and 32 lie between [default: 64].
     #[arg(long, value_name = "BYTES")]
     stride_bytes: Option<usize>,
 
-    /// Passes over its DF per thread [default: 400000, about 1 s per run on a
-    /// 2-vCPU machine; with --grid: scaled per cell].
+    /// Passes over its DF per thread [default: 600000: 0.7 s (DFs kept
+    /// apart) to 3 s (DFs bouncing) per run on a 2-vCPU KVM guest; with
+    /// --grid: scaled per cell].
     #[arg(long, value_name = "N")]
     iterations: Option<u64>,
 
@@ -204,20 +209,21 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Progress on stderr: one line rewritten in place on a terminal, a line
-/// per run otherwise; nothing with `--quiet`.
+/// Progress on stderr: an indicatif bar with an ETA on a terminal, a line
+/// per run otherwise (logs, CI); nothing with `--quiet`.
 struct ProgressLine {
     quiet: bool,
+    /// The bar, once the first run finished (we learn the total then).
+    bar: Option<ProgressBar>,
     tty: bool,
-    dirty: bool,
 }
 
 impl ProgressLine {
     fn new(quiet: bool) -> ProgressLine {
         ProgressLine {
             quiet,
+            bar: None,
             tty: std::io::stderr().is_terminal(),
-            dirty: false,
         }
     }
 
@@ -230,29 +236,39 @@ impl ProgressLine {
         } else {
             String::new()
         };
-        let line = format!(
-            "[{:>3}/{}]{} round {} {:<8} {:.3} s",
-            p.done,
-            p.total,
-            cell,
+        let what = format!(
+            "{cell} round {} {:<8} {:.3} s",
             p.round + 1,
             p.mode.as_str(),
             p.wall_s
         );
-        let mut err = std::io::stderr().lock();
-        let _ = if self.tty {
-            self.dirty = true;
-            write!(err, "\r\x1b[2K{line}")
-        } else {
-            writeln!(err, "{line}")
-        };
-        let _ = err.flush();
+        if !self.tty {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "[{:>3}/{}]{what}",
+                p.done,
+                p.total
+            );
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = ProgressBar::new(p.total as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:20}] {pos}/{len} eta {eta}{msg}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar
+        });
+        bar.set_message(what);
+        bar.set_position(p.done as u64);
     }
 
     fn finish(&mut self) {
-        if self.dirty {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
-            self.dirty = false;
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
     }
 }
