@@ -1,18 +1,52 @@
 //! A set of CPUs, and the kernel's cpulist syntax (`0-3,8`).
 //!
-//! Invariant: the word vector has no trailing zero words, so two sets with the
-//! same members compare equal and hash alike.
+//! A set is a bitmap of 64-bit words: bit `i % 64` of word `i / 64` is CPU
+//! `i`. Sets within CPUs 0–127 — every set on machines of up to 128 CPUs,
+//! and the engine's hot path runs on nothing else — keep their words inline,
+//! so making, cloning, intersecting and dropping them never allocates; larger
+//! sets keep their words on the heap.
+//!
+//! ```text
+//!   Inline { len: 0..=2, words: [w0, w1] }   CPUs 0-127 (unused words are 0)
+//!   Heap([w0, w1, w2, …])                    some CPU ≥ 128
+//! ```
+//!
+//! Invariants: the words in use ([`CpuSet::as_words`]) have no trailing zero
+//! word, and a set is inline exactly when it has at most `INLINE_WORDS` of
+//! them. So a set has one representation, and equality, hashing and ordering
+//! (lexicographic on the words, as for a `Vec<u64>`) all go by the words in
+//! use.
 
 use crate::ids::CpuId;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
 
+/// Words kept inline: CPUs 0–127.
+const INLINE_WORDS: usize = 2;
+
 /// A set of CPUs as a bitmap.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone)]
 pub struct CpuSet {
-    /// Bit `i % 64` of word `i / 64` is CPU `i`. No trailing zero words.
-    words: Vec<u64>,
+    /// The bitmap; see the module doc for its invariants.
+    words: Words,
+}
+
+/// The two representations of a bitmap.
+#[derive(Clone)]
+enum Words {
+    /// At most `INLINE_WORDS` words: `words[..len]` are in use, the last of
+    /// them non-zero; the rest are 0.
+    Inline {
+        /// Words in use.
+        len: u8,
+        /// The words; those at `len` and beyond are 0.
+        words: [u64; INLINE_WORDS],
+    },
+    /// More than `INLINE_WORDS` words, the last non-zero.
+    Heap(Box<[u64]>),
 }
 
 /// Why a cpulist did not parse.
@@ -32,7 +66,12 @@ pub const MAX_CPUS: u32 = 1 << 16;
 impl CpuSet {
     /// The empty set.
     pub const fn new() -> Self {
-        CpuSet { words: Vec::new() }
+        CpuSet {
+            words: Words::Inline {
+                len: 0,
+                words: [0; INLINE_WORDS],
+            },
+        }
     }
 
     /// CPUs `0..n`.
@@ -47,115 +86,234 @@ impl CpuSet {
         s
     }
 
+    /// A set from `n` words given by `word(i)`, trailing zero words trimmed;
+    /// inline when they fit.
+    #[inline]
+    fn from_fn(n: usize, word: impl Fn(usize) -> u64) -> CpuSet {
+        let mut words = [0; INLINE_WORDS];
+        if n <= INLINE_WORDS {
+            for (i, w) in words.iter_mut().enumerate().take(n) {
+                *w = word(i);
+            }
+            return CpuSet::inline(words);
+        }
+        let mut v: Vec<u64> = (0..n).map(word).collect();
+        while v.last() == Some(&0) {
+            v.pop();
+        }
+        if v.len() <= INLINE_WORDS {
+            words[..v.len()].copy_from_slice(&v);
+            return CpuSet::inline(words);
+        }
+        CpuSet {
+            words: Words::Heap(v.into_boxed_slice()),
+        }
+    }
+
+    /// An inline set from its words, zero or not.
+    #[inline]
+    fn inline(words: [u64; INLINE_WORDS]) -> CpuSet {
+        let len = words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        CpuSet {
+            words: Words::Inline {
+                len: len as u8,
+                words,
+            },
+        }
+    }
+
     /// Adds `cpu`; returns whether it was absent.
     pub fn insert(&mut self, cpu: CpuId) -> bool {
-        let (w, b) = (cpu.0 as usize / 64, cpu.0 % 64);
-        if self.words.len() <= w {
-            self.words.resize(w + 1, 0);
+        let (w, bit) = (cpu.0 as usize / 64, 1u64 << (cpu.0 % 64));
+        match &mut self.words {
+            Words::Inline { len, words } if w < INLINE_WORDS => {
+                let absent = words[w] & bit == 0;
+                words[w] |= bit;
+                *len = (*len).max(w as u8 + 1);
+                absent
+            }
+            Words::Heap(words) if w < words.len() => {
+                let absent = words[w] & bit == 0;
+                words[w] |= bit;
+                absent
+            }
+            _ => {
+                // Beyond the words in use: grow onto the heap (no set with
+                // a CPU this high fits inline).
+                let mut v = self.as_words().to_vec();
+                v.resize(w + 1, 0);
+                v[w] = bit;
+                self.words = Words::Heap(v.into_boxed_slice());
+                true
+            }
         }
-        let absent = self.words[w] & (1 << b) == 0;
-        self.words[w] |= 1 << b;
-        absent
     }
 
     /// Removes `cpu`; returns whether it was present.
     pub fn remove(&mut self, cpu: CpuId) -> bool {
-        let (w, b) = (cpu.0 as usize / 64, cpu.0 % 64);
-        let present = self.contains(cpu);
-        if present {
-            self.words[w] &= !(1 << b);
-            self.trim();
+        let (w, bit) = (cpu.0 as usize / 64, 1u64 << (cpu.0 % 64));
+        if !self.contains(cpu) {
+            return false;
         }
-        present
+        let words = self.as_words();
+        let keep = |i: usize| if i == w { !bit } else { !0 };
+        *self = CpuSet::from_fn(words.len(), |i| words[i] & keep(i));
+        true
     }
 
     /// Whether `cpu` is in the set.
     #[inline]
     pub fn contains(&self, cpu: CpuId) -> bool {
         let (w, b) = (cpu.0 as usize / 64, cpu.0 % 64);
-        self.words.get(w).is_some_and(|x| x & (1 << b) != 0)
+        self.as_words().get(w).is_some_and(|x| x & (1 << b) != 0)
     }
 
     /// Number of CPUs in the set.
+    #[inline]
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        if let Some(x) = self.inline_words() {
+            return x.iter().map(|w| w.count_ones() as usize).sum();
+        }
+        self.as_words()
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum()
+    }
+
+    /// The inline words, zeros included, if the set is inline: the hot
+    /// operations work on them word by word, without slices.
+    #[inline]
+    fn inline_words(&self) -> Option<&[u64; INLINE_WORDS]> {
+        match &self.words {
+            Words::Inline { words, .. } => Some(words),
+            Words::Heap(_) => None,
+        }
     }
 
     /// Whether the set is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.as_words().is_empty()
     }
 
     /// The lowest CPU, if any.
+    #[inline]
     pub fn first(&self) -> Option<CpuId> {
         self.iter().next()
     }
 
     /// The CPUs in increasing order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| Bits {
-            word: w,
-            base: wi as u32 * 64,
-        })
+        self.as_words()
+            .iter()
+            .enumerate()
+            .flat_map(|(wi, &w)| Bits {
+                word: w,
+                base: wi as u32 * 64,
+            })
     }
 
     /// `self ∩ other`.
+    #[inline]
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
-        let mut s = CpuSet {
-            words: self
-                .words
-                .iter()
-                .zip(&other.words)
-                .map(|(a, b)| a & b)
-                .collect(),
-        };
-        s.trim();
-        s
+        if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
+            return CpuSet::inline(std::array::from_fn(|i| x[i] & y[i]));
+        }
+        let (a, b) = (self.as_words(), other.as_words());
+        CpuSet::from_fn(a.len().min(b.len()), |i| a[i] & b[i])
     }
 
     /// `self ∪ other`.
+    #[inline]
     pub fn union(&self, other: &CpuSet) -> CpuSet {
-        let n = self.words.len().max(other.words.len());
-        let get = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0);
-        CpuSet {
-            words: (0..n)
-                .map(|i| get(&self.words, i) | get(&other.words, i))
-                .collect(),
-        }
+        let (a, b) = (self.as_words(), other.as_words());
+        let get = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        CpuSet::from_fn(a.len().max(b.len()), |i| get(a, i) | get(b, i))
     }
 
     /// Whether every CPU of `self` is in `other`.
+    #[inline]
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.words
+        if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
+            return x.iter().zip(y).all(|(a, b)| a & !b == 0);
+        }
+        let b = other.as_words();
+        self.as_words()
             .iter()
             .enumerate()
-            .all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
+            .all(|(i, w)| w & !b.get(i).copied().unwrap_or(0) == 0)
     }
 
     /// Whether the two sets share a CPU.
+    #[inline]
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+        if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
+            return x.iter().zip(y).any(|(a, b)| a & b != 0);
+        }
+        self.as_words()
+            .iter()
+            .zip(other.as_words())
+            .any(|(a, b)| a & b != 0)
     }
 
     /// The raw bitmap words (bit `i % 64` of word `i / 64` is CPU `i`), as the
     /// kernel's `cpu_set_t` lays them out on 64-bit little-endian machines.
+    #[inline]
     pub fn as_words(&self) -> &[u64] {
-        &self.words
+        match &self.words {
+            Words::Inline { len, words } => &words[..usize::from(*len)],
+            Words::Heap(words) => words,
+        }
     }
 
     /// A set from raw bitmap words (see [`CpuSet::as_words`]).
     pub fn from_words(words: &[u64]) -> Self {
-        let mut s = CpuSet {
-            words: words.to_vec(),
-        };
-        s.trim();
-        s
+        let n = words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        CpuSet::from_fn(n, |i| words[i])
     }
+}
 
-    fn trim(&mut self) {
-        while self.words.last() == Some(&0) {
-            self.words.pop();
+impl Default for CpuSet {
+    fn default() -> Self {
+        CpuSet::new()
+    }
+}
+
+/// Equal sets have equal words in use (one representation per set).
+impl PartialEq for CpuSet {
+    #[inline]
+    fn eq(&self, other: &CpuSet) -> bool {
+        // Unused inline words are 0, so inline sets compare whole.
+        match (self.inline_words(), other.inline_words()) {
+            (Some(x), Some(y)) => x == y,
+            _ => self.as_words() == other.as_words(),
         }
+    }
+}
+
+impl Eq for CpuSet {}
+
+/// Hashes the words in use, as a `Vec<u64>` of them would hash.
+impl Hash for CpuSet {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_words().hash(state);
+    }
+}
+
+/// Lexicographic on the words in use, as a `Vec<u64>` of them would order:
+/// maps keyed by sets iterate in the same order whatever the representation.
+impl Ord for CpuSet {
+    #[inline]
+    fn cmp(&self, other: &CpuSet) -> Ordering {
+        self.as_words().cmp(other.as_words())
+    }
+}
+
+impl PartialOrd for CpuSet {
+    #[inline]
+    fn partial_cmp(&self, other: &CpuSet) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -324,7 +482,68 @@ mod tests {
         assert_eq!(c.as_words().len(), 1, "trailing zero words are trimmed");
     }
 
+    #[test]
+    fn sets_beyond_cpu_127_grow_onto_the_heap_and_shrink_back() {
+        let mut s: CpuSet = "1,64".parse().unwrap();
+        assert_eq!(s.as_words(), &[2, 1]);
+        assert!(matches!(s.words, Words::Inline { len: 2, .. }));
+        assert!(s.insert(CpuId(200)));
+        assert!(matches!(s.words, Words::Heap(_)));
+        assert_eq!(s.as_words().len(), 4);
+        assert_eq!(s.to_string(), "1,64,200");
+        assert!(s.remove(CpuId(200)));
+        assert!(matches!(s.words, Words::Inline { len: 2, .. }));
+        assert_eq!(s, "1,64".parse().unwrap());
+        let wide: CpuSet = "1,300".parse().unwrap();
+        assert_eq!(wide.intersection(&s).to_string(), "1");
+        assert!(matches!(
+            wide.intersection(&s).words,
+            Words::Inline { len: 1, .. }
+        ));
+        assert_eq!(wide.union(&s).to_string(), "1,64,300");
+        assert_eq!(CpuSet::from_words(&[0, 0, 0, 0]), CpuSet::new());
+        assert_eq!(CpuSet::from_words(&[5, 0, 0]).as_words(), &[5]);
+    }
+
+    /// The same set reached through different operations.
+    fn equal_by_two_routes(cpus: &std::collections::BTreeSet<u32>) -> (CpuSet, CpuSet) {
+        let built: CpuSet = cpus.iter().copied().map(CpuId).collect();
+        let mut big = built.union(&CpuSet::single(CpuId(5000)));
+        if !cpus.contains(&5000) {
+            big.remove(CpuId(5000));
+        }
+        (built, big)
+    }
+
+    fn hash_of(s: &CpuSet) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        s.hash(&mut h);
+        h.finish()
+    }
+
     proptest! {
+        #[test]
+        fn equality_hash_and_order_follow_the_words_whatever_the_route(
+            a in proptest::collection::btree_set(0u32..300, 0..20),
+            b in proptest::collection::btree_set(0u32..300, 0..20),
+        ) {
+            let (x, y) = equal_by_two_routes(&a);
+            prop_assert_eq!(&x, &y);
+            prop_assert_eq!(hash_of(&x), hash_of(&y));
+            let (u, _) = equal_by_two_routes(&b);
+            // The order a `Vec<u64>` of the words would have.
+            let words = |s: &CpuSet| s.as_words().to_vec();
+            prop_assert_eq!(x.cmp(&u), words(&x).cmp(&words(&u)));
+            prop_assert_eq!(x == u, a == b);
+            let inter: Vec<u32> = a.intersection(&b).copied().collect();
+            prop_assert!(x.intersection(&u).iter().map(|c| c.0).eq(inter.iter().copied()));
+            prop_assert_eq!(x.intersects(&u), !inter.is_empty());
+            prop_assert_eq!(x.is_subset(&u), a.is_subset(&b));
+            prop_assert_eq!(x.union(&u).len(), a.union(&b).count());
+            prop_assert_eq!(CpuSet::from_words(x.as_words()), x.clone());
+        }
+
         #[test]
         fn cpulist_round_trips(cpus in proptest::collection::btree_set(0u32..300, 0..40)) {
             let set: CpuSet = cpus.iter().copied().map(CpuId).collect();
