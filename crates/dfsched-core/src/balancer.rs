@@ -56,7 +56,7 @@ use crate::event::Decision;
 use crate::home;
 use crate::ids::{CpuId, DomainId, GroupId, Nanos, TaskId};
 use crate::load::{LoadVec, TASK_MILLI};
-use crate::state::{group_allowed, target_for, Ctx, Task};
+use crate::state::{group_allowed, target_for, Ctx, GroupSlot, Task, TaskSlot};
 use serde::{Deserialize, Serialize};
 
 /// What the last balancer pass saw and did.
@@ -142,11 +142,10 @@ impl Ctx<'_> {
         // Step 0 changes nothing unless some group's home changes, and until
         // the first one does, the state is as it is now: when no group
         // would move, skip the copy and balance in place.
-        let any_rehome = self
-            .st
-            .groups
+        let groups: Vec<GroupSlot> = self.st.groups.slots().map(|(_, g)| g).collect();
+        let any_rehome = groups
             .iter()
-            .any(|(&g, grp)| self.evaluate(g, None, false) != grp.home);
+            .any(|&g| self.evaluate(g, None, false) != self.st.groups[g].home);
         if !any_rehome {
             let mut report = self.balance_steps(now);
             report.spread_before_milli = spread_before;
@@ -161,9 +160,10 @@ impl Ctx<'_> {
             config: self.config,
             st: &mut trial_state,
             out: &mut trial_out,
+            scratch: &mut *self.scratch,
         };
         let rehomes_before = trial.st.stats.rehomes;
-        let groups: Vec<GroupId> = trial.st.groups.keys().copied().collect();
+        // The copy has the same slots: the same groups, in id order.
         for g in groups {
             trial.reevaluate(g, None);
         }
@@ -280,7 +280,7 @@ impl Ctx<'_> {
     fn move_group(&mut self, env: &mut BalanceEnv) -> bool {
         let (b, i) = (env.busiest, env.idlest);
         let mut best = Best::<(GroupId, DomainId)>::new();
-        for (&id, g) in &self.st.groups {
+        for (id, _, g) in self.st.groups.iter() {
             let cpus = &self.topo.domain(g.home).cpus;
             if g.runnable == 0 || !cpus.contains(b) || cpus.contains(i) {
                 continue;
@@ -290,7 +290,7 @@ impl Ctx<'_> {
                 continue;
             };
             let dest_cpus = &self.topo.domain(dest).cpus;
-            let members = || g.members.iter().map(|m| &self.st.tasks[m]);
+            let members = || g.members.values().map(|&m| &self.st.tasks[m]);
             if !members()
                 .filter(|t| t.runnable)
                 .all(|t| t.allowed.intersects(dest_cpus))
@@ -308,14 +308,16 @@ impl Ctx<'_> {
         let Some((_, (id, dest))) = best.key else {
             return false;
         };
-        let g = &self.st.groups[&id];
+        // Slots never order anything: the winner is chosen by id.
+        let slot = self.st.groups.slot(&id).expect("a candidate group lives");
+        let g = &self.st.groups[slot];
         self.out.push(Decision::GroupMoved {
             group: id,
             df: g.df,
             from: g.home,
             to: dest,
         });
-        self.rehome(id, dest, true);
+        self.rehome(slot, dest, true);
         self.st.stats.group_moves += 1;
         env.report.group_moves += 1;
         true
@@ -328,8 +330,8 @@ impl Ctx<'_> {
         let to = self.leaf(i);
         let only_i = CpuSet::single(i);
         let mut best = Best::<TaskId>::new();
-        let unmanaged = self.st.tasks.iter().filter(|(_, t)| t.group.is_none());
-        for (&id, t) in unmanaged.filter(|(_, t)| t.runnable && t.target.contains(b)) {
+        let unmanaged = self.st.tasks.iter().filter(|(_, _, t)| t.group.is_none());
+        for (id, _, t) in unmanaged.filter(|(_, _, t)| t.runnable && t.target.contains(b)) {
             if !t.allowed.contains(i) {
                 env.report.skipped_not_allowed += 1;
                 continue;
@@ -347,9 +349,10 @@ impl Ctx<'_> {
         let Some((_, id)) = best.key else {
             return false;
         };
+        let slot = self.st.tasks.slot(&id).expect("a candidate task lives");
         self.out.push(Decision::TaskMoved { task: id, to });
-        self.st.tasks.get_mut(&id).expect("moved task").solo_home = Some(to);
-        self.retarget(id);
+        self.st.tasks[slot].solo_home = Some(to);
+        self.retarget(slot);
         self.st.stats.task_moves += 1;
         env.report.task_moves += 1;
         true
@@ -365,26 +368,26 @@ impl Ctx<'_> {
             .st
             .groups
             .iter()
-            .filter(|(_, g)| g.runnable >= 2 && self.topo.domain(g.home).cpus.contains(b))
+            .filter(|(_, _, g)| g.runnable >= 2 && self.topo.domain(g.home).cpus.contains(b))
             // Most runnable, then lowest id: `max_by_key` keeps the last
             // maximum, so reverse the id.
-            .max_by_key(|(id, g)| (g.runnable, std::cmp::Reverse(**id)));
-        let Some((&gid, g)) = largest else {
+            .max_by_key(|(id, _, g)| (g.runnable, std::cmp::Reverse(*id)));
+        let Some((gid, gslot, g)) = largest else {
             return false;
         };
         let gap = env.load.get(b) - env.load.get(i);
         let want = usize::try_from(gap / (2 * TASK_MILLI)).unwrap_or(usize::MAX);
         let k = want.max(1).min(g.runnable - 1);
-        let mut moved: Vec<TaskId> = g
+        let mut moved: Vec<(TaskId, TaskSlot)> = g
             .members
             .iter()
             .rev()
-            .filter(|m| {
+            .filter(|(_, &m)| {
                 let t = &self.st.tasks[m];
                 t.runnable && t.allowed.contains(i)
             })
             .take(k)
-            .copied()
+            .map(|(&id, &m)| (id, m))
             .collect();
         if moved.is_empty() {
             env.report.skipped_not_allowed += 1;
@@ -394,7 +397,7 @@ impl Ctx<'_> {
         let (app, df) = (g.app, g.df);
         // The new group's home: the home rule started at I, with the load
         // of the tasks that would leave taken off.
-        let tasks: Vec<&Task> = moved.iter().map(|m| &self.st.tasks[m]).collect();
+        let tasks: Vec<&Task> = moved.iter().map(|&(_, m)| &self.st.tasks[m]).collect();
         let mut base = env.load.clone();
         for t in &tasks {
             base.sub_task(&t.target);
@@ -412,16 +415,16 @@ impl Ctx<'_> {
             return false;
         }
         let new_group = self.create_group(app, df, new_home);
-        for &m in &moved {
-            self.remove_member(gid, m);
+        for &(_, m) in &moved {
+            self.remove_member(gslot, m);
             self.add_member(new_group, m);
         }
         self.out.push(Decision::GroupSplit {
             group: gid,
-            new_group,
-            moved: moved.clone(),
+            new_group: self.st.groups.id(new_group),
+            moved: moved.iter().map(|&(id, _)| id).collect(),
         });
-        for m in moved {
+        for (_, m) in moved {
             self.retarget(m);
         }
         self.st.stats.splits += 1;

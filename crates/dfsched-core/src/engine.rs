@@ -12,7 +12,8 @@ use crate::cpuset::CpuSet;
 use crate::error::CoreError;
 use crate::event::{Decision, Event};
 use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
-use crate::state::{Ctx, State};
+use crate::load::LoadVec;
+use crate::state::{Ctx, Group, State, TaskSlot};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +108,9 @@ pub struct Engine {
     st: State,
     /// What the last balancer pass saw and did.
     last_balance: Option<BalanceReport>,
+    /// Where the home rule builds its load vectors, reused from event to
+    /// event so that evaluating a group allocates nothing; not state.
+    scratch: LoadVec,
 }
 
 impl Engine {
@@ -115,6 +119,7 @@ impl Engine {
         config.validate()?;
         Ok(Engine {
             st: State::new(&topology),
+            scratch: LoadVec::zero(topology.cpus()),
             topo: topology,
             config,
             last_balance: None,
@@ -124,15 +129,18 @@ impl Engine {
     /// Applies one event and appends the resulting decisions to `out`.
     /// On error nothing changes and nothing is appended.
     pub fn handle(&mut self, event: Event, out: &mut Vec<Decision>) -> Result<(), CoreError> {
-        if let Err(e) = self.check(&event) {
-            self.st.stats.refused += 1;
-            return Err(e);
-        }
+        let ts = match self.check(&event) {
+            Ok(ts) => ts,
+            Err(e) => return Err(self.refuse(e)),
+        };
+        // The task of an event about one, looked up once by `check`.
+        let task = || ts.expect("check found the event's task");
         let mut cx = Ctx {
             topo: &self.topo,
             config: &self.config,
             st: &mut self.st,
             out,
+            scratch: &mut self.scratch,
         };
         match event {
             Event::AppNew { app } => cx.app_new(app),
@@ -142,13 +150,13 @@ impl Engine {
                 let allowed = allowed.intersection(cx.topo.cpus());
                 cx.task_new(task, app, allowed);
             }
-            Event::Hint { task, next, .. } => cx.hint(task, next),
-            Event::Block { task } => cx.block(task),
-            Event::Wake { task } => cx.wake(task),
-            Event::Exit { task } => cx.exit(task),
-            Event::Allowed { task, allowed } => {
+            Event::Hint { next, .. } => cx.hint(task(), next),
+            Event::Block { .. } => cx.block(task()),
+            Event::Wake { .. } => cx.wake(task()),
+            Event::Exit { .. } => cx.exit(task()),
+            Event::Allowed { allowed, .. } => {
                 let allowed = allowed.intersection(cx.topo.cpus());
-                cx.allowed(task, allowed);
+                cx.allowed(task(), allowed);
             }
             Event::ExternalLoad { runnable } => cx.external_load(&runnable),
             Event::Balance { now } => {
@@ -159,9 +167,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Counts a refusal; kept out of line, off the hot path.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, e: CoreError) -> CoreError {
+        self.st.stats.refused += 1;
+        e
+    }
+
     /// Every check that can refuse `event`, against the current state.
-    fn check(&self, event: &Event) -> Result<(), CoreError> {
-        let task = |id: &TaskId| self.st.tasks.get(id).ok_or(CoreError::UnknownTask(*id));
+    /// Returns the slot of the event's task for events about a known task.
+    #[inline]
+    fn check(&self, event: &Event) -> Result<Option<TaskSlot>, CoreError> {
+        let task = |id: &TaskId| {
+            let slot = self.st.tasks.slot(id).ok_or(CoreError::UnknownTask(*id))?;
+            Ok::<_, CoreError>((slot, &self.st.tasks[slot]))
+        };
         let allowed_ok = |allowed: &CpuSet| {
             if allowed.intersects(self.topo.cpus()) {
                 Ok(())
@@ -178,7 +199,7 @@ impl Engine {
             Event::TaskNew {
                 task, app, allowed, ..
             } => {
-                if self.st.tasks.contains_key(task) {
+                if self.st.tasks.contains(task) {
                     return Err(CoreError::DuplicateTask(*task));
                 }
                 if !self.st.apps.contains_key(app) {
@@ -189,7 +210,7 @@ impl Engine {
             Event::Hint {
                 task: id, app, cur, ..
             } => {
-                let t = task(id)?;
+                let (slot, t) = task(id)?;
                 if !self.st.apps.contains_key(app) {
                     return Err(CoreError::UnknownApp(*app));
                 }
@@ -207,13 +228,15 @@ impl Engine {
                         actual: t.df,
                     });
                 }
+                return Ok(Some(slot));
             }
             Event::Block { task: id } | Event::Wake { task: id } | Event::Exit { task: id } => {
-                task(id)?;
+                return Ok(Some(task(id)?.0));
             }
             Event::Allowed { task: id, allowed } => {
-                task(id)?;
+                let slot = task(id)?.0;
                 allowed_ok(allowed)?;
+                return Ok(Some(slot));
             }
             Event::ExternalLoad { runnable } => {
                 if let Some((cpu, _)) = runnable
@@ -225,7 +248,7 @@ impl Engine {
             }
             Event::Balance { .. } => {}
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The topology.
@@ -262,7 +285,7 @@ impl Engine {
             task,
             app: t.app,
             df: t.df,
-            group: t.group,
+            group: self.st.group_id(t),
             runnable: t.runnable,
             allowed: t.allowed.clone(),
             placed: t.placed.then(|| t.target.clone()),
@@ -272,22 +295,26 @@ impl Engine {
     /// One group, if it exists.
     pub fn group(&self, group: GroupId) -> Option<GroupView> {
         let g = self.st.groups.get(&group)?;
-        Some(GroupView {
+        Some(Self::group_view(group, g))
+    }
+
+    fn group_view(group: GroupId, g: &Group) -> GroupView {
+        GroupView {
             group,
             app: g.app,
             df: g.df,
             home: g.home,
-            members: g.members.iter().copied().collect(),
+            members: g.members.keys().copied().collect(),
             runnable: g.runnable,
-        })
+        }
     }
 
     /// Every group, in id order.
     pub fn groups(&self) -> Vec<GroupView> {
         self.st
             .groups
-            .keys()
-            .filter_map(|g| self.group(*g))
+            .iter()
+            .map(|(id, _, g)| Self::group_view(id, g))
             .collect()
     }
 
@@ -295,11 +322,11 @@ impl Engine {
     /// the DF was split; none for a DF no task works on).
     pub fn df_groups(&self, app: AppId, df: DfId) -> Vec<GroupId> {
         self.st
-            .apps
-            .get(&app)
-            .and_then(|a| a.dfs.get(&df))
-            .cloned()
+            .df_groups(app, df)
             .unwrap_or_default()
+            .iter()
+            .map(|&g| self.st.groups.id(g))
+            .collect()
     }
 
     /// Where a task may run now: its home's CPUs ∩ its allowed set (its

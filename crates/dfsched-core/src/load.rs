@@ -17,8 +17,10 @@
 //! touches only the CPUs of the sets it changes), and the home rule and the
 //! balancer work on copies of it.
 //!
-//! Invariant (checked by `Engine::check_invariants`): the engine's vector
-//! equals a recomputation from scratch.
+//! Invariants: the vector keeps the sum of its loads, so the load of the
+//! whole machine costs nothing to read (most groups may use every CPU);
+//! and (checked by `Engine::check_invariants`) the engine's vector equals a
+//! recomputation from scratch, that sum included.
 
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
@@ -30,10 +32,28 @@ pub(crate) const TASK_MILLI: u64 = 1000;
 ///
 /// Indexes of CPUs the machine lacks (sparse numbering) stay 0 and are never
 /// looked at: every scan goes over a [`CpuSet`] of real CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct LoadVec {
     /// `milli[c]` is the load of CPU `c`.
     milli: Vec<u64>,
+    /// Σ `milli`.
+    total: u64,
+}
+
+/// Written out so that `clone_from` reuses the vector: the home rule's
+/// scratch copy of the load allocates nothing.
+impl Clone for LoadVec {
+    fn clone(&self) -> Self {
+        LoadVec {
+            milli: self.milli.clone(),
+            total: self.total,
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.milli.clone_from(&source.milli);
+        self.total = source.total;
+    }
 }
 
 impl LoadVec {
@@ -42,7 +62,14 @@ impl LoadVec {
         let len = cpus.iter().last().map_or(0, |c| c.0 as usize + 1);
         LoadVec {
             milli: vec![0; len],
+            total: 0,
         }
+    }
+
+    /// Σ load over every CPU.
+    #[inline]
+    pub(crate) fn total(&self) -> u64 {
+        self.total
     }
 
     /// Load of one CPU (0 for a CPU outside the vector).
@@ -55,6 +82,7 @@ impl LoadVec {
     #[inline]
     pub(crate) fn add_cpu(&mut self, cpu: CpuId, milli: u64) {
         self.milli[cpu.0 as usize] += milli;
+        self.total += milli;
     }
 
     /// Removes `milli` from one CPU. Saturates rather than wraps, so a bug
@@ -63,7 +91,9 @@ impl LoadVec {
     pub(crate) fn sub_cpu(&mut self, cpu: CpuId, milli: u64) {
         let x = &mut self.milli[cpu.0 as usize];
         debug_assert!(*x >= milli, "load of {cpu} would go negative");
-        *x = x.saturating_sub(milli);
+        let taken = milli.min(*x);
+        *x -= taken;
+        self.total -= taken;
     }
 
     /// Counts one runnable task placed on `set` (see the module doc).
@@ -87,6 +117,7 @@ impl LoadVec {
     }
 
     /// Σ load over `set`.
+    #[inline]
     pub(crate) fn sum(&self, set: &CpuSet) -> u64 {
         set.iter().map(|c| self.get(c)).sum()
     }
@@ -177,6 +208,19 @@ mod tests {
     }
 
     #[test]
+    fn the_total_follows_every_change_and_clone_from_copies_it() {
+        let mut v = LoadVec::zero(&set("0-3"));
+        v.add_task(&set("1-3"));
+        v.add_cpu(CpuId(0), 2000);
+        assert_eq!(v.total(), 3000);
+        v.sub_tasks(&set("1-3"), 1);
+        assert_eq!(v.total(), 2000);
+        let mut w = LoadVec::zero(&set("0-7"));
+        w.clone_from(&v);
+        assert_eq!((w.total(), &w), (2000, &v));
+    }
+
+    #[test]
     fn share_within_counts_the_part_of_a_task_inside_a_set() {
         assert_eq!(share_within(&set("1-2"), &set("0-3")), 1000);
         assert_eq!(share_within(&set("1-3"), &set("1")), 334);
@@ -205,6 +249,7 @@ mod tests {
             let mut v = LoadVec::zero(&s);
             v.add_task(&s);
             prop_assert_eq!(v.sum(&s), TASK_MILLI);
+            prop_assert_eq!(v.total(), TASK_MILLI);
             // No CPU gets more than one above another.
             prop_assert!(v.spread(&s) <= 1);
             v.sub_task(&s);

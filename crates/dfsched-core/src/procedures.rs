@@ -18,15 +18,20 @@
 //! before calling it (that is what makes `handle` all-or-nothing). Each one
 //! changes a task's target only through [`Ctx::retarget`], so a `Place` is
 //! emitted exactly when a target changes. None of them walks all tasks or
-//! even a whole group to decide: a hint costs O(log tasks + distinct
-//! allowed sets in the groups it touches × CPUs) — the groups' censuses
-//! stand for their members — plus O(members) for each group whose home
-//! actually changes, since each member whose target changes gets a `Place`.
+//! even a whole group to decide: a hint looks its task up by id once (in
+//! `Engine::check`), its new DF once, and follows slots from there; it
+//! costs O(log tasks + log DFs + log members + distinct allowed sets in the
+//! groups it touches × CPUs) — the groups' censuses stand for their members
+//! — plus O(members) for each group whose home actually changes, since each
+//! member whose target changes gets a `Place`. When a group may use the
+//! whole machine, the load on its CPUs is read without a walk over them; no
+//! load vector is copied unless the cheap keep test cannot decide, and then
+//! into a reused scratch vector.
 
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
-use crate::load::TASK_MILLI;
-use crate::state::{App, Ctx, Task};
+use crate::ids::{AppId, CpuId, DfId, TaskId};
+use crate::load::{share_within, TASK_MILLI};
+use crate::state::{App, Ctx, GroupSlot, Task, TaskSlot};
 
 impl Ctx<'_> {
     /// An application that gives DF information starts.
@@ -57,59 +62,61 @@ impl Ctx<'_> {
 
     /// The DF hint: the task leaves its current DF and is placed by `next`.
     /// A hint that names the DF the task is already in changes nothing.
-    pub(crate) fn hint(&mut self, id: TaskId, next: Option<DfId>) {
+    pub(crate) fn hint(&mut self, ts: TaskSlot, next: Option<DfId>) {
         self.st.stats.hints += 1;
-        let t = &self.st.tasks[&id];
+        let t = &self.st.tasks[ts];
         if t.df == next {
             return;
         }
         let app = t.app;
-        self.leave_group(id);
+        self.leave_group(ts);
         match next {
             // Unmanaged again: its home is its allowed set.
-            None => self.st.tasks.get_mut(&id).expect("hinted task").solo_home = None,
-            Some(df) => self.join_df(id, app, df),
+            None => self.st.tasks[ts].solo_home = None,
+            Some(df) => self.join_df(ts, app, df),
         }
-        self.retarget(id);
+        self.retarget(ts);
     }
 
     /// Puts a task that is in no group into `df`'s group: a new group for a
     /// new DF, else the DF's group (the least loaded one per CPU of its home
     /// if the DF was split), re-evaluated with the task counted in it. The
     /// caller re-targets the task.
-    fn join_df(&mut self, id: TaskId, app: AppId, df: DfId) {
+    fn join_df(&mut self, ts: TaskSlot, app: AppId, df: DfId) {
         let known = self.st.apps[&app].dfs.get(&df);
         let group = match known {
             None => {
-                let home = self.home_for_new(id);
+                let home = self.home_for_new(ts);
                 self.create_group(app, df, home)
             }
             Some(list) => {
                 let g = if list.len() == 1 {
                     list[0]
                 } else {
-                    let list = list.clone();
-                    self.least_loaded_group(&list, id)
+                    self.least_loaded_group(list, ts)
                 };
-                let home = self.evaluate(g, Some(id), true);
+                let home = self.evaluate(g, Some(ts), true);
                 self.rehome(g, home, false);
                 g
             }
         };
-        self.add_member(group, id);
+        self.add_member(group, ts);
     }
 
     /// Of a split DF's groups, the one whose home has the least load per CPU
     /// (not counting the joining task itself); ties → lowest id.
-    fn least_loaded_group(&self, list: &[GroupId], joiner: TaskId) -> GroupId {
-        let mut load = self.st.load.clone();
-        let t = &self.st.tasks[&joiner];
-        if t.runnable {
-            load.sub_task(&t.target);
-        }
-        let per_cpu = |g: &GroupId| {
-            let cpus = &self.topo.domain(self.st.groups[g].home).cpus;
-            (load.sum(cpus), cpus.len() as u64)
+    fn least_loaded_group(&self, list: &[GroupSlot], joiner: TaskSlot) -> GroupSlot {
+        let t = &self.st.tasks[joiner];
+        // The load of a home without the joiner: what the joiner's share
+        // inside it is taken off, exactly as if its load were removed CPU by
+        // CPU.
+        let per_cpu = |g: &GroupSlot| {
+            let cpus = &self.topo.domain(self.st.groups[*g].home).cpus;
+            let mut sum = self.st.load.sum(cpus);
+            if t.runnable {
+                sum -= share_within(&t.target, cpus);
+            }
+            (sum, cpus.len() as u64)
         };
         let mut best = list[0];
         let (mut best_sum, mut best_n) = per_cpu(&best);
@@ -125,29 +132,29 @@ impl Ctx<'_> {
 
     /// The task waits: it no longer counts as load, and stays in its group.
     /// Blocking a blocked task changes nothing.
-    pub(crate) fn block(&mut self, id: TaskId) {
-        self.set_runnable(id, false);
+    pub(crate) fn block(&mut self, ts: TaskSlot) {
+        self.set_runnable(ts, false);
     }
 
     /// The task returns from a wait: it counts as load again, its DF is
     /// looked up and it rejoins its group, whose home is re-evaluated with
     /// it runnable. Waking a runnable task changes nothing.
-    pub(crate) fn wake(&mut self, id: TaskId) {
-        if self.st.tasks[&id].runnable {
+    pub(crate) fn wake(&mut self, ts: TaskSlot) {
+        if self.st.tasks[ts].runnable {
             return;
         }
-        self.set_runnable(id, true);
-        if let Some(g) = self.st.tasks[&id].group {
+        self.set_runnable(ts, true);
+        if let Some(g) = self.st.tasks[ts].group {
             self.reevaluate(g, None);
         }
-        self.retarget(id);
+        self.retarget(ts);
     }
 
     /// The task is gone: it leaves its group (counter, reclaim at 0) and is
     /// forgotten.
-    pub(crate) fn exit(&mut self, id: TaskId) {
-        self.leave_group(id);
-        let t = self.st.tasks.remove(&id).expect("exiting task");
+    pub(crate) fn exit(&mut self, ts: TaskSlot) {
+        self.leave_group(ts);
+        let t = self.st.tasks.remove(ts);
         if t.runnable {
             self.st.load.sub_task(&t.target);
         }
@@ -155,8 +162,8 @@ impl Ctx<'_> {
 
     /// The task's allowed CPUs changed (already cut to the machine): its
     /// group is re-evaluated with the new set and the task re-targeted.
-    pub(crate) fn allowed(&mut self, id: TaskId, allowed: CpuSet) {
-        let t = self.st.tasks.get_mut(&id).expect("re-allowed task");
+    pub(crate) fn allowed(&mut self, ts: TaskSlot, allowed: CpuSet) {
+        let t = &mut self.st.tasks[ts];
         // A balancer-chosen CPU the task may no longer use is forgotten: an
         // unmanaged task is never "off-home".
         if let Some(d) = t.solo_home {
@@ -166,23 +173,23 @@ impl Ctx<'_> {
         }
         let Some(g) = t.group else {
             t.allowed = allowed;
-            self.retarget(id);
+            self.retarget(ts);
             return;
         };
         // Re-join with the new set: out of the group while it is
         // evaluated (its load still sits on its old target), back in after.
-        self.remove_member(g, id);
-        self.st.tasks.get_mut(&id).expect("re-allowed task").allowed = allowed;
-        let home = self.evaluate(g, Some(id), true);
-        self.add_member(g, id);
+        self.remove_member(g, ts);
+        self.st.tasks[ts].allowed = allowed;
+        let home = self.evaluate(g, Some(ts), true);
+        self.add_member(g, ts);
         self.rehome(g, home, false);
-        self.retarget(id);
+        self.retarget(ts);
     }
 
     /// A new sample of other processes' runnable tasks per CPU; CPUs not
     /// listed count 0, a CPU listed twice counts the sum.
     pub(crate) fn external_load(&mut self, runnable: &[(CpuId, u32)]) {
-        let machine = self.topo.cpus().clone();
+        let machine = self.topo.cpus();
         for c in machine.iter() {
             let old = std::mem::take(&mut self.st.external[c.0 as usize]);
             self.st.load.sub_cpu(c, u64::from(old) * TASK_MILLI);

@@ -1,13 +1,18 @@
 //! The engine's state and the few primitives every procedure is built from.
 //!
 //! ```text
-//!   State ─ apps:   AppId  → App   { dfs: DfId → [GroupId, …] }   (DF map)
-//!         ├ groups: GroupId → Group { app, df, home, members, runnable,
-//!         │                           census: allowed set → counts }
-//!         ├ tasks:  TaskId → Task  { app, df, group, runnable, allowed,
-//!         │                          solo_home, target, placed }
+//!   State ─ apps:   AppId  → App   { dfs: DfId → [group slot, …] }  (DF map)
+//!         ├ groups: slab of GroupId → Group { app, df, home, runnable,
+//!         │                 members: TaskId → task slot,
+//!         │                 census: [(allowed set, counts)] }
+//!         ├ tasks:  slab of TaskId → Task { app, df, group slot, runnable,
+//!         │                 allowed, solo_home, target, placed }
 //!         └ load:   per-CPU thousandths (see `load.rs`)
 //! ```
+//!
+//! Tasks and groups live in slabs (`slab.rs`): an event looks its task up
+//! by id once, and follows slots from there (a task's group, a group's
+//! members, a DF's groups) without another search.
 //!
 //! Invariants (all checked by [`State::check`]):
 //! 1. a task is in exactly one group when it has a DF, in none otherwise, and
@@ -24,14 +29,15 @@
 //! 4. `load` = 1000 × external runnable + one task's shares on the target of
 //!    every runnable task.
 //!
-//! All maps are `BTreeMap`s and sets `BTreeSet`s: every walk is in id order,
-//! which makes decisions deterministic.
+//! Every walk that can affect a decision goes in id order (the slabs' and
+//! the maps' order; a census in allowed-set order), which makes decisions
+//! deterministic. Slots only name things, they never order them.
 //!
-//! [`Ctx`] bundles the state with the read-only topology and configuration
-//! and the decision list, and offers the primitives: re-target a task (the
-//! only place a `Place` is emitted and the load of a task changes), re-home a
-//! group, create and reclaim groups. Procedures and the balancer are written
-//! on top of it.
+//! [`Ctx`] bundles the state with the read-only topology and configuration,
+//! the decision list and a scratch load vector, and offers the primitives:
+//! re-target a task (the only place a `Place` is emitted and the load of a
+//! task changes), re-home a group, create and reclaim groups. Procedures and
+//! the balancer are written on top of it.
 
 use crate::config::Config;
 use crate::cpuset::CpuSet;
@@ -42,7 +48,16 @@ use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
 use crate::load::{share_within, LoadVec, TASK_MILLI};
 use crate::topology::Topology;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+#[path = "slab.rs"]
+mod slab;
+pub(crate) use slab::{Slab, Slot};
+
+/// Where a task lives in [`State::tasks`].
+pub(crate) type TaskSlot = Slot<TaskId>;
+/// Where a group lives in [`State::groups`].
+pub(crate) type GroupSlot = Slot<GroupId>;
 
 /// A task the engine knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +67,7 @@ pub(crate) struct Task {
     /// Its current DF; `None` = unmanaged.
     pub df: Option<DfId>,
     /// Its group: `Some` exactly when `df` is.
-    pub group: Option<GroupId>,
+    pub group: Option<GroupSlot>,
     /// Whether it counts as load.
     pub runnable: bool,
     /// Its allowed CPUs, already cut down to the machine's; never empty.
@@ -76,20 +91,22 @@ pub(crate) struct Group {
     pub df: DfId,
     /// Its home domain.
     pub home: DomainId,
-    /// Its members; never empty (the paper's counter is `members.len()`).
-    pub members: BTreeSet<TaskId>,
+    /// Its members, in id order, with their slots; never empty (the paper's
+    /// counter is `members.len()`).
+    pub members: BTreeMap<TaskId, TaskSlot>,
     /// How many members are runnable.
     pub runnable: usize,
-    /// Members counted by allowed set. A member's target is a function of
-    /// the home and its allowed set (invariant 3), so this is all the home
-    /// rule needs to know about the members: re-evaluating a group costs
-    /// O(distinct allowed sets × CPUs) — usually one set — and not
-    /// O(members).
-    pub census: BTreeMap<CpuSet, Census>,
+    /// Members counted by allowed set, in set order; no entry without a
+    /// member. A member's target is a function of the home and its allowed
+    /// set (invariant 3), so this is all the home rule needs to know about
+    /// the members: re-evaluating a group costs O(distinct allowed sets ×
+    /// CPUs) — usually one set — and not O(members). A sorted `Vec`, since
+    /// it nearly always has one entry.
+    pub census: Vec<(CpuSet, Census)>,
 }
 
 /// How many members of a group have one allowed set, and how many of those
-/// are runnable. Entries with no member are removed.
+/// are runnable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Census {
     /// Members with this allowed set.
@@ -103,7 +120,7 @@ pub(crate) struct Census {
 pub(crate) struct App {
     /// DF → its groups, in id order (one, unless the DF was split); never
     /// an empty list.
-    pub dfs: BTreeMap<DfId, Vec<GroupId>>,
+    pub dfs: BTreeMap<DfId, Vec<GroupSlot>>,
 }
 
 /// Everything the engine knows, apart from the topology and configuration.
@@ -112,9 +129,9 @@ pub(crate) struct State {
     /// Applications that give DF information; `AppId(0)` always.
     pub apps: BTreeMap<AppId, App>,
     /// Known tasks.
-    pub tasks: BTreeMap<TaskId, Task>,
+    pub tasks: Slab<TaskId, Task>,
     /// Live groups.
-    pub groups: BTreeMap<GroupId, Group>,
+    pub groups: Slab<GroupId, Group>,
     /// Load per CPU (invariant 4).
     pub load: LoadVec,
     /// External runnable tasks per CPU, indexed by `CpuId.0`.
@@ -134,8 +151,8 @@ impl State {
         let len = topo.cpus().iter().last().map_or(0, |c| c.0 as usize + 1);
         State {
             apps: BTreeMap::from([(AppId(0), App::default())]),
-            tasks: BTreeMap::new(),
-            groups: BTreeMap::new(),
+            tasks: Slab::default(),
+            groups: Slab::default(),
             load,
             external: vec![0; len],
             next_group: 1,
@@ -146,26 +163,41 @@ impl State {
 
     /// The home a task's target derives from (invariant 3); `None` = its
     /// allowed set.
+    #[inline]
     pub(crate) fn home_of(&self, task: &Task) -> Option<DomainId> {
         match task.group {
-            Some(g) => Some(self.groups[&g].home),
+            Some(g) => Some(self.groups[g].home),
             None => task.solo_home,
         }
+    }
+
+    /// The id of a task's group, if it has one.
+    #[inline]
+    pub(crate) fn group_id(&self, task: &Task) -> Option<GroupId> {
+        task.group.map(|g| self.groups.id(g))
+    }
+
+    /// The groups of one DF of one application, in id order.
+    pub(crate) fn df_groups(&self, app: AppId, df: DfId) -> Option<&[GroupSlot]> {
+        self.apps.get(&app)?.dfs.get(&df).map(Vec::as_slice)
     }
 
     /// Checks invariants 1–4.
     pub(crate) fn check(&self, topo: &Topology) -> Result<(), String> {
         let machine = topo.cpus();
-        for (id, t) in &self.tasks {
+        self.tasks.check()?;
+        self.groups.check()?;
+        for (id, _, t) in self.tasks.iter() {
             if !self.apps.contains_key(&t.app) {
                 return Err(format!("{id} belongs to unknown {}", t.app));
             }
             match (t.df, t.group) {
                 (None, None) => {}
                 (Some(df), Some(g)) => {
-                    let grp = self.groups.get(&g).ok_or(format!("{id} in dead {g}"))?;
-                    if grp.df != df || grp.app != t.app || !grp.members.contains(id) {
-                        return Err(format!("{id} ({}, {df}) not a member of {g}", t.app));
+                    let grp = &self.groups[g];
+                    let gid = self.groups.id(g);
+                    if grp.df != df || grp.app != t.app || !grp.members.contains_key(&id) {
+                        return Err(format!("{id} ({}, {df}) not a member of {gid}", t.app));
                     }
                     if t.solo_home.is_some() {
                         return Err(format!("managed {id} has a solo home"));
@@ -184,7 +216,7 @@ impl State {
                 return Err(format!("{id} targeted {} instead of {want}", t.target));
             }
         }
-        for (id, g) in &self.groups {
+        for (id, slot, g) in self.groups.iter() {
             if g.members.is_empty() {
                 return Err(format!("{id} has no members but was not reclaimed"));
             }
@@ -192,43 +224,51 @@ impl State {
                 return Err(format!("{id} has a home {} not in the topology", g.home));
             }
             let mut census: BTreeMap<CpuSet, Census> = BTreeMap::new();
-            for m in g.members.iter().filter_map(|m| self.tasks.get(m)) {
-                let c = census.entry(m.allowed.clone()).or_default();
+            for (m, &ms) in &g.members {
+                if self.tasks.slot(m) != Some(ms) {
+                    return Err(format!("{id} lists {m} at a slot that is not its own"));
+                }
+                let t = &self.tasks[ms];
+                let c = census.entry(t.allowed.clone()).or_default();
                 c.members += 1;
-                c.runnable += u32::from(m.runnable);
+                c.runnable += u32::from(t.runnable);
             }
+            let census: Vec<(CpuSet, Census)> = census.into_iter().collect();
             if census != g.census {
                 return Err(format!("{id} census {:?}, counted {census:?}", g.census));
             }
-            let runnable = g.members.iter().filter(|m| self.tasks[m].runnable).count();
+            let runnable = g
+                .members
+                .values()
+                .filter(|&&m| self.tasks[m].runnable)
+                .count();
             if runnable != g.runnable {
                 return Err(format!(
                     "{id} counts {} runnable, has {runnable}",
                     g.runnable
                 ));
             }
-            for m in &g.members {
-                if self.tasks.get(m).and_then(|t| t.group) != Some(*id) {
+            for (m, &ms) in &g.members {
+                if self.tasks[ms].group != Some(slot) {
                     return Err(format!("{id} lists {m}, which is not in it"));
                 }
             }
-            let listed = self.apps.get(&g.app).and_then(|a| a.dfs.get(&g.df));
-            if !listed.is_some_and(|l| l.contains(id)) {
+            let listed = self.df_groups(g.app, g.df);
+            if !listed.is_some_and(|l| l.contains(&slot)) {
                 return Err(format!("{id} missing from {}'s DF map", g.app));
             }
         }
         for (app, a) in &self.apps {
             for (df, gs) in &a.dfs {
-                if gs.is_empty() || !gs.windows(2).all(|w| w[0] < w[1]) {
-                    return Err(format!("{app} {df}: bad group list {gs:?}"));
+                let ids: Vec<GroupId> = gs.iter().map(|&g| self.groups.id(g)).collect();
+                if ids.is_empty() || !ids.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(format!("{app} {df}: bad group list {ids:?}"));
                 }
-                for g in gs {
-                    let ok = self
-                        .groups
-                        .get(g)
-                        .is_some_and(|x| x.app == *app && x.df == *df);
-                    if !ok {
-                        return Err(format!("{app} {df} lists {g}, which is not its group"));
+                for &g in gs {
+                    let x = &self.groups[g];
+                    if x.app != *app || x.df != *df {
+                        let gid = self.groups.id(g);
+                        return Err(format!("{app} {df} lists {gid}, which is not its group"));
                     }
                 }
             }
@@ -237,7 +277,7 @@ impl State {
         for c in machine.iter() {
             load.add_cpu(c, u64::from(self.external[c.0 as usize]) * 1000);
         }
-        for t in self.tasks.values().filter(|t| t.runnable) {
+        for (_, _, t) in self.tasks.iter().filter(|(_, _, t)| t.runnable) {
             load.add_task(&t.target);
         }
         if load != self.load {
@@ -252,6 +292,7 @@ impl State {
 }
 
 /// A task's target for a home (invariant 3), and whether it is off-home.
+#[inline]
 pub(crate) fn target_for(
     topo: &Topology,
     allowed: &CpuSet,
@@ -270,8 +311,8 @@ pub(crate) fn target_for(
     }
 }
 
-/// The state with what it needs to act: topology, configuration, and the
-/// decisions of the event being handled.
+/// The state with what it needs to act: topology, configuration, the
+/// decisions of the event being handled, and a scratch load vector.
 pub(crate) struct Ctx<'a> {
     /// The machine.
     pub topo: &'a Topology,
@@ -281,6 +322,9 @@ pub(crate) struct Ctx<'a> {
     pub st: &'a mut State,
     /// Decisions of this event, in order.
     pub out: &'a mut Vec<Decision>,
+    /// The home rule's `base` is built here, so that evaluating a group
+    /// allocates nothing. Its content means nothing between uses.
+    pub scratch: &'a mut LoadVec,
 }
 
 /// What a group's re-evaluation needs before any load vector is built.
@@ -293,15 +337,117 @@ pub(crate) struct Facts<'s> {
     pub load_on_a_milli: u64,
 }
 
+/// Read-only questions about a group's members and load; borrowed apart
+/// from [`Ctx::scratch`], so that a base can be built into the scratch
+/// vector while the answers are held.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'s> {
+    /// The machine.
+    pub topo: &'s Topology,
+    /// The state.
+    pub st: &'s State,
+}
+
+impl<'s> View<'s> {
+    /// The members of `group` by allowed set, as `(allowed set, members,
+    /// runnable)`; nothing for `None`. Never includes the mover of an
+    /// event: it is taken out of the census before a group is evaluated,
+    /// and put in after.
+    #[inline]
+    fn census_of(
+        self,
+        group: Option<GroupSlot>,
+    ) -> impl Iterator<Item = (&'s CpuSet, u32, u32)> + Clone {
+        let census: &'s [(CpuSet, Census)] = match group {
+            Some(g) => &self.st.groups[g].census,
+            None => &[],
+        };
+        census
+            .iter()
+            .map(|(allowed, c)| (allowed, c.members, c.runnable))
+    }
+
+    /// The target of a member of `group` with allowed set `allowed`.
+    #[inline]
+    fn member_target(self, group: GroupSlot, allowed: &CpuSet) -> CpuSet {
+        target_for(self.topo, allowed, Some(self.st.groups[group].home)).0
+    }
+
+    /// `A`, `r` and the load on `A` of a group (or of no group: `None` for
+    /// a new one), with `mover` (a task changing groups in this event, not
+    /// in the census) counted as a member when `mover_joins`. No load
+    /// vector is built.
+    pub(crate) fn facts(
+        self,
+        group: Option<GroupSlot>,
+        mover: Option<TaskSlot>,
+        mover_joins: bool,
+    ) -> Facts<'s> {
+        let census = self.census_of(group);
+        let mover = mover.map(|m| &self.st.tasks[m]);
+        let joining = mover
+            .filter(|_| mover_joins)
+            .map(|t| (&t.allowed, u32::from(t.runnable)));
+        let entries = census.clone().map(|(a, _, r)| (a, r)).chain(joining);
+        let runnable: u64 = entries.clone().map(|(_, r)| u64::from(r)).sum();
+        let allowed = group_allowed(entries, runnable > 0);
+        // base(A) = load(A) minus what the group and the mover put on A.
+        let mut taken = 0;
+        for (a, _, r) in census.filter(|c| c.2 > 0) {
+            let target = self.member_target(group.expect("a census has a group"), a);
+            taken += u64::from(r) * share_within(&target, &allowed);
+        }
+        if let Some(t) = mover.filter(|t| t.runnable) {
+            taken += share_within(&t.target, &allowed);
+        }
+        let on_a = (self.load_on(&allowed) + runnable * TASK_MILLI).saturating_sub(taken);
+        Facts {
+            allowed,
+            runnable,
+            load_on_a_milli: on_a,
+        }
+    }
+
+    /// Σ load over `set`; O(1) for the whole machine.
+    #[inline]
+    fn load_on(self, set: &CpuSet) -> u64 {
+        if set == self.topo.cpus() {
+            self.st.load.total()
+        } else {
+            self.st.load.sum(set)
+        }
+    }
+
+    /// Writes into `base` the load without a group's runnable members and
+    /// without `mover`: the home rule's `base`. O(distinct allowed sets ×
+    /// CPUs); allocates only the first time `base` is used.
+    pub(crate) fn base_without(
+        self,
+        group: Option<GroupSlot>,
+        mover: Option<TaskSlot>,
+        base: &mut LoadVec,
+    ) {
+        base.clone_from(&self.st.load);
+        for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
+            let target = self.member_target(group.expect("a census has a group"), a);
+            base.sub_tasks(&target, u64::from(r));
+        }
+        if let Some(t) = mover.map(|m| &self.st.tasks[m]).filter(|t| t.runnable) {
+            base.sub_task(&t.target);
+        }
+    }
+}
+
 impl Ctx<'_> {
     /// Recomputes a task's target from its home and allowed set; when it
     /// changes, moves its load (if runnable) and emits `Place`. The only
     /// place a `Place` is emitted outside the balancer's task moves, which
     /// also come through here.
-    pub(crate) fn retarget(&mut self, id: TaskId) {
-        let t = &self.st.tasks[&id];
+    pub(crate) fn retarget(&mut self, ts: TaskSlot) {
+        let t = &self.st.tasks[ts];
         let (target, off_home) = target_for(self.topo, &t.allowed, self.st.home_of(t));
-        let t = self.st.tasks.get_mut(&id).expect("retargeted task exists");
+        let id = self.st.tasks.id(ts);
+        let t = &mut self.st.tasks[ts];
         if t.target == target {
             return;
         }
@@ -321,88 +467,22 @@ impl Ctx<'_> {
         });
     }
 
-    /// The members of `group` by allowed set, as `(allowed set, members,
-    /// runnable)`; nothing for `None`. Never includes the mover of an
-    /// event: it is taken out of the census before a group is evaluated,
-    /// and put in after.
-    fn census_of(
-        &self,
-        group: Option<GroupId>,
-    ) -> impl Iterator<Item = (&CpuSet, u32, u32)> + Clone + '_ {
-        group.into_iter().flat_map(move |g| {
-            let grp = &self.st.groups[&g];
-            grp.census
-                .iter()
-                .map(move |(allowed, c)| (allowed, c.members, c.runnable))
-        })
-    }
-
-    /// The target of a member of `group` with allowed set `allowed`.
-    fn member_target(&self, group: GroupId, allowed: &CpuSet) -> CpuSet {
-        target_for(self.topo, allowed, Some(self.st.groups[&group].home)).0
-    }
-
-    /// `A`, `r` and the load on `A` of a group (or of no group: `None` for
-    /// a new one), with `mover` (a task changing groups in this event, not
-    /// in the census) counted as a member when `mover_joins`. No load
-    /// vector is built.
-    pub(crate) fn facts(
-        &self,
-        group: Option<GroupId>,
-        mover: Option<TaskId>,
-        mover_joins: bool,
-    ) -> Facts<'_> {
-        let census = self.census_of(group);
-        let mover = mover.map(|m| &self.st.tasks[&m]);
-        let joining = mover
-            .filter(|_| mover_joins)
-            .map(|t| (&t.allowed, u32::from(t.runnable)));
-        let entries = census.clone().map(|(a, _, r)| (a, r)).chain(joining);
-        let runnable: u64 = entries.clone().map(|(_, r)| u64::from(r)).sum();
-        let allowed = group_allowed(entries, runnable > 0);
-        // base(A) = load(A) minus what the group and the mover put on A.
-        let mut taken = 0;
-        for (a, _, r) in census.filter(|c| c.2 > 0) {
-            let target = self.member_target(group.expect("a census has a group"), a);
-            taken += u64::from(r) * share_within(&target, &allowed);
-        }
-        if let Some(t) = mover.filter(|t| t.runnable) {
-            taken += share_within(&t.target, &allowed);
-        }
-        let on_a = (self.st.load.sum(&allowed) + runnable * TASK_MILLI).saturating_sub(taken);
-        Facts {
-            allowed,
-            runnable,
-            load_on_a_milli: on_a,
-        }
-    }
-
-    /// The load without a group's runnable members and without `mover`:
-    /// the home rule's `base`. O(distinct allowed sets × CPUs).
-    pub(crate) fn base_without(&self, group: Option<GroupId>, mover: Option<TaskId>) -> LoadVec {
-        let mut base = self.st.load.clone();
-        for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
-            let target = self.member_target(group.expect("a census has a group"), a);
-            base.sub_tasks(&target, u64::from(r));
-        }
-        if let Some(t) = mover.map(|m| &self.st.tasks[&m]).filter(|t| t.runnable) {
-            base.sub_task(&t.target);
-        }
-        base
-    }
-
     /// The home a group should have now, by the home rule with hysteresis
     /// (`home.rs`), with `mover` left out of the load and, when
-    /// `mover_joins`, counted as a member. Builds a load vector only when
-    /// the cheap keep test cannot decide.
+    /// `mover_joins`, counted as a member. Builds a load vector (in the
+    /// scratch one) only when the cheap keep test cannot decide.
     pub(crate) fn evaluate(
-        &self,
-        g: GroupId,
-        mover: Option<TaskId>,
+        &mut self,
+        g: GroupSlot,
+        mover: Option<TaskSlot>,
         mover_joins: bool,
     ) -> DomainId {
-        let current = self.st.groups[&g].home;
-        let facts = self.facts(Some(g), mover, mover_joins);
+        let view = View {
+            topo: self.topo,
+            st: self.st,
+        };
+        let current = view.st.groups[g].home;
+        let facts = view.facts(Some(g), mover, mover_joins);
         let glance = home::keeps_at_a_glance(
             self.topo,
             self.config,
@@ -414,9 +494,9 @@ impl Ctx<'_> {
         if glance == Some(true) {
             return current;
         }
-        let base = self.base_without(Some(g), mover);
+        view.base_without(Some(g), mover, self.scratch);
         let shape = Shape {
-            base: &base,
+            base: &*self.scratch,
             allowed: &facts.allowed,
             runnable: facts.runnable,
         };
@@ -424,11 +504,15 @@ impl Ctx<'_> {
     }
 
     /// A fresh home for a new group made of `mover` alone.
-    pub(crate) fn home_for_new(&self, mover: TaskId) -> DomainId {
-        let facts = self.facts(None, Some(mover), true);
-        let base = self.base_without(None, Some(mover));
+    pub(crate) fn home_for_new(&mut self, mover: TaskSlot) -> DomainId {
+        let view = View {
+            topo: self.topo,
+            st: self.st,
+        };
+        let facts = view.facts(None, Some(mover), true);
+        view.base_without(None, Some(mover), self.scratch);
         let shape = Shape {
-            base: &base,
+            base: &*self.scratch,
             allowed: &facts.allowed,
             runnable: facts.runnable,
         };
@@ -437,8 +521,8 @@ impl Ctx<'_> {
 
     /// Moves a group to `home` and re-targets its members. Counts a re-home
     /// unless the balancer did it (it counts its own moves).
-    pub(crate) fn rehome(&mut self, g: GroupId, home: DomainId, by_balancer: bool) {
-        let grp = self.st.groups.get_mut(&g).expect("re-homed group exists");
+    pub(crate) fn rehome(&mut self, g: GroupSlot, home: DomainId, by_balancer: bool) {
+        let grp = &mut self.st.groups[g];
         if grp.home == home {
             return;
         }
@@ -446,7 +530,7 @@ impl Ctx<'_> {
         if !by_balancer {
             self.st.stats.rehomes += 1;
         }
-        let members: Vec<TaskId> = grp.members.iter().copied().collect();
+        let members: Vec<TaskSlot> = grp.members.values().copied().collect();
         for m in members {
             self.retarget(m);
         }
@@ -454,7 +538,7 @@ impl Ctx<'_> {
 
     /// Re-evaluates a group's home by the home rule (with hysteresis),
     /// leaving `mover` out, and re-homes it if needed.
-    pub(crate) fn reevaluate(&mut self, g: GroupId, mover: Option<TaskId>) {
+    pub(crate) fn reevaluate(&mut self, g: GroupSlot, mover: Option<TaskSlot>) {
         let home = self.evaluate(g, mover, false);
         self.rehome(g, home, false);
     }
@@ -462,18 +546,18 @@ impl Ctx<'_> {
     /// Creates an empty group of `(app, df)` on `home` and lists it in the
     /// app's DF map. The caller adds members at once (a group is never left
     /// empty).
-    pub(crate) fn create_group(&mut self, app: AppId, df: DfId, home: DomainId) -> GroupId {
+    pub(crate) fn create_group(&mut self, app: AppId, df: DfId, home: DomainId) -> GroupSlot {
         let id = GroupId(self.st.next_group);
         self.st.next_group += 1;
-        self.st.groups.insert(
+        let slot = self.st.groups.insert(
             id,
             Group {
                 app,
                 df,
                 home,
-                members: BTreeSet::new(),
+                members: BTreeMap::new(),
                 runnable: 0,
-                census: BTreeMap::new(),
+                census: Vec::new(),
             },
         );
         let list = self
@@ -485,17 +569,18 @@ impl Ctx<'_> {
             .entry(df)
             .or_default();
         // Ids only grow, so pushing keeps the list in id order.
-        list.push(id);
+        list.push(slot);
         self.st.stats.groups_created += 1;
-        id
+        slot
     }
 
     /// Adds a task to a group's membership (not its target: the caller
     /// re-targets it).
-    pub(crate) fn add_member(&mut self, g: GroupId, id: TaskId) {
-        let t = self.st.tasks.get_mut(&id).expect("member exists");
-        let grp = self.st.groups.get_mut(&g).expect("group exists");
-        grp.members.insert(id);
+    pub(crate) fn add_member(&mut self, g: GroupSlot, ts: TaskSlot) {
+        let id = self.st.tasks.id(ts);
+        let t = &mut self.st.tasks[ts];
+        let grp = &mut self.st.groups[g];
+        grp.members.insert(id, ts);
         grp.runnable += usize::from(t.runnable);
         census_add(&mut grp.census, &t.allowed, t.runnable);
         t.df = Some(grp.df);
@@ -505,9 +590,10 @@ impl Ctx<'_> {
 
     /// Takes a task out of a group's membership, leaving it unmanaged; no
     /// reclaim, no re-evaluation, its target untouched.
-    pub(crate) fn remove_member(&mut self, g: GroupId, id: TaskId) {
-        let t = self.st.tasks.get_mut(&id).expect("member exists");
-        let grp = self.st.groups.get_mut(&g).expect("group exists");
+    pub(crate) fn remove_member(&mut self, g: GroupSlot, ts: TaskSlot) {
+        let id = self.st.tasks.id(ts);
+        let t = &mut self.st.tasks[ts];
+        let grp = &mut self.st.groups[g];
         grp.members.remove(&id);
         grp.runnable -= usize::from(t.runnable);
         census_sub(&mut grp.census, &t.allowed, t.runnable);
@@ -517,8 +603,8 @@ impl Ctx<'_> {
 
     /// Changes whether a task is runnable: its load, and its group's
     /// counts.
-    pub(crate) fn set_runnable(&mut self, id: TaskId, runnable: bool) {
-        let t = self.st.tasks.get_mut(&id).expect("task exists");
+    pub(crate) fn set_runnable(&mut self, ts: TaskSlot, runnable: bool) {
+        let t = &mut self.st.tasks[ts];
         if t.runnable == runnable {
             return;
         }
@@ -529,11 +615,8 @@ impl Ctx<'_> {
             self.st.load.sub_task(&t.target);
         }
         if let Some(g) = t.group {
-            let grp = self.st.groups.get_mut(&g).expect("a task's group exists");
-            let c = grp
-                .census
-                .get_mut(&t.allowed)
-                .expect("a member is in its group's census");
+            let grp = &mut self.st.groups[g];
+            let c = census_entry(&mut grp.census, &t.allowed);
             if runnable {
                 grp.runnable += 1;
                 c.runnable += 1;
@@ -548,21 +631,22 @@ impl Ctx<'_> {
     /// group is reclaimed (`GroupReclaimed`), otherwise it is re-evaluated
     /// without the task. The task is left unmanaged; its target is not
     /// touched (the caller re-targets or forgets it).
-    pub(crate) fn leave_group(&mut self, id: TaskId) {
-        let Some(g) = self.st.tasks[&id].group else {
+    pub(crate) fn leave_group(&mut self, ts: TaskSlot) {
+        let Some(g) = self.st.tasks[ts].group else {
             return;
         };
-        self.remove_member(g, id);
-        if self.st.groups[&g].members.is_empty() {
+        self.remove_member(g, ts);
+        if self.st.groups[g].members.is_empty() {
             self.reclaim(g);
         } else {
-            self.reevaluate(g, Some(id));
+            self.reevaluate(g, Some(ts));
         }
     }
 
     /// Forgets an empty group and its DF map entry.
-    fn reclaim(&mut self, g: GroupId) {
-        let grp = self.st.groups.remove(&g).expect("reclaimed group exists");
+    fn reclaim(&mut self, g: GroupSlot) {
+        let id = self.st.groups.id(g);
+        let grp = self.st.groups.remove(g);
         debug_assert!(grp.members.is_empty());
         let dfs = &mut self
             .st
@@ -577,7 +661,7 @@ impl Ctx<'_> {
             }
         }
         self.st.stats.groups_reclaimed += 1;
-        self.out.push(Decision::GroupReclaimed { group: g });
+        self.out.push(Decision::GroupReclaimed { group: id });
     }
 
     /// Every CPU of the machine.
@@ -625,24 +709,37 @@ pub(crate) fn group_allowed<'t>(
     Cow::Owned(union)
 }
 
+/// The census entry of allowed set `allowed`, which must be there.
+fn census_entry<'c>(census: &'c mut [(CpuSet, Census)], allowed: &CpuSet) -> &'c mut Census {
+    let i = census
+        .binary_search_by(|(a, _)| a.cmp(allowed))
+        .expect("a member is in its group's census");
+    &mut census[i].1
+}
+
 /// Counts a member with allowed set `allowed` in a census.
-pub(crate) fn census_add(census: &mut BTreeMap<CpuSet, Census>, allowed: &CpuSet, runnable: bool) {
-    let c = match census.get_mut(allowed) {
-        Some(c) => c,
-        None => census.entry(allowed.clone()).or_default(),
+pub(crate) fn census_add(census: &mut Vec<(CpuSet, Census)>, allowed: &CpuSet, runnable: bool) {
+    let i = match census.binary_search_by(|(a, _)| a.cmp(allowed)) {
+        Ok(i) => i,
+        Err(i) => {
+            census.insert(i, (allowed.clone(), Census::default()));
+            i
+        }
     };
+    let c = &mut census[i].1;
     c.members += 1;
     c.runnable += u32::from(runnable);
 }
 
 /// Stops counting a member with allowed set `allowed` in a census.
-pub(crate) fn census_sub(census: &mut BTreeMap<CpuSet, Census>, allowed: &CpuSet, runnable: bool) {
-    let c = census
-        .get_mut(allowed)
+pub(crate) fn census_sub(census: &mut Vec<(CpuSet, Census)>, allowed: &CpuSet, runnable: bool) {
+    let i = census
+        .binary_search_by(|(a, _)| a.cmp(allowed))
         .expect("a member is in its group's census");
+    let c = &mut census[i].1;
     c.members -= 1;
     c.runnable -= u32::from(runnable);
     if c.members == 0 {
-        census.remove(allowed);
+        census.remove(i);
     }
 }
