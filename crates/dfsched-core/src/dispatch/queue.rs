@@ -54,16 +54,46 @@
 //! tasks among processors even); one whose last awaited task became ready
 //! elsewhere stops pausing at that moment ([`Readied::woken`]).
 //!
+//! **Indexes.** No pick walks the whole ready queue. Beside the queue the
+//! dispatcher keeps, per processor, the tasks a free processor looks for
+//! first, so each rule's answer is at the front of a list:
+//!
+//! ```text
+//!   FP   by_cpu[p]   queued tasks t with t mod M = p      arrival order
+//!   LP   by_cpu[p]   queued tasks that last ran on p      arrival order
+//!   LMR  by_cpu[p]   queued tasks matched to p            arrival order
+//!   LMR  by_assoc[p] queued tasks associated with p       arrival order
+//!   MI,  by_assoc[p] every task associated with p         most recent burst
+//!   LMI                                                   on p first
+//!   all  cold        queued tasks with no affinity        arrival order
+//!        (pausing)
+//! ```
+//!
+//! MI's "fewest intervening" at `p` is the largest burst count `at` that a
+//! queued task left at `p` (intervening = `executed[p] − at`), so the pick
+//! is the first *queued* task of `by_assoc[p]`. Counts are unique (each
+//! burst on `p` gets its own), so there are no ties in practice; the walk
+//! still breaks them by arrival, as the rule says. The walk gives up after
+//! stepping over as many absent tasks as the queue holds, and scans the
+//! queue instead, so a pick never costs more than twice the queue.
+//!
 //! Invariants ([`QueueDispatcher::check_invariants`]): every task is away,
 //! queued once or running on exactly the processor that runs it; the idle
-//! list holds exactly the idle processors; except under FP, an idle
-//! processor means an empty queue; no queued task matches a paused
-//! processor; LMR's per-processor match counts equal the queued tasks
-//! matched there; a task has at most `A` associations and affinity data for
-//! exactly those.
+//! list holds exactly the idle processors and the paused list exactly the
+//! paused ones; except under FP, an idle processor means an empty queue;
+//! no queued task matches a paused processor; LMR's per-processor match
+//! counts equal the queued tasks matched there; a task has at most `A`
+//! associations and affinity data for exactly those; every index above
+//! holds exactly the tasks and the order its row says; while pausing, the
+//! away counts equal the away tasks with affinity for each processor.
 
 mod chain;
+mod index;
+mod invariants;
+mod lists;
 mod policy;
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;
 
@@ -73,9 +103,11 @@ pub use policy::{
 
 use crate::ids::{CpuId, TaskId};
 use chain::{Chain, NONE};
+use lists::Lists;
 use serde::Serialize;
 
-/// The most affinity cells (`M·N`) a dispatcher keeps: 16 Mi, 128 MiB.
+/// The most affinity cells (`M·N`) a dispatcher keeps: 16 Mi, 128 MiB of
+/// burst counts (and, for MI, as much again of index links).
 pub const MAX_AFFINITY_CELLS: u64 = 1 << 24;
 
 /// Counters of a dispatcher's decisions.
@@ -144,10 +176,31 @@ pub struct QueueDispatcher {
     executed: Vec<u64>,
     /// Ready tasks in arrival order.
     queue: Chain,
+    /// When each queued task arrived (a count of arrivals): orders tasks
+    /// found through an index rather than by walking the queue.
+    arrival: Vec<u64>,
+    /// Arrivals so far.
+    arrivals: u64,
     /// Idle (not paused) processors, longest idle first.
     idle: Chain,
+    /// Paused processors, in the order they paused (only the set matters:
+    /// with `idle`, it enumerates the waiting processors).
+    paused: Chain,
+    /// Per processor, the queued tasks it takes first, in arrival order:
+    /// FP its own, LP those that last ran on it, LMR those matched to it.
+    /// Nodes are tasks. Unused by FCFS, MI and LMI.
+    by_cpu: Lists,
+    /// Per processor, nodes `t·A + s` (task `t`'s association slot `s`):
+    /// LMR the queued tasks associated with it in arrival order; MI and LMI
+    /// every task associated with it, the most recent burst there first.
+    /// Unused by FCFS, FP and LP.
+    by_assoc: Lists,
+    /// Queued cold tasks in arrival order; kept only while pausing (only
+    /// the pause looks for them).
+    cold: Chain,
     /// Away tasks with affinity for each processor (LP: last ran there;
     /// MI, LMI, LMR: associated): the tasks whose return a pause awaits.
+    /// Kept only while pausing (only the pause reads it).
     away_matching: Vec<u32>,
     /// Counters.
     stats: QueueStats,
@@ -204,7 +257,7 @@ impl QueueDispatcher {
         for p in 0..m {
             idle.push_back(p);
         }
-        Ok(QueueDispatcher {
+        let mut d = QueueDispatcher {
             config,
             m,
             a,
@@ -220,10 +273,24 @@ impl QueueDispatcher {
             cpu_state: vec![CpuState::Idle; mu],
             executed: vec![0; mu],
             queue: Chain::new(nu),
+            arrival: vec![0; nu],
+            arrivals: 0,
             idle,
+            paused: Chain::new(mu),
+            by_cpu: Lists::unused(),
+            by_assoc: if a > 0 {
+                Lists::new(mu, nu * au)
+            } else {
+                Lists::unused()
+            },
+            cold: Chain::new(if pausing { nu } else { 0 }),
             away_matching: vec![0; mu],
             stats: QueueStats::default(),
-        })
+        };
+        if d.uses_by_cpu() {
+            d.by_cpu = Lists::new(mu, nu);
+        }
+        Ok(d)
     }
 
     /// The configuration.
@@ -304,7 +371,9 @@ impl QueueDispatcher {
                 state: self.task_state[t],
             });
         }
-        self.count_away(t, false);
+        if self.pausing {
+            self.count_away(t, false);
+        }
         let waiting = |s: CpuState| matches!(s, CpuState::Idle | CpuState::Paused);
         let mut matched = NONE;
         let cpu = match self.config.policy {
@@ -337,9 +406,8 @@ impl QueueDispatcher {
         // A cold task ends any pause (lowest id first) when no processor idles.
         let cpu = cpu.or_else(|| {
             (self.pausing && self.is_cold(t))
-                .then(|| self.cpu_state.iter().position(|s| *s == CpuState::Paused))
+                .then(|| self.paused.iter().min())
                 .flatten()
-                .map(|p| p as u32)
         });
         match cpu {
             Some(p) => {
@@ -347,16 +415,11 @@ impl QueueDispatcher {
                 self.stats.direct += 1;
             }
             None => {
-                self.queue.push_back(t as u32);
-                self.task_state[t] = TaskState::Queued;
-                if matched != NONE {
-                    self.matched_to[t] = matched;
-                    self.matched[matched as usize] += 1;
-                }
+                self.enqueue(t, matched);
                 self.stats.queued += 1;
             }
         }
-        let woken = if self.pausing {
+        let woken = if self.pausing && !self.paused.is_empty() {
             self.unstrand(t)
         } else {
             Vec::new()
@@ -373,19 +436,22 @@ impl QueueDispatcher {
     #[cold]
     fn unstrand(&mut self, t: usize) -> Vec<(CpuId, TaskId)> {
         let mut woken = Vec::new();
-        let cpus: Vec<u32> = match self.config.policy {
-            QueuePolicy::LastProcessor => vec![self.last_cpu[t]],
-            _ => self.assoc_of(t).to_vec(),
-        };
-        for p in cpus {
+        let lp = self.config.policy == QueuePolicy::LastProcessor;
+        let cpus = if lp { 1 } else { self.assoc_len[t] as usize };
+        for i in 0..cpus {
+            let p = if lp {
+                self.last_cpu[t]
+            } else {
+                self.assoc[t * self.a as usize + i]
+            };
             let pu = p as usize;
             if p == NONE || self.cpu_state[pu] != CpuState::Paused || self.away_matching[pu] > 0 {
                 continue;
             }
+            self.paused.remove(p);
             match self.queue.front() {
                 Some(h) => {
-                    self.queue.remove(h);
-                    self.unmatch(h as usize);
+                    self.dequeue(h as usize);
                     let task = TaskId(u64::from(h));
                     self.cpu_state[pu] = CpuState::Running(task);
                     self.task_state[h as usize] = TaskState::Running(CpuId(p));
@@ -450,18 +516,20 @@ impl QueueDispatcher {
             self.associate(t, p, now);
         }
         self.task_state[t] = TaskState::Away;
-        self.count_away(t, true);
+        if self.pausing {
+            self.count_away(t, true);
+        }
         let pick = self.pick_for(p);
         match pick {
             Pick::Run(next) => {
                 let x = next.0 as usize;
-                self.queue.remove(x as u32);
-                self.unmatch(x);
+                self.dequeue(x);
                 self.cpu_state[p] = CpuState::Running(next);
                 self.task_state[x] = TaskState::Running(cpu);
             }
             Pick::Pause => {
                 self.cpu_state[p] = CpuState::Paused;
+                self.paused.push_back(p as u32);
                 self.stats.pauses += 1;
             }
             Pick::Idle => {
@@ -471,104 +539,6 @@ impl QueueDispatcher {
             }
         }
         Ok(pick)
-    }
-
-    /// Checks the invariants of the module doc; the first broken one is
-    /// described in the error.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let mut seen = vec![false; self.task_state.len()];
-        for t in self.queue.iter() {
-            let tu = t as usize;
-            if seen[tu] || self.task_state[tu] != TaskState::Queued {
-                return Err(format!(
-                    "task{t} is on the queue twice or not marked queued"
-                ));
-            }
-            seen[tu] = true;
-        }
-        let mut matched = vec![0u32; self.m as usize];
-        for (t, s) in self.task_state.iter().enumerate() {
-            match *s {
-                TaskState::Queued if !seen[t] => {
-                    return Err(format!("task{t} is marked queued but not on the queue"))
-                }
-                TaskState::Running(c)
-                    if self.cpu_state[c.0 as usize] != CpuState::Running(TaskId(t as u64)) =>
-                {
-                    return Err(format!("task{t} claims {c}, which does not run it"))
-                }
-                _ => {}
-            }
-            if self.matched_to[t] != NONE {
-                if *s != TaskState::Queued {
-                    return Err(format!("task{t} is matched but not queued"));
-                }
-                matched[self.matched_to[t] as usize] += 1;
-            }
-            if self.a > 0 {
-                let list = self.assoc_of(t);
-                if list.len() > self.a as usize {
-                    return Err(format!("task{t} has {} associations", list.len()));
-                }
-                for p in 0..self.m as usize {
-                    let has = self.at[t * self.m as usize + p] != 0;
-                    if has != list.contains(&(p as u32)) {
-                        return Err(format!(
-                            "task{t}'s affinity for cpu{p} disagrees with its associations"
-                        ));
-                    }
-                }
-            }
-        }
-        let mut away = vec![0u32; self.m as usize];
-        for t in 0..self.task_state.len() {
-            if self.task_state[t] == TaskState::Away {
-                for (p, c) in away.iter_mut().enumerate() {
-                    let affine = match self.config.policy {
-                        QueuePolicy::Fcfs | QueuePolicy::FixedProcessor => false,
-                        _ => self.matches(t, p),
-                    };
-                    *c += u32::from(affine);
-                }
-            }
-        }
-        if away != self.away_matching {
-            return Err(format!(
-                "away counts {:?}, expected {away:?}",
-                self.away_matching
-            ));
-        }
-        if matched != self.matched {
-            return Err(format!(
-                "LMR match counts {:?}, expected {matched:?}",
-                self.matched
-            ));
-        }
-        for (p, s) in self.cpu_state.iter().enumerate() {
-            if let CpuState::Running(task) = *s {
-                if self.task_state[task.0 as usize] != TaskState::Running(CpuId(p as u32)) {
-                    return Err(format!("cpu{p} runs {task}, which is elsewhere"));
-                }
-            }
-            if (*s == CpuState::Idle) != self.idle.contains(p as u32) {
-                return Err(format!("cpu{p} is {s:?} but the idle list disagrees"));
-            }
-            if *s == CpuState::Paused && self.pausing && self.away_matching[p] == 0 {
-                return Err(format!("cpu{p} pauses with no awaited task away"));
-            }
-            let fp = self.config.policy == QueuePolicy::FixedProcessor;
-            if *s == CpuState::Idle && !fp && !self.queue.is_empty() {
-                return Err(format!("cpu{p} is idle while tasks wait"));
-            }
-            if matches!(s, CpuState::Idle | CpuState::Paused) {
-                if let Some(t) = self.queue.iter().find(|&t| self.ends_pause(t as usize, p)) {
-                    return Err(format!(
-                        "cpu{p} waits ({s:?}) while matching task{t} is queued"
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 
     // ---- internals ----
@@ -634,22 +604,39 @@ impl QueueDispatcher {
     }
 
     /// The waiting (idle or paused) processor associated with `t` that has
-    /// the fewest intervening tasks; ties to the lower id.
+    /// the fewest intervening tasks; ties to the lower id. Looks through
+    /// the waiting processors or through `t`'s associations, whichever are
+    /// fewer (the key makes the answer the same either way).
     fn best_waiting_association(&self, t: usize) -> Option<u32> {
-        let mut best: Option<(u64, u32)> = None;
-        for &p in self.assoc_of(t) {
-            if !matches!(
-                self.cpu_state[p as usize],
-                CpuState::Idle | CpuState::Paused
-            ) {
-                continue;
-            }
-            let key = (self.inter(t, p as usize).unwrap_or(u64::MAX), p);
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
+        let waiting = self.idle.len() + self.paused.len();
+        if waiting == 0 {
+            return None;
         }
-        best.map(|(_, p)| p)
+        let mu = self.m as usize;
+        let key = |p: u32| {
+            let at = self.at[t * mu + p as usize];
+            (at != 0).then(|| (self.executed[p as usize] - at, p))
+        };
+        if waiting < self.assoc_len[t] as usize {
+            self.idle
+                .iter()
+                .chain(self.paused.iter())
+                .filter_map(key)
+                .min()
+                .map(|(_, p)| p)
+        } else {
+            self.assoc_of(t)
+                .iter()
+                .filter(|&&p| {
+                    matches!(
+                        self.cpu_state[p as usize],
+                        CpuState::Idle | CpuState::Paused
+                    )
+                })
+                .filter_map(|&p| key(p))
+                .min()
+                .map(|(_, p)| p)
+        }
     }
 
     /// LMR's routing: the associated processor with the least intervening
@@ -668,51 +655,14 @@ impl QueueDispatcher {
 
     /// Starts `t` on the waiting processor `p`.
     fn start(&mut self, t: usize, p: u32) {
-        if self.cpu_state[p as usize] == CpuState::Idle {
-            self.idle.remove(p);
+        match self.cpu_state[p as usize] {
+            CpuState::Idle => self.idle.remove(p),
+            CpuState::Paused => self.paused.remove(p),
+            CpuState::Running(_) => unreachable!("cpu{p} is not waiting"),
         }
         let task = TaskId(t as u64);
         self.cpu_state[p as usize] = CpuState::Running(task);
         self.task_state[t] = TaskState::Running(CpuId(p));
-    }
-
-    /// Forgets LMR's match of a task leaving the queue.
-    #[inline]
-    fn unmatch(&mut self, t: usize) {
-        let q = self.matched_to[t];
-        if q != NONE {
-            self.matched[q as usize] -= 1;
-            self.matched_to[t] = NONE;
-        }
-    }
-
-    /// Records `t`'s burst on `p` (whose count is now `now`): refresh an
-    /// association, add one while fewer than `A`, or replace the worst.
-    fn associate(&mut self, t: usize, p: usize, now: u64) {
-        let mu = self.m as usize;
-        let cell = t * mu + p;
-        if self.at[cell] == 0 {
-            let a = self.a as usize;
-            let len = self.assoc_len[t] as usize;
-            if len < a {
-                self.assoc[t * a + len] = p as u32;
-                self.assoc_len[t] += 1;
-            } else {
-                // The worst association: most intervening; ties to the
-                // earliest made.
-                let slot = (0..a)
-                    .max_by_key(|&s| {
-                        let q = self.assoc[t * a + s] as usize;
-                        (self.executed[q] - self.at[t * mu + q], std::cmp::Reverse(s))
-                    })
-                    .expect("A ≥ 1");
-                let old = self.assoc[t * a + slot] as usize;
-                self.at[t * mu + old] = 0;
-                self.assoc[t * a + slot] = p as u32;
-                self.stats.replacements += 1;
-            }
-        }
-        self.at[cell] = now;
     }
 
     /// What free processor `p` does next.
@@ -720,37 +670,17 @@ impl QueueDispatcher {
         let Some(head) = self.queue.front() else {
             return Pick::Idle;
         };
+        let pu = p as u32;
         let found = match self.config.policy {
             QueuePolicy::Fcfs => None,
-            QueuePolicy::FixedProcessor | QueuePolicy::LastProcessor => {
-                self.queue.iter().find(|&t| self.matches(t as usize, p))
-            }
+            QueuePolicy::FixedProcessor | QueuePolicy::LastProcessor => self.by_cpu.front(pu),
             QueuePolicy::MinIntervening | QueuePolicy::LimitedMinIntervening { .. } => {
-                let mu = self.m as usize;
-                let ex = self.executed[p];
-                let mut best: Option<(u64, u32)> = None;
-                for t in self.queue.iter() {
-                    let at = self.at[t as usize * mu + p];
-                    if at != 0 && best.is_none_or(|(b, _)| ex - at < b) {
-                        best = Some((ex - at, t));
-                        if ex == at {
-                            break; // nothing beats zero
-                        }
-                    }
-                }
-                best.map(|(_, t)| t)
+                self.min_intervening(p)
             }
-            QueuePolicy::LimitedMinInterveningRouting { .. } => {
-                let pu = p as u32;
-                let by_match = if self.matched[p] > 0 {
-                    self.queue
-                        .iter()
-                        .find(|&t| self.matched_to[t as usize] == pu)
-                } else {
-                    None
-                };
-                by_match.or_else(|| self.queue.iter().find(|&t| self.matches(t as usize, p)))
-            }
+            QueuePolicy::LimitedMinInterveningRouting { .. } => self
+                .by_cpu
+                .front(pu)
+                .or_else(|| self.by_assoc.front(pu).map(|x| x / self.a)),
         };
         match found {
             Some(t) => {
@@ -763,9 +693,8 @@ impl QueueDispatcher {
                 // the head (no awaited task exists: waiting would be
                 // forever).
                 let pick = self
-                    .queue
-                    .iter()
-                    .find(|&t| self.is_cold(t as usize))
+                    .cold
+                    .front()
                     .or((self.away_matching[p] == 0).then_some(head));
                 match pick {
                     Some(t) => {

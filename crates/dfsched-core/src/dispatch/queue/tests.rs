@@ -261,7 +261,7 @@ fn give_affinity(d: &mut QueueDispatcher, t: usize, p: usize, at: u64) {
     let len = d.assoc_len[t] as usize;
     d.assoc[t * a + len] = p as u32;
     d.assoc_len[t] += 1;
-    d.away_matching[p] += 1;
+    d.rebuild_derived();
 }
 
 #[test]
@@ -533,5 +533,114 @@ proptest! {
         let a = random_run(policy, pause, m, n, &choices);
         let b = random_run(policy, pause, m, n, &choices);
         prop_assert_eq!(a, b);
+    }
+}
+
+/// Drives the indexed dispatcher and the scanning [`super::reference`]
+/// one with the same random interleaving; fails at the first answer,
+/// counter, queue or state where they part.
+fn agrees_with_the_reference(
+    policy: QueuePolicy,
+    pause: bool,
+    m: u32,
+    n: u32,
+    choices: &[u16],
+) -> Result<(), String> {
+    let policy = match policy {
+        QueuePolicy::LimitedMinIntervening { associations } => lmi(associations.min(m)),
+        QueuePolicy::LimitedMinInterveningRouting { associations } => lmr(associations.min(m)),
+        p => p,
+    };
+    let config = QueueConfig {
+        policy,
+        processors: m,
+        tasks: n,
+        pause: pause.then_some(PAUSE),
+    };
+    let mut d = QueueDispatcher::new(config).unwrap();
+    let mut r = super::reference::Reference::new(config).unwrap();
+    for (step, &c) in choices.iter().enumerate() {
+        let (tasks, cpus) = r.states();
+        let away: Vec<u64> = (0..u64::from(n))
+            .filter(|&t| tasks[t as usize] == TaskState::Away)
+            .collect();
+        let running: Vec<(u64, u32)> = (0..m)
+            .filter_map(|p| match cpus[p as usize] {
+                CpuState::Running(t) => Some((t.0, p)),
+                _ => None,
+            })
+            .collect();
+        let k = usize::from(c) % (away.len() + running.len());
+        let (mine, theirs) = if k < away.len() {
+            let t = TaskId(away[k]);
+            (
+                format!("{:?}", d.task_ready(t).unwrap()),
+                format!("{:?}", r.task_ready(t).unwrap()),
+            )
+        } else {
+            let (t, p) = running[k - away.len()];
+            (
+                format!("{:?}", d.burst_done(TaskId(t), CpuId(p)).unwrap()),
+                format!("{:?}", r.burst_done(TaskId(t), CpuId(p)).unwrap()),
+            )
+        };
+        let queue: Vec<u32> = d.queued().map(|t| t.0 as u32).collect();
+        let states = (
+            (0..n)
+                .map(|t| d.task_state(TaskId(t.into())).unwrap())
+                .collect(),
+            (0..m).map(|p| d.cpu_state(CpuId(p)).unwrap()).collect(),
+        );
+        if mine != theirs || d.stats() != r.stats() || queue != r.queued() || states != r.states() {
+            return Err(format!(
+                "step {step}: {mine} vs the reference's {theirs}; stats {:?} vs {:?}",
+                d.stats(),
+                r.stats()
+            ));
+        }
+        d.check_invariants()?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn indexed_picks_are_the_reference_scans_answers(
+        (policy, pause) in any_policy(),
+        m in 1u32..=5,
+        extra in 0u32..=9,
+        choices in proptest::collection::vec(any::<u16>(), 1..400),
+    ) {
+        let n = m + extra;
+        if let Err(e) = agrees_with_the_reference(policy, pause, m, n, &choices) {
+            return Err(TestCaseError::fail(format!("{policy} pause={pause} M={m} N={n}: {e}")));
+        }
+    }
+}
+
+#[test]
+fn mi_picks_agree_with_the_reference_on_long_runs_at_the_papers_shape() {
+    // Long, loaded runs reach the walk's fallback (a short queue behind a
+    // long recency list) and LMI's replacements many times over.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let choices: Vec<u16> = (0..20_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 48) as u16
+        })
+        .collect();
+    for (policy, pause) in [
+        (QueuePolicy::MinIntervening, false),
+        (QueuePolicy::MinIntervening, true),
+        (lmi(3), false),
+        (lmi(3), true),
+        (lmr(3), true),
+        (QueuePolicy::LastProcessor, true),
+    ] {
+        agrees_with_the_reference(policy, pause, 8, 24, &choices)
+            .unwrap_or_else(|e| panic!("{policy} pause={pause}: {e}"));
     }
 }
