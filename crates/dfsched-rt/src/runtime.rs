@@ -33,6 +33,7 @@
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
+use crate::place::Applying;
 use crate::procfs::LoadSampler;
 use crate::stats::RuntimeStats;
 use crate::sys::{RealSys, SysOps};
@@ -42,6 +43,7 @@ use dfsched_core::{
     TaskView, Topology,
 };
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -50,6 +52,36 @@ use std::time::{Duration, Instant};
 /// Runtime ids, so a thread's registration can never be mistaken for one of
 /// another runtime, even one at the same address.
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Hashes a thread id with one multiplication (Fibonacci hashing), where
+/// SipHash costs tens of nanoseconds per lookup on the hint path. Enough
+/// here: tids come from the kernel, not from an adversary, and the map is
+/// never iterated for a decision. The low bits of the product are a
+/// bijection of the tid's low bits (the multiplier is odd), the high bits
+/// mix all of them: both ends of the hash are usable, as `HashMap` needs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TidHasher(u64);
+
+/// 2^64 / φ, odd.
+const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl Hasher for TidHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(FIBONACCI);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b).wrapping_add(self.0.rotate_left(8)));
+        }
+    }
+}
 
 /// What the runtime keeps per registered thread.
 #[derive(Debug)]
@@ -72,7 +104,7 @@ pub(crate) struct State {
     pub(crate) engine: Engine,
     /// Registered threads by tid. Only looked up, never iterated for a
     /// decision.
-    pub(crate) tasks: HashMap<u64, TaskRec>,
+    pub(crate) tasks: HashMap<u64, TaskRec, BuildHasherDefault<TidHasher>>,
     /// Decisions the engine appends to; reused so the hot path does not
     /// allocate a Vec per hint.
     pub(crate) decisions: Vec<Decision>,
@@ -197,7 +229,7 @@ impl Runtime {
             shut_down: AtomicBool::new(false),
             state: Mutex::new(State {
                 engine,
-                tasks: HashMap::new(),
+                tasks: HashMap::default(),
                 decisions: Vec::with_capacity(16),
                 spare: Vec::with_capacity(16),
                 stats: RuntimeStats::default(),
@@ -529,9 +561,24 @@ impl Inner {
         // thread moves (its thread-local would be cold on the new CPU); the
         // thread-local is alive, the fast path just read it.
         let _ = thread::set_df(self.id, next);
+        let mut applying = Applying::default();
+        while let Some(own) = self.rounds(&mut st, Some(tid), &mut applying) {
+            // The caller's own move, prepared and last: made from this
+            // frame, with nothing after it but the unlock, since all that
+            // runs after it runs on the new CPU, whose caches hold none of
+            // it (each frame returned through and each line touched there
+            // is a miss).
+            match self.sys.set_affinity(0, &own.cpus) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let failed = self.make_failed(&mut st, own, 0, e, &mut applying);
+                    applying.outcome = Some(failed);
+                }
+            }
+        }
         // The hint's own placement decides the outcome; registration's
         // counts only if the hint placed nothing.
-        match self.apply(&mut st, Some(tid)).or(outcome) {
+        match applying.outcome.or(outcome) {
             None | Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
                 drop(st);
@@ -668,6 +715,23 @@ mod tests {
         // CPU 9's core and LLC shrink to the CPU itself.
         assert_eq!(t.domain(t.leaf(CpuId(9)).unwrap()).cpus, set("9"));
         assert_eq!(restrict(&machine, machine.cpus()).unwrap(), machine);
+    }
+
+    #[test]
+    fn tid_hashes_spread_over_low_and_high_bits() {
+        let hash = |tid: u64| {
+            let mut h = TidHasher::default();
+            h.write_u64(tid);
+            h.finish()
+        };
+        // Consecutive tids (as the kernel hands them out) fill distinct
+        // buckets of a 1024-bucket table, and the 7-bit tags HashMap keeps
+        // from the top of the hash take many values.
+        let tids = 4000..5024u64;
+        let low: std::collections::BTreeSet<u64> = tids.clone().map(|t| hash(t) & 1023).collect();
+        assert_eq!(low.len(), 1024);
+        let tags: std::collections::BTreeSet<u64> = tids.map(|t| hash(t) >> 57).collect();
+        assert!(tags.len() > 100, "only {} tags", tags.len());
     }
 
     #[test]
