@@ -183,9 +183,16 @@ pub struct QueueDispatcher {
     arrivals: u64,
     /// Idle (not paused) processors, longest idle first.
     idle: Chain,
-    /// Paused processors, in the order they paused (only the set matters:
-    /// with `idle`, it enumerates the waiting processors).
+    /// Paused processors, in the order they paused (only the set matters).
     paused: Chain,
+    /// 64-bit words in a bitset of processors: `⌈M/64⌉`.
+    words: usize,
+    /// Bitset of the waiting (idle or paused) processors.
+    waiting: Vec<u64>,
+    /// `assoc_bits[t·words ..][.. words]`: bitset of the processors `t` is
+    /// associated with (MI, LMI, LMR), so that `waiting & assoc_bits` gives
+    /// the processors an arrival may start on at once.
+    assoc_bits: Vec<u64>,
     /// Per processor, the queued tasks it takes first, in arrival order:
     /// FP its own, LP those that last ran on it, LMR those matched to it.
     /// Nodes are tasks. Unused by FCFS, MI and LMI.
@@ -254,8 +261,11 @@ impl QueueDispatcher {
         };
         let (mu, nu, au) = (m as usize, n as usize, a as usize);
         let mut idle = Chain::new(mu);
+        let words = mu.div_ceil(64);
+        let mut waiting = vec![0u64; words];
         for p in 0..m {
             idle.push_back(p);
+            waiting[p as usize / 64] |= 1 << (p % 64);
         }
         let mut d = QueueDispatcher {
             config,
@@ -277,6 +287,9 @@ impl QueueDispatcher {
             arrivals: 0,
             idle,
             paused: Chain::new(mu),
+            words,
+            waiting,
+            assoc_bits: vec![0; if a > 0 { nu * words } else { 0 }],
             by_cpu: Lists::unused(),
             by_assoc: if a > 0 {
                 Lists::new(mu, nu * au)
@@ -451,6 +464,7 @@ impl QueueDispatcher {
             self.paused.remove(p);
             match self.queue.front() {
                 Some(h) => {
+                    self.set_waiting(pu, false);
                     self.dequeue(h as usize);
                     let task = TaskId(u64::from(h));
                     self.cpu_state[pu] = CpuState::Running(task);
@@ -530,11 +544,13 @@ impl QueueDispatcher {
             Pick::Pause => {
                 self.cpu_state[p] = CpuState::Paused;
                 self.paused.push_back(p as u32);
+                self.set_waiting(p, true);
                 self.stats.pauses += 1;
             }
             Pick::Idle => {
                 self.cpu_state[p] = CpuState::Idle;
                 self.idle.push_back(p as u32);
+                self.set_waiting(p, true);
                 self.stats.idles += 1;
             }
         }
@@ -605,37 +621,55 @@ impl QueueDispatcher {
 
     /// The waiting (idle or paused) processor associated with `t` that has
     /// the fewest intervening tasks; ties to the lower id. Looks through
-    /// the waiting processors or through `t`'s associations, whichever are
-    /// fewer (the key makes the answer the same either way).
+    /// the bitsets of waiting and associated processors, or through `t`'s
+    /// associations if they are fewer than the bitsets' words (the key
+    /// makes the answer the same either way).
     fn best_waiting_association(&self, t: usize) -> Option<u32> {
-        let waiting = self.idle.len() + self.paused.len();
-        if waiting == 0 {
+        if self.idle.is_empty() && self.paused.is_empty() {
             return None;
         }
-        let mu = self.m as usize;
-        let key = |p: u32| {
-            let at = self.at[t * mu + p as usize];
-            (at != 0).then(|| (self.executed[p as usize] - at, p))
-        };
-        if waiting < self.assoc_len[t] as usize {
-            self.idle
-                .iter()
-                .chain(self.paused.iter())
-                .filter_map(key)
-                .min()
-                .map(|(_, p)| p)
+        let (mu, w) = (self.m as usize, self.words);
+        let key = |p: usize| (self.executed[p] - self.at[t * mu + p], p as u32);
+        let mut best: Option<(u64, u32)> = None;
+        if w <= self.assoc_len[t] as usize {
+            let mine = &self.assoc_bits[t * w..(t + 1) * w];
+            for (i, (&wait, &assoc)) in self.waiting.iter().zip(mine).enumerate() {
+                let mut bits = wait & assoc;
+                while bits != 0 {
+                    let k = key(i * 64 + bits.trailing_zeros() as usize);
+                    bits &= bits - 1;
+                    if best.is_none_or(|b| k < b) {
+                        best = Some(k);
+                    }
+                }
+            }
         } else {
-            self.assoc_of(t)
-                .iter()
-                .filter(|&&p| {
-                    matches!(
-                        self.cpu_state[p as usize],
-                        CpuState::Idle | CpuState::Paused
-                    )
-                })
-                .filter_map(|&p| key(p))
-                .min()
-                .map(|(_, p)| p)
+            for &p in self.assoc_of(t) {
+                if self.is_waiting(p as usize) {
+                    let k = key(p as usize);
+                    if best.is_none_or(|b| k < b) {
+                        best = Some(k);
+                    }
+                }
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// Whether processor `p` is waiting (idle or paused), by its bit.
+    #[inline]
+    fn is_waiting(&self, p: usize) -> bool {
+        self.waiting[p / 64] & (1 << (p % 64)) != 0
+    }
+
+    /// Sets processor `p`'s waiting bit.
+    #[inline]
+    fn set_waiting(&mut self, p: usize, on: bool) {
+        let bit = 1u64 << (p % 64);
+        if on {
+            self.waiting[p / 64] |= bit;
+        } else {
+            self.waiting[p / 64] &= !bit;
         }
     }
 
@@ -660,6 +694,7 @@ impl QueueDispatcher {
             CpuState::Paused => self.paused.remove(p),
             CpuState::Running(_) => unreachable!("cpu{p} is not waiting"),
         }
+        self.set_waiting(p as usize, false);
         let task = TaskId(t as u64);
         self.cpu_state[p as usize] = CpuState::Running(task);
         self.task_state[t] = TaskState::Running(CpuId(p));

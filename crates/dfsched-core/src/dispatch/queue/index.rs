@@ -104,6 +104,8 @@ impl QueueDispatcher {
         let recency = self.by_recency();
         let slot = if self.at[cell] == 0 {
             let len = self.assoc_len[t] as usize;
+            let w = self.words;
+            self.assoc_bits[t * w + p / 64] |= 1 << (p % 64);
             if len < a {
                 self.assoc[t * a + len] = p as u32;
                 self.assoc_len[t] += 1;
@@ -119,6 +121,7 @@ impl QueueDispatcher {
                     .expect("A ≥ 1");
                 let old = self.assoc[t * a + slot];
                 self.at[t * mu + old as usize] = 0;
+                self.assoc_bits[t * w + old as usize / 64] &= !(1 << (old % 64));
                 self.assoc[t * a + slot] = p as u32;
                 self.stats.replacements += 1;
                 if recency {

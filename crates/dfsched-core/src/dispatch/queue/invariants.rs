@@ -69,7 +69,8 @@ impl QueueDispatcher {
                 }
                 for p in 0..self.m as usize {
                     let has = self.at[t * self.m as usize + p] != 0;
-                    if has != list.contains(&(p as u32)) {
+                    let bit = self.assoc_bits[t * self.words + p / 64] >> (p % 64) & 1 == 1;
+                    if has != list.contains(&(p as u32)) || has != bit {
                         return Err(format!(
                             "task{t}'s affinity for cpu{p} disagrees with its associations"
                         ));
@@ -102,6 +103,9 @@ impl QueueDispatcher {
             }
             if (*s == CpuState::Paused) != self.paused.contains(p as u32) {
                 return Err(format!("cpu{p} is {s:?} but the paused list disagrees"));
+            }
+            if matches!(s, CpuState::Idle | CpuState::Paused) != self.is_waiting(p) {
+                return Err(format!("cpu{p} is {s:?} but its waiting bit disagrees"));
             }
             if *s == CpuState::Paused && self.pausing && self.away_matching[p] == 0 {
                 return Err(format!("cpu{p} pauses with no awaited task away"));
@@ -225,6 +229,16 @@ impl QueueDispatcher {
         use super::lists::Lists;
         let want = self.expected();
         self.away_matching = want.away;
+        if self.a > 0 {
+            let (m, w) = (self.m as usize, self.words);
+            self.assoc_bits.fill(0);
+            for (cell, &at) in self.at.iter().enumerate() {
+                let (t, p) = (cell / m, cell % m);
+                if at != 0 {
+                    self.assoc_bits[t * w + p / 64] |= 1 << (p % 64);
+                }
+            }
+        }
         let (m, n) = (self.m as usize, self.task_state.len());
         if self.uses_by_cpu() {
             self.by_cpu = Lists::new(m, n);
