@@ -124,42 +124,35 @@ impl Shape<'_> {
             .fold((0, 0), |(sum, cap), c| (sum + self.base.get(c), cap + 1))
     }
 
-    /// `(domain, base(D ∩ A), |D ∩ A|)` for `top` and every domain inside
-    /// it, `top` first and parents before children. Built bottom-up in one
-    /// walk of the subtree: O(subtree), however many of its domains are
-    /// then tested.
-    fn fit_table(&self, topo: &Topology, top: DomainId) -> Vec<(DomainId, u64, u64)> {
-        // Breadth first, remembering each entry's parent entry.
-        let mut order: Vec<(DomainId, usize)> = vec![(top, 0)];
-        let mut i = 0;
-        while i < order.len() {
-            let children = &topo.domain(order[i].0).children;
-            order.extend(children.iter().map(|&c| (c, i)));
-            i += 1;
+    /// `(base(D ∩ A), |D ∩ A|)` of `d`, found in one walk of its subtree
+    /// (bottom-up sums, no allocation), offering every domain strictly
+    /// inside `d` that holds the group to `best`. O(subtree), however many
+    /// of its domains are then compared.
+    fn fit_below(&self, topo: &Topology, d: DomainId, best: &mut Smallest) -> (u64, u64) {
+        let dom = topo.domain(d);
+        if dom.children.is_empty() {
+            let c = dom.cpus.first().expect("domains are never empty");
+            return if self.allowed.contains(c) {
+                (self.base.get(c), 1)
+            } else {
+                (0, 0)
+            };
         }
-        let mut table: Vec<(DomainId, u64, u64)> = order.iter().map(|&(d, _)| (d, 0, 0)).collect();
-        // Reversed, children come before their parents: sum them upwards.
-        for j in (0..order.len()).rev() {
-            let d = topo.domain(order[j].0);
-            if d.children.is_empty() {
-                let c = d.cpus.first().expect("domains are never empty");
-                if self.allowed.contains(c) {
-                    table[j].1 = self.base.get(c);
-                    table[j].2 = 1;
-                }
+        let mut fit = (0, 0);
+        for &child in &dom.children {
+            let (sum, cap) = self.fit_below(topo, child, best);
+            if self.holds((sum, cap)) {
+                best.offer(topo.domain(child).cpus.len(), sum, child);
             }
-            if j > 0 {
-                let (_, sum, cap) = table[j];
-                let parent = &mut table[order[j].1];
-                parent.1 += sum;
-                parent.2 += cap;
-            }
+            fit = (fit.0 + sum, fit.1 + cap);
         }
-        table
+        fit
     }
 
-    /// Whether domain `d` holds the group, from its fit-table entry: every
-    /// runnable thread gets a CPU of its own on `d ∩ A`, in whole tasks.
+    /// Whether a domain holds the group, from its `(base(D ∩ A), |D ∩ A|)`:
+    /// every runnable thread gets a CPU of its own on `D ∩ A`, in whole
+    /// tasks.
+    #[inline]
     fn holds(&self, (sum, cap): (u64, u64)) -> bool {
         cap > 0 && sum / TASK_MILLI + self.runnable <= cap
     }
@@ -203,9 +196,9 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
     match shape.regime(config) {
         Regime::Heavy => keeps_heavy(topo, shape.allowed, home),
         Regime::Light => {
-            let table = shape.fit_table(topo, home);
-            shape.holds((table[0].1, table[0].2))
-                && smallest_holding_inside(topo, shape, &table).is_none()
+            let mut inside = Smallest::default();
+            let fit = shape.fit_below(topo, home, &mut inside);
+            shape.holds(fit) && inside.best.is_none()
         }
     }
 }
@@ -242,8 +235,9 @@ pub(crate) fn choose(
         }
         d = parent;
     }
-    let table = shape.fit_table(topo, d.id);
-    smallest_holding_inside(topo, &shape, &table).unwrap_or(d.id)
+    let mut inside = Smallest::default();
+    shape.fit_below(topo, d.id, &mut inside);
+    inside.best.map_or(d.id, |(_, _, id)| id)
 }
 
 /// Re-evaluates a group: `current` if it is kept, else a fresh choice.
@@ -260,20 +254,20 @@ pub(crate) fn evaluate(
     }
 }
 
-/// The best strictly smaller domain inside the fit table's top domain
-/// that holds the group: fewest CPUs, then least base load on `D ∩ A`, then
-/// lowest id.
-fn smallest_holding_inside(
-    topo: &Topology,
-    shape: &Shape<'_>,
-    table: &[(DomainId, u64, u64)],
-) -> Option<DomainId> {
-    table[1..]
-        .iter()
-        .filter(|&&(_, sum, cap)| shape.holds((sum, cap)))
-        .map(|&(id, sum, _)| (topo.domain(id).cpus.len(), sum, id))
-        .min()
-        .map(|(_, _, id)| id)
+/// The best strictly smaller domain inside a domain that holds the group:
+/// fewest CPUs, then least base load on `D ∩ A`, then lowest id.
+#[derive(Default)]
+struct Smallest {
+    /// `(|D|, base(D ∩ A), D)` of the best so far.
+    best: Option<(usize, u64, DomainId)>,
+}
+
+impl Smallest {
+    fn offer(&mut self, cpus: usize, base_milli: u64, d: DomainId) {
+        if self.best.is_none_or(|b| (cpus, base_milli, d) < b) {
+            self.best = Some((cpus, base_milli, d));
+        }
+    }
 }
 
 #[cfg(test)]
