@@ -444,27 +444,17 @@ impl Ctx<'_> {
     /// place a `Place` is emitted outside the balancer's task moves, which
     /// also come through here.
     pub(crate) fn retarget(&mut self, ts: TaskSlot) {
-        let t = &self.st.tasks[ts];
-        let (target, off_home) = target_for(self.topo, &t.allowed, self.st.home_of(t));
-        let id = self.st.tasks.id(ts);
-        let t = &mut self.st.tasks[ts];
-        if t.target == target {
-            return;
-        }
-        if t.runnable {
-            self.st.load.sub_task(&t.target);
-            self.st.load.add_task(&target);
-        }
-        t.target = target.clone();
-        t.placed = true;
-        self.st.stats.placements += 1;
-        if off_home {
-            self.st.stats.off_home_placements += 1;
-        }
-        self.out.push(Decision::Place {
-            task: id,
-            cpus: target,
-        });
+        let st = &mut *self.st;
+        let home = st.home_of(&st.tasks[ts]);
+        retarget_on(
+            self.topo,
+            &mut st.tasks,
+            home,
+            &mut st.load,
+            &mut st.stats,
+            self.out,
+            ts,
+        );
     }
 
     /// The home a group should have now, by the home rule with hysteresis
@@ -530,9 +520,12 @@ impl Ctx<'_> {
         if !by_balancer {
             self.st.stats.rehomes += 1;
         }
-        let members: Vec<TaskSlot> = grp.members.values().copied().collect();
-        for m in members {
-            self.retarget(m);
+        // Walk the members while re-targeting them: the group is only read,
+        // the tasks, load and counters written — so nothing is copied.
+        let st = &mut *self.st;
+        for &m in st.groups[g].members.values() {
+            let (tasks, load, stats) = (&mut st.tasks, &mut st.load, &mut st.stats);
+            retarget_on(self.topo, tasks, Some(home), load, stats, self.out, m);
         }
     }
 
@@ -675,6 +668,40 @@ impl Ctx<'_> {
             .leaf(cpu)
             .expect("a CPU of the machine has a leaf")
     }
+}
+
+/// [`Ctx::retarget`] on the parts of the state it changes, for a task whose
+/// home is `home`; apart so that a group's members can be re-targeted while
+/// the group is borrowed.
+fn retarget_on(
+    topo: &Topology,
+    tasks: &mut Slab<TaskId, Task>,
+    home: Option<DomainId>,
+    load: &mut LoadVec,
+    stats: &mut Stats,
+    out: &mut Vec<Decision>,
+    ts: TaskSlot,
+) {
+    let id = tasks.id(ts);
+    let t = &mut tasks[ts];
+    let (target, off_home) = target_for(topo, &t.allowed, home);
+    if t.target == target {
+        return;
+    }
+    if t.runnable {
+        load.sub_task(&t.target);
+        load.add_task(&target);
+    }
+    t.target = target.clone();
+    t.placed = true;
+    stats.placements += 1;
+    if off_home {
+        stats.off_home_placements += 1;
+    }
+    out.push(Decision::Place {
+        task: id,
+        cpus: target,
+    });
 }
 
 /// `A` from `(allowed set, runnable count)` entries: the intersection of
