@@ -132,7 +132,8 @@ impl Placer {
         }
     }
 
-    /// Called by a thread moving from DF `from` to DF `to`; adds to `placed`.
+    /// Called by a thread moving to DF `to`; records its new pin (if any)
+    /// and any mismatch in `placed`.
     pub fn switch(&self, to: usize, placed: &mut Placed) -> Result<(), PlaceError> {
         match self {
             Placer::Vanilla | Placer::Split { .. } => Ok(()),

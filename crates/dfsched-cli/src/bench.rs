@@ -58,7 +58,7 @@ exit), so packing threads on one CPU looks better there than on bare metal.";
 pub enum GridArg {
     /// Table 3 of the paper: threads {8, 32, 128} × DF size {1000, 8000,
     /// 20000} eight-byte words, 4 DFs; iterations scaled to a fixed budget of
-    /// 6·10⁸ word accesses per run and 3 runs per mode, so the 9 cells take
+    /// 1.2·10⁹ accesses per run and 5 runs per mode, so the 9 cells take
     /// about 15 minutes on a 2-vCPU machine.
     Paper,
 }
@@ -103,7 +103,7 @@ pub struct DfArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SWITCH_EVERY)]
     switch_every: u64,
 
-    /// Runs per mode [default: 5; with --grid: 3].
+    /// Runs per mode [default: 5].
     #[arg(long, value_name = "N")]
     repeat: Option<usize>,
 
@@ -329,8 +329,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.len(), 9);
-        assert!(c
-            .iter()
-            .all(|p| p.iterations == 7 && p.write_ratio == 0.5 && p.repeat == 3));
+        assert!(c.iter().all(|p| p.iterations == 7
+            && p.write_ratio == 0.5
+            && p.repeat == dfsched_bench::grid::PAPER_REPEAT));
     }
 }
