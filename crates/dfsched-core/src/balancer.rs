@@ -290,7 +290,7 @@ impl Ctx<'_> {
                 continue;
             };
             let dest_cpus = &self.topo.domain(dest).cpus;
-            let members = || g.members.values().map(|&m| &self.st.tasks[m]);
+            let members = || g.members.slots().map(|m| &self.st.tasks[m]);
             if !members()
                 .filter(|t| t.runnable)
                 .all(|t| t.allowed.intersects(dest_cpus))
@@ -382,12 +382,11 @@ impl Ctx<'_> {
             .members
             .iter()
             .rev()
-            .filter(|(_, &m)| {
+            .filter(|&(_, m)| {
                 let t = &self.st.tasks[m];
                 t.runnable && t.allowed.contains(i)
             })
             .take(k)
-            .map(|(&id, &m)| (id, m))
             .collect();
         if moved.is_empty() {
             env.report.skipped_not_allowed += 1;

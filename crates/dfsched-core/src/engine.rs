@@ -304,7 +304,7 @@ impl Engine {
             app: g.app,
             df: g.df,
             home: g.home,
-            members: g.members.keys().copied().collect(),
+            members: g.members.ids().collect(),
             runnable: g.runnable,
         }
     }

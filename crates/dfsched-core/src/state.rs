@@ -50,8 +50,11 @@ use crate::topology::Topology;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+#[path = "members.rs"]
+mod members;
 #[path = "slab.rs"]
 mod slab;
+pub(crate) use members::Members;
 pub(crate) use slab::{Slab, Slot};
 
 /// Where a task lives in [`State::tasks`].
@@ -93,7 +96,7 @@ pub(crate) struct Group {
     pub home: DomainId,
     /// Its members, in id order, with their slots; never empty (the paper's
     /// counter is `members.len()`).
-    pub members: BTreeMap<TaskId, TaskSlot>,
+    pub members: Members,
     /// How many members are runnable.
     pub runnable: usize,
     /// Members counted by allowed set, in set order; no entry without a
@@ -196,7 +199,7 @@ impl State {
                 (Some(df), Some(g)) => {
                     let grp = &self.groups[g];
                     let gid = self.groups.id(g);
-                    if grp.df != df || grp.app != t.app || !grp.members.contains_key(&id) {
+                    if grp.df != df || grp.app != t.app || !grp.members.contains(id) {
                         return Err(format!("{id} ({}, {df}) not a member of {gid}", t.app));
                     }
                     if t.solo_home.is_some() {
@@ -224,8 +227,8 @@ impl State {
                 return Err(format!("{id} has a home {} not in the topology", g.home));
             }
             let mut census: BTreeMap<CpuSet, Census> = BTreeMap::new();
-            for (m, &ms) in &g.members {
-                if self.tasks.slot(m) != Some(ms) {
+            for (m, ms) in g.members.iter() {
+                if self.tasks.slot(&m) != Some(ms) {
                     return Err(format!("{id} lists {m} at a slot that is not its own"));
                 }
                 let t = &self.tasks[ms];
@@ -239,8 +242,8 @@ impl State {
             }
             let runnable = g
                 .members
-                .values()
-                .filter(|&&m| self.tasks[m].runnable)
+                .slots()
+                .filter(|&m| self.tasks[m].runnable)
                 .count();
             if runnable != g.runnable {
                 return Err(format!(
@@ -248,7 +251,7 @@ impl State {
                     g.runnable
                 ));
             }
-            for (m, &ms) in &g.members {
+            for (m, ms) in g.members.iter() {
                 if self.tasks[ms].group != Some(slot) {
                     return Err(format!("{id} lists {m}, which is not in it"));
                 }
@@ -523,7 +526,7 @@ impl Ctx<'_> {
         // Walk the members while re-targeting them: the group is only read,
         // the tasks, load and counters written — so nothing is copied.
         let st = &mut *self.st;
-        for &m in st.groups[g].members.values() {
+        for m in st.groups[g].members.slots() {
             let (tasks, load, stats) = (&mut st.tasks, &mut st.load, &mut st.stats);
             retarget_on(self.topo, tasks, Some(home), load, stats, self.out, m);
         }
@@ -548,7 +551,7 @@ impl Ctx<'_> {
                 app,
                 df,
                 home,
-                members: BTreeMap::new(),
+                members: Members::default(),
                 runnable: 0,
                 census: Vec::new(),
             },
@@ -587,7 +590,7 @@ impl Ctx<'_> {
         let id = self.st.tasks.id(ts);
         let t = &mut self.st.tasks[ts];
         let grp = &mut self.st.groups[g];
-        grp.members.remove(&id);
+        grp.members.remove(id);
         grp.runnable -= usize::from(t.runnable);
         census_sub(&mut grp.census, &t.allowed, t.runnable);
         t.df = None;
