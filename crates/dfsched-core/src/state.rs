@@ -487,16 +487,11 @@ impl Ctx<'_> {
         if glance == Some(true) {
             return current;
         }
-        view.base_without(Some(g), mover, self.scratch);
-        let shape = Shape {
-            base: &*self.scratch,
-            allowed: &facts.allowed,
-            runnable: facts.runnable,
-        };
-        home::evaluate(self.topo, self.config, &shape, current)
+        by_the_rule(view, self.config, &facts, g, mover, self.scratch)
     }
 
     /// A fresh home for a new group made of `mover` alone.
+    #[inline(never)]
     pub(crate) fn home_for_new(&mut self, mover: TaskSlot) -> DomainId {
         let view = View {
             topo: self.topo,
@@ -542,6 +537,7 @@ impl Ctx<'_> {
     /// Creates an empty group of `(app, df)` on `home` and lists it in the
     /// app's DF map. The caller adds members at once (a group is never left
     /// empty).
+    #[inline(never)]
     pub(crate) fn create_group(&mut self, app: AppId, df: DfId, home: DomainId) -> GroupSlot {
         let id = GroupId(self.st.next_group);
         self.st.next_group += 1;
@@ -640,6 +636,7 @@ impl Ctx<'_> {
     }
 
     /// Forgets an empty group and its DF map entry.
+    #[inline(never)]
     fn reclaim(&mut self, g: GroupSlot) {
         let id = self.st.groups.id(g);
         let grp = self.st.groups.remove(g);
@@ -671,6 +668,28 @@ impl Ctx<'_> {
             .leaf(cpu)
             .expect("a CPU of the machine has a leaf")
     }
+}
+
+/// The end of [`Ctx::evaluate`] when the keep test at a glance cannot
+/// decide: the home rule on a base load built in `scratch`. Out of line, so
+/// that its locals do not widen the hint path's stack frames (each line of
+/// stack a hint writes is a cache miss after the thread moved).
+#[inline(never)]
+fn by_the_rule(
+    view: View<'_>,
+    config: &Config,
+    facts: &Facts<'_>,
+    g: GroupSlot,
+    mover: Option<TaskSlot>,
+    scratch: &mut LoadVec,
+) -> DomainId {
+    view.base_without(Some(g), mover, scratch);
+    let shape = Shape {
+        base: &*scratch,
+        allowed: &facts.allowed,
+        runnable: facts.runnable,
+    };
+    home::evaluate(view.topo, config, &shape, view.st.groups[g].home)
 }
 
 /// [`Ctx::retarget`] on the parts of the state it changes, for a task whose
