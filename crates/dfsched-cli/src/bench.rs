@@ -58,7 +58,7 @@ exit), so packing threads on one CPU looks better there than on bare metal.";
 pub enum GridArg {
     /// Table 3 of the paper: threads {8, 32, 128} × DF size {1000, 8000,
     /// 20000} eight-byte words, 4 DFs; iterations scaled to a fixed budget of
-    /// 1.2·10⁹ accesses per run and 5 runs per mode, so the 9 cells take
+    /// 1.6·10⁹ accesses per run and 5 runs per mode, so the 9 cells take
     /// about 15 minutes on a 2-vCPU machine.
     Paper,
 }
