@@ -352,6 +352,8 @@ struct Network {
     bursts: Vec<u32>,
     /// When each task last became ready.
     ready_at: Vec<SimTime>,
+    /// The task each processor serves (meaningless while it waits).
+    serving: Vec<u32>,
     /// The reload ratio of each running task's current visit.
     visit_ratio: Vec<f64>,
     /// The service time drawn for each running task's current visit, in
@@ -369,12 +371,55 @@ struct Network {
     pauses_before: u64,
 }
 
-/// The network's events: a task ends its think time, or a processor ends a
-/// burst. Ids are dense indices.
-#[derive(Clone, Copy, Debug)]
-enum Ev {
-    Ready(u32),
-    Done(u32, u32),
+/// The network's events, packed in one word because the engine's queue
+/// moves them on every push and pop: a task ends its think time
+/// (`Ready(t)`, the task's index) or a processor ends a burst (`Done(p)`,
+/// [`Ev::DONE`] plus the processor's index; the task is in
+/// [`Network::serving`]). Processors number at most `2^24` (the
+/// dispatcher's cell limit) and tasks [`MAX_TASKS`], so both fit beside
+/// the flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ev(u32);
+
+impl Ev {
+    /// The flag of `Done` events.
+    const DONE: u32 = 1 << 31;
+
+    /// Task `t` ends its think time.
+    #[inline]
+    fn ready(t: usize) -> Ev {
+        Ev(t as u32)
+    }
+
+    /// Processor `p` ends a burst.
+    #[inline]
+    fn done(p: usize) -> Ev {
+        Ev(Ev::DONE | p as u32)
+    }
+}
+
+/// `x.round() as u64` for a duration `x ≥ 0` in ticks, without the libm
+/// call `f64::round` costs on baseline x86-64: below `2^52` the fraction
+/// `x − ⌊x⌋` is exact, so comparing it with one half rounds half away
+/// from zero exactly as `round` does; from `2^52` on every double is an
+/// integer already (and the cast saturates as before).
+#[inline]
+fn round_ticks(x: f64) -> Ticks {
+    const EXACT: f64 = (1u64 << 52) as f64;
+    if (0.0..EXACT).contains(&x) {
+        let whole = x as u64;
+        Ticks(whole + u64::from(x - whole as f64 >= 0.5))
+    } else {
+        Ticks(x.round() as u64)
+    }
+}
+
+/// An exponential draw with mean `mean_ticks`, in whole ticks: the same
+/// draw and the same ticks as [`SimRng::exponential_ticks`], rounded by
+/// [`round_ticks`].
+#[inline]
+fn exponential_ticks(rng: &mut SimRng, mean_ticks: f64) -> Ticks {
+    round_ticks(rng.exponential(mean_ticks))
 }
 
 impl Network {
@@ -403,6 +448,7 @@ impl Network {
             last: vec![0; m * n],
             bursts: vec![0; m],
             ready_at: vec![SimTime::ZERO; n],
+            serving: vec![0; m],
             visit_ratio: vec![0.0; n],
             visit_ticks: vec![0; n],
             measuring: None,
@@ -429,9 +475,10 @@ impl Network {
         if mine == 0 {
             return 1.0;
         }
-        // Branch-free count so the compiler vectorises the scan.
-        let i: usize = row.iter().map(|&x| usize::from(x > mine)).sum();
-        self.ratios[i]
+        // Branch-free count in 32-bit lanes so the compiler vectorises the
+        // scan four entries to a register.
+        let i: u32 = row.iter().map(|&x| u32::from(x > mine)).sum();
+        self.ratios[i as usize]
     }
 
     /// Renumbers processor `p`'s row to `1..=k` in the same order, so its
@@ -456,12 +503,11 @@ impl Network {
     #[inline]
     fn begin(&mut self, t: usize, p: usize, ctx: &mut Context<'_, Ev>) {
         let r = self.ratio(t, p);
-        let d = ctx
-            .rng()
-            .exponential_ticks(self.demand_ticks + self.reload_ticks * r);
+        let d = exponential_ticks(ctx.rng(), self.demand_ticks + self.reload_ticks * r);
         self.visit_ratio[t] = r;
         self.visit_ticks[t] = d.0;
-        ctx.schedule_in(d, Ev::Done(t as u32, p as u32));
+        self.serving[p] = t as u32;
+        ctx.schedule_in(d, Ev::done(p));
     }
 }
 
@@ -470,50 +516,50 @@ impl Model for Network {
 
     fn start(&mut self, ctx: &mut Context<'_, Ev>) {
         for t in 0..self.n {
-            let d = ctx.rng().exponential_ticks(self.think_ticks);
-            ctx.schedule_in(d, Ev::Ready(t as u32));
+            let d = exponential_ticks(ctx.rng(), self.think_ticks);
+            ctx.schedule_in(d, Ev::ready(t));
         }
     }
 
     fn handle(&mut self, ev: Ev, ctx: &mut Context<'_, Ev>) {
-        match ev {
-            Ev::Ready(t) => {
-                self.ready_at[t as usize] = ctx.now();
-                let ready = self
-                    .dispatcher
-                    .task_ready(TaskId(u64::from(t)))
-                    .expect("the network only readies away tasks");
-                if let Some(cpu) = ready.cpu {
-                    self.begin(t as usize, cpu.0 as usize, ctx);
-                }
-                for (cpu, task) in ready.woken {
-                    self.begin(task.0 as usize, cpu.0 as usize, ctx);
-                }
+        if ev.0 & Ev::DONE == 0 {
+            let t = ev.0;
+            self.ready_at[t as usize] = ctx.now();
+            let ready = self
+                .dispatcher
+                .task_ready(TaskId(u64::from(t)))
+                .expect("the network only readies away tasks");
+            if let Some(cpu) = ready.cpu {
+                self.begin(t as usize, cpu.0 as usize, ctx);
             }
-            Ev::Done(t, p) => {
-                let (tu, pu) = (t as usize, p as usize);
-                if self.bursts[pu] == u32::MAX {
-                    self.renumber(pu);
-                }
-                self.bursts[pu] += 1;
-                self.last[pu * self.n + tu] = self.bursts[pu];
-                if self.measuring.is_some() {
-                    let resp = (ctx.now() - self.ready_at[tu]).0 as f64 / TICKS_PER_UNIT;
-                    self.visits += 1;
-                    self.response_sum += resp;
-                    self.response_sq_sum += resp * resp;
-                    self.ratio_sum += self.visit_ratio[tu];
-                    self.busy_units += self.visit_ticks[tu] as f64 / TICKS_PER_UNIT;
-                }
-                let think = ctx.rng().exponential_ticks(self.think_ticks);
-                ctx.schedule_in(think, Ev::Ready(t));
-                let pick = self
-                    .dispatcher
-                    .burst_done(TaskId(u64::from(t)), CpuId(p))
-                    .expect("the network only finishes running bursts");
-                if let Pick::Run(next) = pick {
-                    self.begin(next.0 as usize, pu, ctx);
-                }
+            for (cpu, task) in ready.woken {
+                self.begin(task.0 as usize, cpu.0 as usize, ctx);
+            }
+        } else {
+            let pu = (ev.0 & !Ev::DONE) as usize;
+            let t = self.serving[pu];
+            let tu = t as usize;
+            if self.bursts[pu] == u32::MAX {
+                self.renumber(pu);
+            }
+            self.bursts[pu] += 1;
+            self.last[pu * self.n + tu] = self.bursts[pu];
+            if self.measuring.is_some() {
+                let resp = (ctx.now() - self.ready_at[tu]).0 as f64 / TICKS_PER_UNIT;
+                self.visits += 1;
+                self.response_sum += resp;
+                self.response_sq_sum += resp * resp;
+                self.ratio_sum += self.visit_ratio[tu];
+                self.busy_units += self.visit_ticks[tu] as f64 / TICKS_PER_UNIT;
+            }
+            let think = exponential_ticks(ctx.rng(), self.think_ticks);
+            ctx.schedule_in(think, Ev::ready(tu));
+            let pick = self
+                .dispatcher
+                .burst_done(TaskId(u64::from(t)), CpuId(pu as u32))
+                .expect("the network only finishes running bursts");
+            if let Pick::Run(next) = pick {
+                self.begin(next.0 as usize, pu, ctx);
             }
         }
     }

@@ -172,3 +172,41 @@ fn renumbering_a_row_keeps_every_intervening_count() {
     let after: Vec<f64> = (0..n).map(|t| net.ratio(t, 2)).collect();
     assert_eq!(before, after);
 }
+
+#[test]
+fn tick_rounding_is_exactly_f64_round() {
+    let edges = [
+        0.0,
+        -0.0,
+        0.499_999_999_999_999_94,
+        0.5,
+        1.5,
+        2.5,
+        1e6 + 0.5,
+        4_503_599_627_370_495.5, // 2^52 − 1/2
+        4_503_599_627_370_496.0, // 2^52
+        9_007_199_254_740_993.0,
+        1.8e19,
+        1e300,
+        f64::INFINITY,
+    ];
+    for x in edges {
+        assert_eq!(round_ticks(x).0, x.round() as u64, "{x}");
+    }
+    // The same stream gives the same ticks as the generator's own rounding.
+    let (mut a, mut b) = (SimRng::new(3), SimRng::new(3));
+    for i in 0..100_000 {
+        let mean = 1e6 * f64::from(i % 7 + 1) / 3.0;
+        assert_eq!(exponential_ticks(&mut a, mean), b.exponential_ticks(mean));
+    }
+}
+
+#[test]
+fn events_pack_task_and_processor_indices_apart() {
+    let ready = Ev::ready(MAX_TASKS as usize - 1);
+    let done = Ev::done((1 << 24) - 1);
+    assert_eq!(ready.0 & Ev::DONE, 0);
+    assert_eq!(ready.0, MAX_TASKS - 1);
+    assert_ne!(done.0 & Ev::DONE, 0);
+    assert_eq!(done.0 & !Ev::DONE, (1 << 24) - 1);
+}
