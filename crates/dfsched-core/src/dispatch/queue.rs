@@ -629,27 +629,31 @@ impl QueueDispatcher {
             return None;
         }
         let (mu, w) = (self.m as usize, self.words);
-        let key = |p: usize| (self.executed[p] - self.at[t * mu + p], p as u32);
-        let mut best: Option<(u64, u32)> = None;
         if w <= self.assoc_len[t] as usize {
+            // Ascending processor ids: a strict `<` keeps the lower id on a
+            // tie, and the selects compile without a branch to mispredict.
+            let (mut best_i, mut best_p) = (u64::MAX, NONE);
             let mine = &self.assoc_bits[t * w..(t + 1) * w];
             for (i, (&wait, &assoc)) in self.waiting.iter().zip(mine).enumerate() {
                 let mut bits = wait & assoc;
                 while bits != 0 {
-                    let k = key(i * 64 + bits.trailing_zeros() as usize);
+                    let p = i * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    if best.is_none_or(|b| k < b) {
-                        best = Some(k);
-                    }
+                    let k = self.executed[p] - self.at[t * mu + p];
+                    let better = k < best_i;
+                    best_i = if better { k } else { best_i };
+                    best_p = if better { p as u32 } else { best_p };
                 }
             }
-        } else {
-            for &p in self.assoc_of(t) {
-                if self.is_waiting(p as usize) {
-                    let k = key(p as usize);
-                    if best.is_none_or(|b| k < b) {
-                        best = Some(k);
-                    }
+            return (best_p != NONE).then_some(best_p);
+        }
+        let key = |p: usize| (self.executed[p] - self.at[t * mu + p], p as u32);
+        let mut best: Option<(u64, u32)> = None;
+        for &p in self.assoc_of(t) {
+            if self.is_waiting(p as usize) {
+                let k = key(p as usize);
+                if best.is_none_or(|b| k < b) {
+                    best = Some(k);
                 }
             }
         }

@@ -1,31 +1,26 @@
 //! An intrusive FIFO over the dense indices `0..n`: mechanism only.
 //!
-//! The ready queue (tasks in arrival order) and the list of idle processors
-//! (longest idle first) both need O(1) push at the tail, O(1) removal from
-//! anywhere (a policy may pick a task from the middle of the queue) and
-//! iteration in order. Links live in two arrays indexed by the element, so
+//! The ready queue (tasks in arrival order) and the lists of idle and
+//! paused processors both need O(1) push at the tail, O(1) removal from
+//! anywhere (a policy may pick a task from the middle of the queue), a
+//! count, and iteration in order. A [`Chain`] is one of [`Lists`] (whose
+//! circular links make both operations branch-free) with a count, so
 //! nothing allocates after construction.
 //!
 //! Invariants: an index is in the chain at most once; `len` counts the
-//! members; walking `next` from `head` visits every member once, in the
-//! order they were pushed, and ends at [`NONE`].
+//! members; iteration visits every member once, in the order they were
+//! pushed.
 
-/// The "no element" link.
+use super::lists::Lists;
+
+/// The "no element" index.
 pub(crate) const NONE: u32 = u32::MAX;
 
 /// A doubly linked FIFO of indices below a fixed bound.
 #[derive(Clone, Debug)]
 pub(crate) struct Chain {
-    /// First member, or [`NONE`].
-    head: u32,
-    /// Last member, or [`NONE`].
-    tail: u32,
-    /// Successor of each index (meaningless for non-members).
-    next: Vec<u32>,
-    /// Predecessor of each index (meaningless for non-members).
-    prev: Vec<u32>,
-    /// Whether each index is a member.
-    member: Vec<bool>,
+    /// One list over `0..n`.
+    links: Lists,
     /// Members.
     len: usize,
 }
@@ -34,11 +29,7 @@ impl Chain {
     /// An empty chain for the indices `0..n`.
     pub(crate) fn new(n: usize) -> Self {
         Chain {
-            head: NONE,
-            tail: NONE,
-            next: vec![NONE; n],
-            prev: vec![NONE; n],
-            member: vec![false; n],
+            links: Lists::new(1, n),
             len: 0,
         }
     }
@@ -46,50 +37,27 @@ impl Chain {
     /// Appends `i`, which must not be a member.
     #[inline]
     pub(crate) fn push_back(&mut self, i: u32) {
-        let iu = i as usize;
-        debug_assert!(!self.member[iu], "index {i} is already in the chain");
-        self.member[iu] = true;
-        self.next[iu] = NONE;
-        self.prev[iu] = self.tail;
-        if self.tail == NONE {
-            self.head = i;
-        } else {
-            self.next[self.tail as usize] = i;
-        }
-        self.tail = i;
+        self.links.push_back(0, i);
         self.len += 1;
     }
 
     /// Removes `i`, which must be a member.
     #[inline]
     pub(crate) fn remove(&mut self, i: u32) {
-        let iu = i as usize;
-        debug_assert!(self.member[iu], "index {i} is not in the chain");
-        let (p, n) = (self.prev[iu], self.next[iu]);
-        if p == NONE {
-            self.head = n;
-        } else {
-            self.next[p as usize] = n;
-        }
-        if n == NONE {
-            self.tail = p;
-        } else {
-            self.prev[n as usize] = p;
-        }
-        self.member[iu] = false;
+        self.links.remove(i);
         self.len -= 1;
     }
 
     /// The first member.
     #[inline]
     pub(crate) fn front(&self) -> Option<u32> {
-        (self.head != NONE).then_some(self.head)
+        self.links.front(0)
     }
 
     /// Whether `i` is a member.
     #[inline]
     pub(crate) fn contains(&self, i: u32) -> bool {
-        self.member[i as usize]
+        self.links.contains(i)
     }
 
     /// Members.
@@ -106,32 +74,8 @@ impl Chain {
 
     /// The members, first to last.
     #[inline]
-    pub(crate) fn iter(&self) -> ChainIter<'_> {
-        ChainIter {
-            chain: self,
-            at: self.head,
-        }
-    }
-}
-
-/// Walks a [`Chain`] from head to tail.
-pub(crate) struct ChainIter<'a> {
-    /// The chain walked.
-    chain: &'a Chain,
-    /// The next index to yield, or [`NONE`].
-    at: u32,
-}
-
-impl Iterator for ChainIter<'_> {
-    type Item = u32;
-    #[inline]
-    fn next(&mut self) -> Option<u32> {
-        if self.at == NONE {
-            return None;
-        }
-        let i = self.at;
-        self.at = self.chain.next[i as usize];
-        Some(i)
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.links.iter(0)
     }
 }
 

@@ -48,25 +48,19 @@ impl QueueDispatcher {
     pub(super) fn dequeue(&mut self, t: usize) {
         let tu = t as u32;
         self.queue.remove(tu);
-        match self.config.policy {
-            QueuePolicy::FixedProcessor => self.by_cpu.remove(tu % self.m, tu),
-            QueuePolicy::LastProcessor if self.last_cpu[t] != NONE => {
-                self.by_cpu.remove(self.last_cpu[t], tu);
+        if self.uses_by_cpu() && self.by_cpu.contains(tu) {
+            self.by_cpu.remove(tu);
+        }
+        if let QueuePolicy::LimitedMinInterveningRouting { .. } = self.config.policy {
+            let q = self.matched_to[t];
+            if q != NONE {
+                self.matched[q as usize] -= 1;
+                self.matched_to[t] = NONE;
             }
-            QueuePolicy::LimitedMinInterveningRouting { .. } => {
-                let q = self.matched_to[t];
-                if q != NONE {
-                    self.matched[q as usize] -= 1;
-                    self.matched_to[t] = NONE;
-                    self.by_cpu.remove(q, tu);
-                }
-                let a = self.a as usize;
-                for s in 0..self.assoc_len[t] as usize {
-                    self.by_assoc
-                        .remove(self.assoc[t * a + s], (t * a + s) as u32);
-                }
+            let a = self.a as usize;
+            for s in 0..self.assoc_len[t] as usize {
+                self.by_assoc.remove((t * a + s) as u32);
             }
-            _ => {}
         }
         if self.pausing && self.cold.contains(tu) {
             self.cold.remove(tu);
@@ -94,6 +88,20 @@ impl QueueDispatcher {
         )
     }
 
+    /// The `by_assoc` node of task `t`'s association with `p`, held in
+    /// slot `slot`: MI numbers nodes by processor (`A = M`, so `t·M + p`
+    /// is as dense, and a refresh needs no search for the slot), LMI and
+    /// LMR by slot. Either way the node's task is `node / A`.
+    #[inline]
+    pub(super) fn assoc_node(&self, t: usize, p: usize, slot: usize) -> u32 {
+        let a = self.a as usize;
+        if self.config.policy == QueuePolicy::MinIntervening {
+            (t * a + p) as u32
+        } else {
+            (t * a + slot) as u32
+        }
+    }
+
     /// Records `t`'s burst on `p` (whose count is now `now`): refresh an
     /// association, add one while fewer than `A`, or replace the worst;
     /// under MI and LMI, `t` moves to the front of `p`'s recency list.
@@ -102,17 +110,17 @@ impl QueueDispatcher {
         let a = self.a as usize;
         let cell = t * mu + p;
         let recency = self.by_recency();
-        let slot = if self.at[cell] == 0 {
+        if self.at[cell] == 0 {
             let len = self.assoc_len[t] as usize;
             let w = self.words;
             self.assoc_bits[t * w + p / 64] |= 1 << (p % 64);
-            if len < a {
+            let slot = if len < a {
                 self.assoc[t * a + len] = p as u32;
                 self.assoc_len[t] += 1;
                 len
             } else {
                 // The worst association: most intervening; ties to the
-                // earliest made.
+                // earliest made. (Never under MI: it has room for all.)
                 let slot = (0..a)
                     .max_by_key(|&s| {
                         let q = self.assoc[t * a + s] as usize;
@@ -125,20 +133,24 @@ impl QueueDispatcher {
                 self.assoc[t * a + slot] = p as u32;
                 self.stats.replacements += 1;
                 if recency {
-                    self.by_assoc.remove(old, (t * a + slot) as u32);
+                    self.by_assoc.remove(self.assoc_node(t, old as usize, slot));
                 }
                 slot
-            }
-        } else {
-            let slot = self.assoc_of(t).iter().position(|&q| q as usize == p);
-            let slot = slot.expect("an associated processor is in the list");
+            };
             if recency {
-                self.by_assoc.remove(p as u32, (t * a + slot) as u32);
+                self.by_assoc
+                    .push_front(p as u32, self.assoc_node(t, p, slot));
             }
-            slot
-        };
-        if recency {
-            self.by_assoc.push_front(p as u32, (t * a + slot) as u32);
+        } else if recency {
+            let slot = if self.config.policy == QueuePolicy::MinIntervening {
+                0 // unused: MI's nodes go by processor
+            } else {
+                let slot = self.assoc_of(t).iter().position(|&q| q as usize == p);
+                slot.expect("an associated processor is in the list")
+            };
+            let node = self.assoc_node(t, p, slot);
+            self.by_assoc.remove(node);
+            self.by_assoc.push_front(p as u32, node);
         }
         self.at[cell] = now;
     }

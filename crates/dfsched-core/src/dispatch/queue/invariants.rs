@@ -163,7 +163,7 @@ impl QueueDispatcher {
     /// The derived state, from the queue, the processors and the
     /// associations alone.
     fn expected(&self) -> Expected {
-        let (m, a) = (self.m as usize, self.a as usize);
+        let m = self.m as usize;
         let mut away = vec![0u32; m];
         if self.pausing {
             for t in 0..self.task_state.len() {
@@ -188,7 +188,7 @@ impl QueueDispatcher {
             .collect();
         let slot = |t: usize, p: usize| -> u32 {
             let s = self.assoc_of(t).iter().position(|&q| q as usize == p);
-            (t * a + s.expect("associated")) as u32
+            self.assoc_node(t, p, s.expect("associated"))
         };
         let assoc_lists = if self.a > 0 { m } else { 0 };
         let by_assoc = (0..assoc_lists)
