@@ -5,8 +5,8 @@
 //! Vocabulary:
 //! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
 //!   threads work on together ([`df`]);
-//! - a *pass* touches every cache line of a DF once, writing a
-//!   `--write-ratio` of them ([`df::pass`]);
+//! - a *pass* walks a DF touching one word every `stride_bytes` (default:
+//!   one per cache line), writing a `write_ratio` of them ([`df::pass`]);
 //! - a *run* starts `threads` threads, places them by a [`Mode`], opens a
 //!   start gate and times until the last thread has done its `iterations`
 //!   passes ([`runner`]);
@@ -30,7 +30,9 @@
 //! ```
 //!
 //! Timing belongs here and never in pass/fail tests: the tests check what
-//! ran and where, not how fast.
+//! ran and where, not how fast. How to run it from the command line, why one
+//! access per line is the default, and measured figures: `README.md` beside
+//! this crate.
 
 #![warn(missing_docs)]
 

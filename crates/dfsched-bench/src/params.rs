@@ -30,7 +30,7 @@ pub const DEFAULT_ITERATIONS: u64 = 600_000;
 /// line nearly every access of a bouncing DF is such a transfer. At 8 (every
 /// word) seven cache hits follow each transfer and a sequential stream lets
 /// the prefetcher overlap the transfers, so the same bouncing costs far less
-/// time: see [`crate::df`] and the measurements in the crate doc.
+/// time: see [`crate::df`] and the measurements in the crate's README.
 pub const DEFAULT_STRIDE_BYTES: usize = 64;
 /// Default fraction of accesses that write: all of them (write-shared).
 pub const DEFAULT_WRITE_RATIO: f64 = 1.0;

@@ -224,3 +224,45 @@ fn paper_grid_json_has_nine_cells_of_table_3() {
         assert!(c["ratios"]["oracle_vs_vanilla"].is_number());
     }
 }
+
+/// A fixture sysfs tree: 4 CPUs, private 32K L1d each, an 8M L3 per pair.
+fn fixture_sysfs() -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("dfsched-cli-sysfs-{}", std::process::id()));
+    let cpu = root.join("sys/devices/system/cpu");
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+    for n in 0..4u32 {
+        let pair = if n < 2 { "0-1" } else { "2-3" };
+        for (index, level, kind, size, shared) in [
+            ("index0", "1", "Data", "32K", n.to_string()),
+            ("index3", "3", "Unified", "8192K", pair.to_string()),
+        ] {
+            let dir = cpu.join(format!("cpu{n}/cache/{index}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for (file, text) in [("level", level), ("type", kind), ("size", size)] {
+                std::fs::write(dir.join(file), format!("{text}\n")).unwrap();
+            }
+            std::fs::write(dir.join("shared_cpu_list"), format!("{shared}\n")).unwrap();
+        }
+    }
+    root
+}
+
+#[test]
+fn topology_reads_a_fixture_tree_under_sysfs_root() {
+    let root = fixture_sysfs();
+    let path = root.to_str().unwrap();
+    let v = stdout_json(&dfsched(&["topology", "--json", "--sysfs-root", path]));
+    let cpus: Vec<&str> = v["topology"]["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["cpus"].as_str().unwrap())
+        .collect();
+    assert_eq!(cpus, vec!["0-3", "0-1", "2-3", "0", "1", "2", "3"]);
+    let text = dfsched(&["topology", "--sysfs-root", path]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("llc {0-1}: L3 Unified 8 MiB"), "{text}");
+    assert!(text.contains("cpu {3}: L1 Data 32 KiB"), "{text}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
