@@ -130,3 +130,8 @@ pub use error::{code, AffinityOp, Error};
 pub use global::{balance_now, create_app, enter, global, hint, leave, stats_json};
 pub use runtime::Runtime;
 pub use stats::{PlacementFailures, RefusedHints, RuntimeStats};
+
+/// The README's Rust example runs as a doctest, so it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

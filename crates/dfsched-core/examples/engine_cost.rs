@@ -2,7 +2,7 @@
 //! machine shapes and group sizes. Not a benchmark (the criterion ones live
 //! in `benches/`): a quick look, e.g. after changing the hot path.
 //!
-//! `cargo run --release -p dfsched-core --example hint_cost`
+//! `cargo run --release -p dfsched-core --example engine_cost`
 //!
 //! Each task switches to the next DF in turn, so every hint leaves one
 //! group and joins another. Timings on a shared VM are noisy: run it more
