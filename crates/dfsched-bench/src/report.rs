@@ -8,7 +8,8 @@
 //!   "machine": { cpus_allowed, nr_cpus_allowed, model_name, hypervisor, kernel },
 //!   "modes":   { "<mode>": { median_s, min_s, max_s, runs_s: [..],
 //!                            median_cpu_s, median_ctx_switches, median_migrations,
-//!                            median_spread, pin_mismatches, runs: [ {..} ] } },
+//!                            median_spread, median_others_share, pin_mismatches,
+//!                            runs: [ {..} ] } },
 //!   "ratios":  { dfsched_vs_vanilla, dfsched_vs_oracle, oracle_vs_vanilla,
 //!                split_vs_vanilla },            // ratios of medians; null if a side is missing
 //!   "note":    "..." }
@@ -48,6 +49,9 @@ pub struct ModeReport {
     pub median_migrations: f64,
     /// Median progress spread: (slowest − fastest thread) / wall.
     pub median_spread: f64,
+    /// Median share (0–1) of the CPUs that other processes took during the
+    /// runs; `null` if `/proc` could not say.
+    pub median_others_share: Option<f64>,
     /// Pins whose read-back differed, over all runs (pinned modes; 0 = every
     /// pin held).
     pub pin_mismatches: u64,
@@ -72,6 +76,12 @@ impl ModeReport {
             median_ctx_switches: med(|r| r.ctx_switches as f64),
             median_migrations: med(|r| r.migrations as f64),
             median_spread: med(|r| r.spread),
+            median_others_share: median(
+                &runs
+                    .iter()
+                    .filter_map(|r| r.others_share)
+                    .collect::<Vec<_>>(),
+            ),
             pin_mismatches: runs.iter().map(|r| r.pin_mismatches).sum(),
             runs,
         })
@@ -207,7 +217,7 @@ pub fn render_table(r: &BenchReport) -> String {
     let vanilla = r.modes.get(&Mode::Vanilla).map(|m| m.median_s);
     let _ = writeln!(
         out,
-        "{:<8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8}",
+        "{:<8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>7} {:>7} {:>8}",
         "mode",
         "median s",
         "min s",
@@ -216,13 +226,14 @@ pub fn render_table(r: &BenchReport) -> String {
         "ctx switch",
         "migrate",
         "spread",
+        "others",
         "/vanilla"
     );
     for (mode, m) in &r.modes {
         let vs = ratio(Some(m.median_s), vanilla).map_or("-".to_string(), |x| format!("{x:.3}"));
         let _ = writeln!(
             out,
-            "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.0} {:>9.0} {:>6.1}% {:>8}",
+            "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.0} {:>9.0} {:>6.1}% {:>7} {:>8}",
             mode.as_str(),
             m.median_s,
             m.min_s,
@@ -231,6 +242,8 @@ pub fn render_table(r: &BenchReport) -> String {
             m.median_ctx_switches,
             m.median_migrations,
             m.median_spread * 100.0,
+            m.median_others_share
+                .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0)),
             vs
         );
         if m.pin_mismatches > 0 {
@@ -252,8 +265,25 @@ pub fn render_table(r: &BenchReport) -> String {
         fmt(r.ratios.oracle_vs_vanilla),
         fmt(r.ratios.split_vs_vanilla)
     );
+    let busiest = r
+        .modes
+        .values()
+        .filter_map(|m| m.median_others_share)
+        .fold(0.0, f64::max);
+    if busiest > BUSY_SHARE {
+        let _ = writeln!(
+            out,
+            "warning: other processes took up to {:.0}% of the CPUs during these runs; \
+             the threads seldom ran side by side, which hides what placement is worth",
+            busiest * 100.0
+        );
+    }
     out
 }
+
+/// Above this share of the CPUs taken by other processes, the table warns
+/// that the machine was too busy for the modes to differ as they would.
+pub const BUSY_SHARE: f64 = 0.2;
 
 /// A whole case for people: parameters, machine, table, note.
 pub fn render_report(r: &BenchReport) -> String {
@@ -333,6 +363,7 @@ mod tests {
             spread: 0.1,
             pin_mismatches: 0,
             df_switches: 0,
+            others_share: Some(0.05),
             runtime_stats: None,
             threads: vec![],
         }
@@ -395,6 +426,18 @@ mod tests {
         assert!(v["modes"]["oracle"]["runs"][0].get("threads").is_none());
         let back: BenchReport = serde_json::from_value(v).unwrap();
         assert_eq!(back.modes.len(), 2);
+    }
+
+    #[test]
+    fn table_warns_when_other_processes_held_the_cpus() {
+        let quiet = run(Mode::Vanilla, 0, 1.0);
+        let mut busy = run(Mode::Split, 0, 1.0);
+        busy.others_share = Some(0.6);
+        let table = |runs| render_table(&BenchReport::new(Params::default(), machine(), runs));
+        assert!(!table(vec![quiet.clone()]).contains("other processes took"));
+        let t = table(vec![quiet, busy]);
+        assert!(t.contains("other processes took up to 60%"), "{t}");
+        assert!(t.contains("  5%"), "the others column: {t}");
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! over all modes instead of favouring whichever always runs first.
 
 use crate::df::{self, Df, WritePattern};
-use crate::machine::Machine;
+use crate::machine::{Machine, TickSample};
 use crate::modes::{PlaceError, Placed, Placer};
 use crate::os::{self, ThreadSched};
 use crate::params::{Mode, Params};
@@ -103,6 +103,9 @@ pub struct RunRecord {
     pub pin_mismatches: u64,
     /// DF switches, summed over the threads.
     pub df_switches: u64,
+    /// Share (0–1) of the allowed CPUs' time that other processes or the
+    /// hypervisor took while the run was timed; `None` if unreadable.
+    pub others_share: Option<f64>,
     /// The runtime's own statistics at the end of a `dfsched` run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_stats: Option<serde_json::Value>,
@@ -242,15 +245,21 @@ pub fn run_once(
         _ => None,
     };
     let placer = Placer::new(mode, params, &env.allowed, rt.clone());
-    let outcome = run_threads(params, &dfs, &placer);
+    let outcome = run_threads(params, &dfs, &placer, &env.allowed);
     let runtime_stats = rt.map(|rt| {
         let stats = serde_json::to_value(rt.stats()).unwrap_or(serde_json::Value::Null);
         rt.shutdown();
         stats
     });
-    let (start, threads) = outcome?;
-    Ok(summarise(mode, round, start, threads, runtime_stats))
+    let (start, threads, others_share) = outcome?;
+    let mut run = summarise(mode, round, start, threads, runtime_stats);
+    run.others_share = others_share;
+    Ok(run)
 }
+
+/// What the timed part of a run gives: the start, every worker's record
+/// with its absolute finish, and how busy other processes kept the CPUs.
+type Timed = (Instant, Vec<(ThreadRecord, Instant)>, Option<f64>);
 
 /// What a worker hands back: its record (finish time still absolute).
 type WorkerOut = Result<(ThreadRecord, Instant), WorkerError>;
@@ -269,7 +278,8 @@ fn run_threads(
     params: &Params,
     dfs: &[Df],
     placer: &Placer,
-) -> Result<(Instant, Vec<(ThreadRecord, Instant)>), BenchError> {
+    allowed: &CpuSet,
+) -> Result<Timed, BenchError> {
     let gate = StartGate::default();
     thread::scope(|s| {
         let mut handles = Vec::with_capacity(params.threads);
@@ -289,6 +299,7 @@ fn run_threads(
         }
         let all_placed = gate.wait_arrivals(handles.len());
         let go = all_placed && spawn_error.is_none();
+        let ticks_before = TickSample::read(allowed);
         let start = Instant::now();
         gate.decide(go);
         let outs: Vec<WorkerOut> = handles
@@ -296,6 +307,9 @@ fn run_threads(
             .enumerate()
             .map(|(t, h)| h.join().map_err(|_| BenchError::WorkerPanicked(t)))
             .collect::<Result<_, _>>()?;
+        let others_share = ticks_before
+            .zip(TickSample::read(allowed))
+            .and_then(|(a, b)| a.others_share(&b));
         if let Some(e) = spawn_error {
             return Err(BenchError::Spawn(e));
         }
@@ -315,7 +329,7 @@ fn run_threads(
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok((start, records)),
+            None => Ok((start, records, others_share)),
         }
     })
 }
@@ -425,6 +439,7 @@ fn summarise(
         spread,
         pin_mismatches: threads.iter().map(|r| r.pin_mismatches).sum(),
         df_switches: threads.iter().map(|r| r.switches).sum(),
+        others_share: None,
         runtime_stats,
         threads,
     }

@@ -58,6 +58,8 @@ fn every_supported_mode_runs_and_the_json_has_the_documented_shape() {
             assert!(m[key].is_number(), "modes.{key} missing in {m}");
         }
         assert!(m["median_migrations"].is_number() && m["median_spread"].is_number());
+        let others = &m["median_others_share"];
+        assert!(others.is_null() || (0.0..=1.0).contains(&others.as_f64().unwrap()));
         assert_eq!(m["runs_s"].as_array().unwrap().len(), 1);
         let run = &m["runs"][0];
         assert!(run["wall_s"].as_f64().unwrap() > 0.0);

@@ -93,6 +93,7 @@ fn tiny_bench_json_has_the_documented_keys() {
             assert!(m[key].is_number(), "modes.{mode}.{key} in {m}");
         }
         assert_eq!(m["runs_s"].as_array().map(Vec::len), Some(1), "{mode}");
+        assert!(m.get("median_others_share").is_some(), "{mode}");
     }
     for key in [
         "dfsched_vs_vanilla",
