@@ -32,23 +32,22 @@
 //! use); this module only keeps time, draws service and think times, and
 //! measures. Time is in ticks, [`TICKS_PER_UNIT`] per unit of `D`.
 
+mod network;
 mod stats;
 #[cfg(test)]
 mod tests;
 
+use network::{Network, Stamp, NARROW_TASKS};
 pub use stats::{t_quantile_99, Estimate};
 
 use crate::analytic::bus::{bus_utilization, BusFeedback};
 use crate::analytic::reload::reload_ratios;
 use crate::analytic::AnalyticError;
 use crate::cache::CacheGeometry;
-use crate::engine::{Context, Model, RunOutcome, Simulation};
+use crate::engine::{RunOutcome, Simulation};
 use crate::rng::SimRng;
 use crate::time::{SimTime, Ticks};
-use dfsched_core::dispatch::queue::{
-    PauseRule, Pick, QueueConfig, QueueDispatcher, QueueError, QueuePolicy,
-};
-use dfsched_core::{CpuId, TaskId};
+use dfsched_core::dispatch::queue::{QueueError, QueuePolicy};
 use serde::Serialize;
 
 /// Ticks per unit of time (per unit of `D`): exponential draws round to
@@ -295,14 +294,29 @@ fn ratio_table(p: &ClosedNetworkParams) -> Result<Vec<f64>, AnalyticError> {
     reload_ratios(p.footprint_blocks, p.cache.sets, p.cache.ways, p.tasks)
 }
 
-/// Runs replication `stream` at bus utilisation `u_bus`.
+/// Runs replication `stream` at bus utilisation `u_bus`, with 16-bit burst
+/// stamps up to [`NARROW_TASKS`] tasks and 32-bit ones beyond.
 fn replicate(
     p: &ClosedNetworkParams,
     ratios: &[f64],
     u_bus: f64,
     stream: u64,
 ) -> Result<Replication, ClosedNetworkError> {
-    let model = Network::new(p, ratios, u_bus)?;
+    if p.tasks <= NARROW_TASKS {
+        replicate_with::<i16>(p, ratios, u_bus, stream)
+    } else {
+        replicate_with::<i32>(p, ratios, u_bus, stream)
+    }
+}
+
+/// [`replicate`] with burst stamps of type `S`.
+fn replicate_with<S: Stamp>(
+    p: &ClosedNetworkParams,
+    ratios: &[f64],
+    u_bus: f64,
+    stream: u64,
+) -> Result<Replication, ClosedNetworkError> {
+    let model = Network::<S>::new(p, ratios, u_bus)?;
     let mut sim = Simulation::with_rng(model, SimRng::with_stream(p.seed, stream));
     let warm = SimTime((p.warmup_time * TICKS_PER_UNIT).round() as u64);
     let outcome = sim.run_until(warm);
@@ -328,241 +342,6 @@ fn replicate(
         pauses: m.dispatcher.stats().pauses - m.pauses_before,
         events,
     })
-}
-
-/// The simulated system.
-struct Network {
-    /// The policy's state, from the core.
-    dispatcher: QueueDispatcher,
-    /// `N`.
-    n: usize,
-    /// `D`, `Z`, in ticks.
-    demand_ticks: f64,
-    think_ticks: f64,
-    /// `C/(1 − U_bus)`, in ticks: the reload time of a whole footprint.
-    reload_ticks: f64,
-    /// `R(0..N)`.
-    ratios: Vec<f64>,
-    /// `last[p·N + t]`: processor `p`'s burst count after `t`'s last burst
-    /// there; 0 if `t` never ran there. Distinct intervening tasks are the
-    /// entries of the row above the task's own. 32 bits halve the scan; a
-    /// row is renumbered (order kept) before its count would overflow.
-    last: Vec<u32>,
-    /// Bursts completed per processor (the row's largest entry).
-    bursts: Vec<u32>,
-    /// When each task last became ready.
-    ready_at: Vec<SimTime>,
-    /// The task each processor serves (meaningless while it waits).
-    serving: Vec<u32>,
-    /// The reload ratio of each running task's current visit.
-    visit_ratio: Vec<f64>,
-    /// The service time drawn for each running task's current visit, in
-    /// ticks.
-    visit_ticks: Vec<u64>,
-    /// Measuring since this instant, if at all.
-    measuring: Option<SimTime>,
-    /// Measured visits and sums.
-    visits: u64,
-    response_sum: f64,
-    response_sq_sum: f64,
-    ratio_sum: f64,
-    busy_units: f64,
-    /// Dispatcher pauses before measuring started.
-    pauses_before: u64,
-}
-
-/// The network's events, packed in one word because the engine's queue
-/// moves them on every push and pop: a task ends its think time
-/// (`Ready(t)`, the task's index) or a processor ends a burst (`Done(p)`,
-/// [`Ev::DONE`] plus the processor's index; the task is in
-/// [`Network::serving`]). Processors number at most `2^24` (the
-/// dispatcher's cell limit) and tasks [`MAX_TASKS`], so both fit beside
-/// the flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Ev(u32);
-
-impl Ev {
-    /// The flag of `Done` events.
-    const DONE: u32 = 1 << 31;
-
-    /// Task `t` ends its think time.
-    #[inline]
-    fn ready(t: usize) -> Ev {
-        Ev(t as u32)
-    }
-
-    /// Processor `p` ends a burst.
-    #[inline]
-    fn done(p: usize) -> Ev {
-        Ev(Ev::DONE | p as u32)
-    }
-}
-
-/// `x.round() as u64` for a duration `x ≥ 0` in ticks, without the libm
-/// call `f64::round` costs on baseline x86-64: below `2^52` the fraction
-/// `x − ⌊x⌋` is exact, so comparing it with one half rounds half away
-/// from zero exactly as `round` does; from `2^52` on every double is an
-/// integer already (and the cast saturates as before).
-#[inline]
-fn round_ticks(x: f64) -> Ticks {
-    const EXACT: f64 = (1u64 << 52) as f64;
-    if (0.0..EXACT).contains(&x) {
-        let whole = x as u64;
-        Ticks(whole + u64::from(x - whole as f64 >= 0.5))
-    } else {
-        Ticks(x.round() as u64)
-    }
-}
-
-/// An exponential draw with mean `mean_ticks`, in whole ticks: the same
-/// draw and the same ticks as [`SimRng::exponential_ticks`], rounded by
-/// [`round_ticks`].
-#[inline]
-fn exponential_ticks(rng: &mut SimRng, mean_ticks: f64) -> Ticks {
-    round_ticks(rng.exponential(mean_ticks))
-}
-
-impl Network {
-    fn new(
-        p: &ClosedNetworkParams,
-        ratios: &[f64],
-        u_bus: f64,
-    ) -> Result<Network, ClosedNetworkError> {
-        let dispatcher = QueueDispatcher::new(QueueConfig {
-            policy: p.policy,
-            processors: p.processors,
-            tasks: p.tasks,
-            pause: p.pause.then_some(PauseRule {
-                reload_time: p.reload_time,
-                think_time: p.think_time,
-            }),
-        })?;
-        let (m, n) = (p.processors as usize, p.tasks as usize);
-        Ok(Network {
-            dispatcher,
-            n,
-            demand_ticks: p.demand * TICKS_PER_UNIT,
-            think_ticks: p.think_time * TICKS_PER_UNIT,
-            reload_ticks: p.reload_time / (1.0 - u_bus) * TICKS_PER_UNIT,
-            ratios: ratios.to_vec(),
-            last: vec![0; m * n],
-            bursts: vec![0; m],
-            ready_at: vec![SimTime::ZERO; n],
-            serving: vec![0; m],
-            visit_ratio: vec![0.0; n],
-            visit_ticks: vec![0; n],
-            measuring: None,
-            visits: 0,
-            response_sum: 0.0,
-            response_sq_sum: 0.0,
-            ratio_sum: 0.0,
-            busy_units: 0.0,
-            pauses_before: 0,
-        })
-    }
-
-    fn start_measuring(&mut self, now: SimTime) {
-        self.measuring = Some(now);
-        self.pauses_before = self.dispatcher.stats().pauses;
-    }
-
-    /// The reload ratio of task `t` on processor `p` now: `R(i)` for `i`
-    /// distinct intervening tasks, or 1 if `t` never ran there.
-    #[inline]
-    fn ratio(&self, t: usize, p: usize) -> f64 {
-        let row = &self.last[p * self.n..(p + 1) * self.n];
-        let mine = row[t];
-        if mine == 0 {
-            return 1.0;
-        }
-        // Branch-free count in 32-bit lanes so the compiler vectorises the
-        // scan four entries to a register.
-        let i: u32 = row.iter().map(|&x| u32::from(x > mine)).sum();
-        self.ratios[i as usize]
-    }
-
-    /// Renumbers processor `p`'s row to `1..=k` in the same order, so its
-    /// burst count can go on without overflowing.
-    #[cold]
-    fn renumber(&mut self, p: usize) {
-        let row = &mut self.last[p * self.n..(p + 1) * self.n];
-        let mut ran: Vec<(u32, usize)> = row
-            .iter()
-            .enumerate()
-            .filter(|(_, &v)| v != 0)
-            .map(|(t, &v)| (v, t))
-            .collect();
-        ran.sort_unstable();
-        for (rank, &(_, t)) in ran.iter().enumerate() {
-            row[t] = rank as u32 + 1;
-        }
-        self.bursts[p] = ran.len() as u32;
-    }
-
-    /// Starts task `t`'s burst on processor `p`.
-    #[inline]
-    fn begin(&mut self, t: usize, p: usize, ctx: &mut Context<'_, Ev>) {
-        let r = self.ratio(t, p);
-        let d = exponential_ticks(ctx.rng(), self.demand_ticks + self.reload_ticks * r);
-        self.visit_ratio[t] = r;
-        self.visit_ticks[t] = d.0;
-        self.serving[p] = t as u32;
-        ctx.schedule_in(d, Ev::done(p));
-    }
-}
-
-impl Model for Network {
-    type Event = Ev;
-
-    fn start(&mut self, ctx: &mut Context<'_, Ev>) {
-        for t in 0..self.n {
-            let d = exponential_ticks(ctx.rng(), self.think_ticks);
-            ctx.schedule_in(d, Ev::ready(t));
-        }
-    }
-
-    fn handle(&mut self, ev: Ev, ctx: &mut Context<'_, Ev>) {
-        if ev.0 & Ev::DONE == 0 {
-            let t = ev.0;
-            self.ready_at[t as usize] = ctx.now();
-            let ready = self
-                .dispatcher
-                .task_ready(TaskId(u64::from(t)))
-                .expect("the network only readies away tasks");
-            if let Some(cpu) = ready.cpu {
-                self.begin(t as usize, cpu.0 as usize, ctx);
-            }
-            for (cpu, task) in ready.woken {
-                self.begin(task.0 as usize, cpu.0 as usize, ctx);
-            }
-        } else {
-            let pu = (ev.0 & !Ev::DONE) as usize;
-            let t = self.serving[pu];
-            let tu = t as usize;
-            if self.bursts[pu] == u32::MAX {
-                self.renumber(pu);
-            }
-            self.bursts[pu] += 1;
-            self.last[pu * self.n + tu] = self.bursts[pu];
-            if self.measuring.is_some() {
-                let resp = (ctx.now() - self.ready_at[tu]).0 as f64 / TICKS_PER_UNIT;
-                self.visits += 1;
-                self.response_sum += resp;
-                self.response_sq_sum += resp * resp;
-                self.ratio_sum += self.visit_ratio[tu];
-                self.busy_units += self.visit_ticks[tu] as f64 / TICKS_PER_UNIT;
-            }
-            let think = exponential_ticks(ctx.rng(), self.think_ticks);
-            ctx.schedule_in(think, Ev::ready(tu));
-            let pick = self
-                .dispatcher
-                .burst_done(TaskId(u64::from(t)), CpuId(pu as u32))
-                .expect("the network only finishes running bursts");
-            if let Pick::Run(next) = pick {
-                self.begin(next.0 as usize, pu, ctx);
-            }
-        }
-    }
 }
 
 fn check(p: &ClosedNetworkParams) -> Result<(), ClosedNetworkError> {

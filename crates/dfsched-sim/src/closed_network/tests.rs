@@ -1,6 +1,7 @@
 //! The closed network's own checks: refused parameters, the distinct
 //! intervening count against a direct replay, and determinism.
 
+use super::network::{exponential_ticks, round_ticks, units, Ev};
 use super::*;
 
 fn small(policy: QueuePolicy) -> ClosedNetworkParams {
@@ -110,14 +111,14 @@ fn bad_parameters_are_refused_with_the_parameter_named() {
     ));
 }
 
-#[test]
-fn the_reload_ratio_counts_distinct_intervening_tasks() {
+/// Processor 1 runs tasks 3, 5, 3, 6, 5 in turn; checks the distinct
+/// counts with stamps of type `S`.
+fn distinct_counts<S: Stamp>() {
     let p = small(QueuePolicy::Fcfs);
     let ratios: Vec<f64> = (0..=8).map(|i| f64::from(i) / 10.0).collect();
-    let mut net = Network::new(&p, &ratios, 0.0).unwrap();
-    // Processor 1 runs tasks 3, 5, 3, 6, 5 in turn.
+    let mut net = Network::<S>::new(&p, &ratios, 0.0).unwrap();
     for t in [3usize, 5, 3, 6, 5] {
-        net.bursts[1] += 1;
+        net.bursts[1] = net.bursts[1].succ();
         net.last[net.n + t] = net.bursts[1];
     }
     assert_eq!(net.ratio(3, 1), 0.2, "5 and 6 ran since 3: two distinct");
@@ -125,6 +126,12 @@ fn the_reload_ratio_counts_distinct_intervening_tasks() {
     assert_eq!(net.ratio(5, 1), 0.0);
     assert_eq!(net.ratio(0, 1), 1.0, "never ran there: a full reload");
     assert_eq!(net.ratio(3, 0), 1.0);
+}
+
+#[test]
+fn the_reload_ratio_counts_distinct_intervening_tasks() {
+    distinct_counts::<i16>();
+    distinct_counts::<i32>();
 }
 
 #[test]
@@ -157,20 +164,67 @@ fn bus_interference_slows_a_migrating_policy_and_is_reported() {
     assert!((again - u).abs() < 0.05 * u, "{again} vs {u}");
 }
 
-#[test]
-fn renumbering_a_row_keeps_every_intervening_count() {
+/// Stamps just below the largest.
+trait BelowMax: Stamp + From<i16> {
+    fn below_max(k: i16) -> Self;
+}
+
+impl BelowMax for i16 {
+    fn below_max(k: i16) -> i16 {
+        i16::MAX - k
+    }
+}
+
+impl BelowMax for i32 {
+    fn below_max(k: i16) -> i32 {
+        i32::MAX - i32::from(k)
+    }
+}
+
+/// Renumbers a row whose stamps reach `S::MAX` and checks that every
+/// count is kept.
+fn renumbering_keeps_counts<S: BelowMax>() {
     let p = small(QueuePolicy::Fcfs);
     let ratios: Vec<f64> = (0..=8).map(|i| f64::from(i) / 10.0).collect();
-    let mut net = Network::new(&p, &ratios, 0.0).unwrap();
+    let mut net = Network::<S>::new(&p, &ratios, 0.0).unwrap();
     let n = net.n;
-    net.last[2 * n..3 * n].copy_from_slice(&[0, u32::MAX - 5, 7, 0, u32::MAX, 9, 0, 0]);
-    net.bursts[2] = u32::MAX;
+    let s = |v: i16| S::from(v);
+    let row = [s(0), S::below_max(5), s(7), s(0), S::MAX, s(9), s(0), s(0)];
+    net.last[2 * n..3 * n].copy_from_slice(&row);
+    net.bursts[2] = S::MAX;
     let before: Vec<f64> = (0..n).map(|t| net.ratio(t, 2)).collect();
     net.renumber(2);
-    assert_eq!(&net.last[2 * n..3 * n], &[0, 3, 1, 0, 4, 2, 0, 0]);
-    assert_eq!(net.bursts[2], 4);
+    let want = [s(0), s(3), s(1), s(0), s(4), s(2), s(0), s(0)];
+    assert_eq!(&net.last[2 * n..3 * n], &want);
+    assert_eq!(net.bursts[2], s(4));
     let after: Vec<f64> = (0..n).map(|t| net.ratio(t, 2)).collect();
     assert_eq!(before, after);
+}
+
+#[test]
+fn renumbering_a_row_keeps_every_intervening_count() {
+    renumbering_keeps_counts::<i16>();
+    renumbering_keeps_counts::<i32>();
+}
+
+#[test]
+fn narrow_and_wide_stamps_give_the_same_replication_across_renumberings() {
+    // One processor always busy: about one burst per unit, so 40000 units
+    // renumber the 16-bit row at least once.
+    let p = ClosedNetworkParams {
+        processors: 1,
+        tasks: 3,
+        think_time: 0.1,
+        warmup_time: 0.0,
+        run_time: 40_000.0,
+        replications: 1,
+        ..small(QueuePolicy::Fcfs)
+    };
+    let ratios = ratio_table(&p).unwrap();
+    let narrow = replicate_with::<i16>(&p, &ratios, 0.0, 0).unwrap();
+    let wide = replicate_with::<i32>(&p, &ratios, 0.0, 0).unwrap();
+    assert!(narrow.visits > i16::MAX as u64, "{} visits", narrow.visits);
+    assert_eq!(narrow, wide);
 }
 
 #[test]
@@ -198,6 +252,14 @@ fn tick_rounding_is_exactly_f64_round() {
     for i in 0..100_000 {
         let mean = 1e6 * f64::from(i % 7 + 1) / 3.0;
         assert_eq!(exponential_ticks(&mut a, mean), b.exponential_ticks(mean));
+    }
+}
+
+#[test]
+fn durations_convert_to_units_as_a_plain_cast_does() {
+    let big = [(1 << 53) + 1, 1_000_000_000_000_000_000, 1 << 63, u64::MAX];
+    for t in [0u64, 1, 999_999, 1_000_000].into_iter().chain(big) {
+        assert_eq!(units(t), t as f64 / TICKS_PER_UNIT, "{t}");
     }
 }
 
