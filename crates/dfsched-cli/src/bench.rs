@@ -28,8 +28,8 @@ THREADS threads start at once and never sleep. Thread t works on data fragment
 one pass over its DF in address order, touching one 8-byte word every
 STRIDE_BYTES (default: the first word of every 64-byte line); a WRITE_RATIO
 of the accesses are plain stores of the old value plus one, the rest are
-loads (which accesses write follows a fixed per-thread pattern). Each run is timed from a start gate (all threads placed) to
-the last thread's finish.
+loads (which accesses write follows a fixed per-thread pattern). Each run is
+timed from a start gate (all threads placed) to the last thread's finish.
 
 Modes (run interleaved: every round runs each mode once, in an order shuffled
 from --seed):
@@ -45,7 +45,10 @@ from --seed):
 Per mode it reports the median, min and max wall time (s), median CPU time (s,
 summed over threads), context switches and migrations (from
 /proc/thread-self/sched, summed over threads), the progress spread ((slowest -
-fastest thread finish) / wall), and ratios of medians to vanilla and oracle.
+fastest thread finish) / wall), the share of the CPUs other processes took
+during the runs (from /proc/stat; above 20% it warns: threads that seldom run
+side by side hide what placement is worth), and ratios of medians to vanilla
+and oracle.
 
 With no flags it runs the headline case (8 threads, 2 DFs of 8 KiB,
 write-shared, 5 runs per mode) in well under two minutes.
