@@ -62,7 +62,6 @@
 //!   FP   by_cpu[p]   queued tasks t with t mod M = p      arrival order
 //!   LP   by_cpu[p]   queued tasks that last ran on p      arrival order
 //!   LMR  by_cpu[p]   queued tasks matched to p            arrival order
-//!   LMR  by_assoc[p] queued tasks associated with p       arrival order
 //!   MI,  by_assoc[p] every task associated with p         most recent burst
 //!   LMI                                                   on p first
 //!   all  cold        queued tasks with no affinity        arrival order
@@ -76,6 +75,12 @@
 //! still breaks them by arrival, as the rule says. The walk gives up after
 //! stepping over as many absent tasks as the queue holds, and scans the
 //! queue instead, so a pick never costs more than twice the queue.
+//!
+//! LMR's second choice, the first queued task associated with `p`, walks
+//! the queue testing each task's association bits: it is needed for about
+//! one pick in ten (the matched list usually answers) and finds a task
+//! within a few steps, which costs less than keeping `A` more list entries
+//! per queued task.
 //!
 //! Invariants ([`QueueDispatcher::check_invariants`]): every task is away,
 //! queued once or running on exactly the processor that runs it; the idle
@@ -197,11 +202,13 @@ pub struct QueueDispatcher {
     /// FP its own, LP those that last ran on it, LMR those matched to it.
     /// Nodes are tasks. Unused by FCFS, MI and LMI.
     by_cpu: Lists,
-    /// Per processor, nodes `t·A + s` (task `t`'s association slot `s`):
-    /// LMR the queued tasks associated with it in arrival order; MI and LMI
-    /// every task associated with it, the most recent burst there first.
-    /// Unused by FCFS, FP and LP.
+    /// MI and LMI: per processor, every task associated with it, the most
+    /// recent burst there first, as nodes `t << node_shift | s` (task `t`'s
+    /// association slot `s`; MI: `s` is the processor). Unused otherwise.
     by_assoc: Lists,
+    /// `⌈log2 A⌉`: a node's task is `node >> node_shift`, a shift rather
+    /// than a division on the walks.
+    node_shift: u32,
     /// Queued cold tasks in arrival order; kept only while pausing (only
     /// the pause looks for them).
     cold: Chain,
@@ -260,6 +267,7 @@ impl QueueDispatcher {
             }
         };
         let (mu, nu, au) = (m as usize, n as usize, a as usize);
+        let node_shift = a.max(1).next_power_of_two().trailing_zeros();
         let mut idle = Chain::new(mu);
         let words = mu.div_ceil(64);
         let mut waiting = vec![0u64; words];
@@ -291,17 +299,17 @@ impl QueueDispatcher {
             waiting,
             assoc_bits: vec![0; if a > 0 { nu * words } else { 0 }],
             by_cpu: Lists::unused(),
-            by_assoc: if a > 0 {
-                Lists::new(mu, nu * au)
-            } else {
-                Lists::unused()
-            },
+            by_assoc: Lists::unused(),
+            node_shift,
             cold: Chain::new(if pausing { nu } else { 0 }),
             away_matching: vec![0; mu],
             stats: QueueStats::default(),
         };
         if d.uses_by_cpu() {
             d.by_cpu = Lists::new(mu, nu);
+        }
+        if d.by_recency() {
+            d.by_assoc = Lists::new(mu, nu << node_shift);
         }
         Ok(d)
     }
@@ -716,10 +724,9 @@ impl QueueDispatcher {
             QueuePolicy::MinIntervening | QueuePolicy::LimitedMinIntervening { .. } => {
                 self.min_intervening(p)
             }
-            QueuePolicy::LimitedMinInterveningRouting { .. } => self
-                .by_cpu
-                .front(pu)
-                .or_else(|| self.by_assoc.front(pu).map(|x| x / self.a)),
+            QueuePolicy::LimitedMinInterveningRouting { .. } => {
+                self.by_cpu.front(pu).or_else(|| self.first_associated(p))
+            }
         };
         match found {
             Some(t) => {

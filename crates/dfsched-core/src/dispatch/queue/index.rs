@@ -24,17 +24,10 @@ impl QueueDispatcher {
             QueuePolicy::LastProcessor if self.last_cpu[t] != NONE => {
                 self.by_cpu.push_back(self.last_cpu[t], tu);
             }
-            QueuePolicy::LimitedMinInterveningRouting { .. } => {
-                if matched != NONE {
-                    self.matched_to[t] = matched;
-                    self.matched[matched as usize] += 1;
-                    self.by_cpu.push_back(matched, tu);
-                }
-                let a = self.a as usize;
-                for s in 0..self.assoc_len[t] as usize {
-                    self.by_assoc
-                        .push_back(self.assoc[t * a + s], (t * a + s) as u32);
-                }
+            QueuePolicy::LimitedMinInterveningRouting { .. } if matched != NONE => {
+                self.matched_to[t] = matched;
+                self.matched[matched as usize] += 1;
+                self.by_cpu.push_back(matched, tu);
             }
             _ => {}
         }
@@ -51,16 +44,10 @@ impl QueueDispatcher {
         if self.uses_by_cpu() && self.by_cpu.contains(tu) {
             self.by_cpu.remove(tu);
         }
-        if let QueuePolicy::LimitedMinInterveningRouting { .. } = self.config.policy {
-            let q = self.matched_to[t];
-            if q != NONE {
-                self.matched[q as usize] -= 1;
-                self.matched_to[t] = NONE;
-            }
-            let a = self.a as usize;
-            for s in 0..self.assoc_len[t] as usize {
-                self.by_assoc.remove((t * a + s) as u32);
-            }
+        let q = self.matched_to[t];
+        if q != NONE {
+            self.matched[q as usize] -= 1;
+            self.matched_to[t] = NONE;
         }
         if self.pausing && self.cold.contains(tu) {
             self.cold.remove(tu);
@@ -89,17 +76,17 @@ impl QueueDispatcher {
     }
 
     /// The `by_assoc` node of task `t`'s association with `p`, held in
-    /// slot `slot`: MI numbers nodes by processor (`A = M`, so `t·M + p`
-    /// is as dense, and a refresh needs no search for the slot), LMI and
-    /// LMR by slot. Either way the node's task is `node / A`.
+    /// slot `slot`: MI numbers nodes by processor (`A = M`, so this is as
+    /// dense, and a refresh needs no search for the slot), LMI by slot.
+    /// Either way the node's task is `node >> node_shift`.
     #[inline]
     pub(super) fn assoc_node(&self, t: usize, p: usize, slot: usize) -> u32 {
-        let a = self.a as usize;
-        if self.config.policy == QueuePolicy::MinIntervening {
-            (t * a + p) as u32
+        let low = if self.config.policy == QueuePolicy::MinIntervening {
+            p
         } else {
-            (t * a + slot) as u32
-        }
+            slot
+        };
+        ((t << self.node_shift) + low) as u32
     }
 
     /// Records `t`'s burst on `p` (whose count is now `now`): refresh an
@@ -155,18 +142,26 @@ impl QueueDispatcher {
         self.at[cell] = now;
     }
 
+    /// LMR's second choice: the first queued task associated with `p`.
+    pub(super) fn first_associated(&self, p: usize) -> Option<u32> {
+        let (w, word, bit) = (self.words, p / 64, 1 << (p % 64));
+        self.queue
+            .iter()
+            .find(|&t| self.assoc_bits[t as usize * w + word] & bit != 0)
+    }
+
     /// MI and LMI: the queued task associated with `p` that has the fewest
     /// intervening tasks there (the largest `at`), ties to the earlier
     /// arrival; `None` if no queued task is associated with `p`.
     pub(super) fn min_intervening(&self, p: usize) -> Option<u32> {
-        let (a, mu) = (self.a, self.m as usize);
+        let (shift, mu) = (self.node_shift, self.m as usize);
         let at = |t: u32| self.at[t as usize * mu + p];
         let mut budget = self.queue.len();
         let mut node = self.by_assoc.front(p as u32);
         // The first queued task of the recency list...
         let (found, mut best) = loop {
             let x = node?;
-            let t = x / a;
+            let t = x >> shift;
             if self.task_state[t as usize] == TaskState::Queued {
                 break (x, t);
             }
@@ -180,7 +175,7 @@ impl QueueDispatcher {
         let k = at(best);
         let mut node = self.by_assoc.after(found);
         while let Some(x) = node {
-            let t = x / a;
+            let t = x >> shift;
             if at(t) != k {
                 break;
             }

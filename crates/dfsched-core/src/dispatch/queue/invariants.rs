@@ -16,7 +16,7 @@ struct Expected {
     away: Vec<u32>,
     /// Each `by_cpu` list (none when unused).
     by_cpu: Vec<Vec<u32>>,
-    /// Each `by_assoc` list (none when unused). Under MI and LMI, tasks
+    /// Each `by_assoc` list (none when unused: all but MI and LMI). Tasks
     /// with equal counts are in task order; the check accepts them in any
     /// order.
     by_assoc: Vec<Vec<u32>>,
@@ -137,17 +137,12 @@ impl QueueDispatcher {
         }
         for (p, list) in want.by_assoc.iter().enumerate() {
             let have: Vec<u32> = self.by_assoc.iter(p as u32).collect();
-            let same = if self.by_recency() {
-                // Equal counts may sit in any order; the counts must fall.
-                let key = |x: &u32| self.at[(*x / self.a) as usize * self.m as usize + p];
-                let (mut h, mut w) = (have.clone(), list.clone());
-                h.sort_unstable();
-                w.sort_unstable();
-                h == w && have.windows(2).all(|x| key(&x[0]) >= key(&x[1]))
-            } else {
-                &have == list
-            };
-            if !same {
+            // Equal counts may sit in any order; the counts must fall.
+            let key = |x: &u32| self.at[(*x >> self.node_shift) as usize * self.m as usize + p];
+            let (mut h, mut w) = (have.clone(), list.clone());
+            h.sort_unstable();
+            w.sort_unstable();
+            if h != w || have.windows(2).any(|x| key(&x[0]) < key(&x[1])) {
                 return Err(format!(
                     "cpu{p}'s association index is {have:?}, expected {list:?}"
                 ));
@@ -190,22 +185,14 @@ impl QueueDispatcher {
             let s = self.assoc_of(t).iter().position(|&q| q as usize == p);
             self.assoc_node(t, p, s.expect("associated"))
         };
-        let assoc_lists = if self.a > 0 { m } else { 0 };
+        let assoc_lists = if self.by_recency() { m } else { 0 };
         let by_assoc = (0..assoc_lists)
             .map(|p| {
-                if self.by_recency() {
-                    let mut ts: Vec<usize> = (0..self.task_state.len())
-                        .filter(|&t| self.matches(t, p))
-                        .collect();
-                    ts.sort_by_key(|&t| (std::cmp::Reverse(self.at[t * m + p]), t));
-                    ts.into_iter().map(|t| slot(t, p)).collect()
-                } else {
-                    self.queue
-                        .iter()
-                        .filter(|&t| self.matches(t as usize, p))
-                        .map(|t| slot(t as usize, p))
-                        .collect()
-                }
+                let mut ts: Vec<usize> = (0..self.task_state.len())
+                    .filter(|&t| self.matches(t, p))
+                    .collect();
+                ts.sort_by_key(|&t| (std::cmp::Reverse(self.at[t * m + p]), t));
+                ts.into_iter().map(|t| slot(t, p)).collect()
             })
             .collect();
         let cold = if self.pausing {
@@ -248,8 +235,8 @@ impl QueueDispatcher {
                 }
             }
         }
-        if self.a > 0 {
-            self.by_assoc = Lists::new(m, n * self.a as usize);
+        if self.by_recency() {
+            self.by_assoc = Lists::new(m, n << self.node_shift);
             for (p, list) in want.by_assoc.iter().enumerate() {
                 for &x in list {
                     self.by_assoc.push_back(p as u32, x);
