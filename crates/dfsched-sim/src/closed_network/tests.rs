@@ -272,3 +272,47 @@ fn events_pack_task_and_processor_indices_apart() {
     assert_ne!(done.0 & Ev::DONE, 0);
     assert_eq!(done.0 & !Ev::DONE, (1 << 24) - 1);
 }
+
+#[test]
+fn results_are_bit_for_bit_those_of_the_first_implementation() {
+    // Taken from `dfsched sim closed-network --policy P --processors M
+    // --tasks N --reload C [--pause] [--bus] --seed S --run-time 500
+    // --warmup 50 --replications 4 --json` at commit 38f5cf8, before any
+    // speed work: events, X and T². The indexes, narrow stamps and packed
+    // events are pure speed; any change to these numbers is a change of
+    // semantics.
+    #[rustfmt::skip]
+    let golden = [
+        // policy  M    N    C    pause  bus    seed events  X                   T²
+        ("fcfs",   3,   5,   0.2, false, false, 3, 10352,  2.3535,             2.3266478560613617),
+        ("fp",     3,   5,   0.2, false, false, 3, 9236,   2.097,              3.608914320748878),
+        ("lp",     4,   9,   1.0, true,  false, 7, 13783,  3.114,              6.529868472613365),
+        ("lmi:2",  4,   9,   1.0, true,  false, 7, 15536,  3.5404999999999998, 4.120065303614945),
+        ("lmr:4",  4,   9,   1.0, true,  false, 7, 15784,  3.5995000000000004, 3.8599495173963128),
+        ("lmr:1",  8,   300, 0.3, true,  false, 5, 36060,  7.945499999999999,  325.84889772111956),
+        ("mi",     32,  128, 0.5, false, false, 1, 138779, 31.666,             20.98274309747694),
+        ("lmr:4",  32,  128, 0.5, true,  false, 1, 135438, 30.835499999999996, 14.768299202301908),
+        ("lmi:4",  32,  128, 0.5, false, true,  1, 277527, 31.656,             21.174565713454367),
+    ];
+    for (policy, m, n, c, pause, bus, seed, events, x, t2) in golden {
+        let p = ClosedNetworkParams {
+            processors: m,
+            pause,
+            bus_f_ba: bus.then_some(0.1),
+            warmup_time: 50.0,
+            run_time: 500.0,
+            replications: 4,
+            seed,
+            ..ClosedNetworkParams::paper(policy.parse().unwrap(), n, c)
+        };
+        let r = simulate(&p).unwrap();
+        let what = format!("{policy} M={m} N={n}");
+        assert_eq!(r.events, events, "{what}");
+        assert_eq!(r.throughput.mean.to_bits(), f64::to_bits(x), "{what}");
+        assert_eq!(
+            r.response_second_moment.mean.to_bits(),
+            f64::to_bits(t2),
+            "{what}"
+        );
+    }
+}
