@@ -112,7 +112,8 @@ use lists::Lists;
 use serde::Serialize;
 
 /// The most affinity cells (`M·N`) a dispatcher keeps: 16 Mi, 128 MiB of
-/// burst counts (and, for MI, as much again of index links).
+/// burst counts; MI and LMI add 8 bytes of recency links per task and
+/// association rounded up to a power of two (at most 256 MiB here).
 pub const MAX_AFFINITY_CELLS: u64 = 1 << 24;
 
 /// Counters of a dispatcher's decisions.
