@@ -1,6 +1,7 @@
 //! How the dispatcher keeps its indexes (see "Indexes" in the module doc)
 //! as tasks join and leave the queue and as bursts change affinity, and
-//! MI's pick through them.
+//! the picks that go beyond the front of a list: MI's and LMI's walk of
+//! the recency list, LMR's search for an associated task.
 //!
 //! Every change to the queue goes through [`QueueDispatcher::enqueue`] and
 //! [`QueueDispatcher::dequeue`], and every change to an association
@@ -65,8 +66,8 @@ impl QueueDispatcher {
         )
     }
 
-    /// Whether `by_assoc` lists every task associated with each processor,
-    /// most recent burst first (MI, LMI), rather than the queued ones.
+    /// Whether the policy keeps `by_assoc`, every task associated with each
+    /// processor, most recent burst there first (MI, LMI).
     #[inline]
     pub(super) fn by_recency(&self) -> bool {
         matches!(
@@ -142,7 +143,8 @@ impl QueueDispatcher {
         self.at[cell] = now;
     }
 
-    /// LMR's second choice: the first queued task associated with `p`.
+    /// LMR's second choice: the first queued task associated with `p`, by
+    /// walking the queue over the tasks' association bits.
     pub(super) fn first_associated(&self, p: usize) -> Option<u32> {
         let (w, word, bit) = (self.words, p / 64, 1 << (p % 64));
         self.queue
