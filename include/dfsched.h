@@ -39,7 +39,7 @@
  *                                    balancer thread (100; at most 3600000)
  *   DFSCHED_IMBALANCE_PCT=N          imbalance threshold, percent (25; 1..1000)
  *   DFSCHED_SPLIT_AFTER_PASSES=N     stuck imbalanced passes before a group is
- *                                    split; 0 = never (3)
+ *                                    split; 0 = never (10)
  *   DFSCHED_HEAVY_LOAD_MILLI=N       runnable threads per CPU x1000 from which
  *                                    a group's home is one CPU (2000; >= 1000)
  *   DFSCHED_MAX_MOVES_PER_PASS=N     moves per balancer pass (16; >= 1)

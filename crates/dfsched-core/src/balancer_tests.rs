@@ -152,7 +152,10 @@ fn one_group_of_four(config: Config) -> H {
 
 #[test]
 fn a_group_is_split_only_after_the_imbalance_persists() {
-    let mut h = one_group_of_four(Config::default());
+    let mut h = one_group_of_four(Config {
+        split_after_passes: 3,
+        ..Config::default()
+    });
     for pass in 1..=2 {
         assert!(h.balance().is_empty(), "pass {pass}");
         let r = h.e.last_balance().unwrap();

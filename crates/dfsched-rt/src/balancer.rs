@@ -86,6 +86,14 @@ impl Inner {
             None => {}
         }
         let result = st.handle(Event::Balance { now });
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(
+                runtime = self.id,
+                load_milli = ?st.engine.load_milli(),
+                report = ?st.engine.last_balance(),
+                "dfsched balancer pass"
+            );
+        }
         match result {
             Ok(()) => st.stats.balancer_passes += 1,
             Err(_) => st.stats.balancer_errors += 1,

@@ -7,7 +7,7 @@
 //! | `DFSCHED_DISABLE` | every dfsched call becomes a successful no-op | `0` | `0`/`1`/`false`/`true`/`no`/`yes`/`off`/`on` |
 //! | `DFSCHED_BALANCE_INTERVAL_MS` | milliseconds between balancer passes; `0` = no balancer thread | `100` | `0`..=`3600000` |
 //! | `DFSCHED_IMBALANCE_PCT` | a CPU is imbalanced when its load is this many percent above the least-loaded CPU's | `25` | `1`..=`1000` |
-//! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `3` | `0`.. |
+//! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `10` | `0`.. |
 //! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
 //! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
 //! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU from `/proc` | `1` | as `DFSCHED_DISABLE` |
