@@ -96,14 +96,18 @@
 //! move is the last thing done under the mutex, so nothing but the unlock
 //! runs cache-cold on the new CPU.
 //!
-//! Measured on the 2-vCPU KVM development guest, busy with other builds
-//! (`cargo run --release -p dfsched-rt --example hint_cost`; medians of
-//! interleaved batches, noisy): repeated hint 7–15 ns; a moving hint
-//! ≈ 5.6–7 µs of CPU more than a bare `sched_setaffinity` move (≈ 7–13 µs
-//! of CPU for the bare move itself), of which ≈ 4.3 µs is the engine's
-//! `Hint` on caches left cold by the previous move and ≈ 0.85 µs the
-//! read-back. The balancer's `/proc` scan takes ≈ 0.6 ms per pass with ~90
-//! threads on the machine.
+//! Measured on the 2-vCPU KVM development guest with criterion
+//! (`cargo bench -p dfsched-benches --bench hint`, medians; the guest was
+//! shared with other builds, the benchmark ran at autogroup nice −19):
+//! `hint/same_df` 13.8 ns; a pair of moves costs 27.32 µs through bare
+//! `sched_setaffinity` and 35.09 µs through `dfsched_hint`, side by side,
+//! so dfsched's own share is ≈ 3.9 µs per move. Most of a move is the
+//! kernel's migration and the halt exit of the woken vCPU; of dfsched's
+//! share, the engine's `Hint` is ≈ 0.27 µs warm
+//! (`engine/hint_switch_known_df` in `--bench engine`), the rest is the
+//! read-back and the engine's data going cold on the new CPU. The
+//! balancer's `/proc` scan takes ≈ 0.6 ms per pass with ~90 threads on the
+//! machine.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
