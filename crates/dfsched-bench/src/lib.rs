@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 
 pub mod df;
+mod gate;
 pub mod grid;
 pub mod machine;
 pub mod modes;

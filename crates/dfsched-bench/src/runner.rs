@@ -26,6 +26,7 @@
 //! over all modes instead of favouring whichever always runs first.
 
 use crate::df::{self, Df, WritePattern};
+use crate::gate::StartGate;
 use crate::machine::{Machine, TickSample};
 use crate::modes::{PlaceError, Placed, Placer};
 use crate::os::{self, ThreadSched};
@@ -36,7 +37,6 @@ use dfsched::{Runtime, RuntimeConfig};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Condvar, Mutex};
 use std::thread;
 use std::time::Instant;
 
@@ -125,8 +125,8 @@ pub struct Progress {
     pub case: usize,
     /// Number of cases (1 unless a grid runs).
     pub cases: usize,
-    /// The run's mode.
-    pub mode: Mode,
+    /// The run's mode, by name.
+    pub mode: &'static str,
     /// The run's round (0-based).
     pub round: usize,
     /// The run's wall time, seconds.
@@ -202,7 +202,7 @@ pub fn run_cases(
                     total,
                     case,
                     cases: cases.len(),
-                    mode,
+                    mode: mode.as_str(),
                     round,
                     wall_s: run.wall_s,
                 });
@@ -215,7 +215,7 @@ pub fn run_cases(
 }
 
 /// The modes of round `round`, shuffled (Fisher–Yates) from `(seed, round)`.
-pub fn round_order(modes: &[Mode], seed: u64, round: usize) -> Vec<Mode> {
+pub fn round_order<M: Copy>(modes: &[M], seed: u64, round: usize) -> Vec<M> {
     let mut order = modes.to_vec();
     let mut state = df::mix64(seed ^ df::mix64(round as u64));
     for i in (1..order.len()).rev() {
@@ -445,58 +445,6 @@ fn summarise(
     }
 }
 
-/// Holds placed workers until every one has arrived and the main thread
-/// has decided whether they go.
-#[derive(Default)]
-struct StartGate {
-    state: Mutex<GateState>,
-    /// Signalled on every arrival and on the decision.
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    /// Workers that have arrived.
-    arrived: usize,
-    /// Whether any arrived with a failed setup.
-    failed: bool,
-    /// `Some(go)` once the main thread decided.
-    decision: Option<bool>,
-}
-
-impl StartGate {
-    /// A worker arrives (`ok` = its setup worked) and waits for the
-    /// decision; returns whether to go.
-    fn arrive(&self, ok: bool) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.arrived += 1;
-        s.failed |= !ok;
-        self.changed.notify_all();
-        loop {
-            if let Some(go) = s.decision {
-                return go;
-            }
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Waits until `n` workers have arrived; returns whether all were ok.
-    fn wait_arrivals(&self, n: usize) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.arrived < n {
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        !s.failed
-    }
-
-    /// Lets the workers go (or sends them home).
-    fn decide(&self, go: bool) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.decision = Some(go);
-        self.changed.notify_all();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,25 +463,5 @@ mod tests {
         }
         assert!(orders.len() > 3, "rounds barely vary: {orders:?}");
         assert_eq!(round_order(&[Mode::Split], 1, 5), vec![Mode::Split]);
-    }
-
-    #[test]
-    fn start_gate_releases_only_after_the_decision() {
-        let gate = StartGate::default();
-        thread::scope(|s| {
-            let hs: Vec<_> = (0..3)
-                .map(|i| {
-                    s.spawn({
-                        let gate = &gate;
-                        move || gate.arrive(i != 1)
-                    })
-                })
-                .collect();
-            assert!(!gate.wait_arrivals(3), "one worker failed its setup");
-            gate.decide(false);
-            for h in hs {
-                assert!(!h.join().unwrap(), "nobody goes after a failure");
-            }
-        });
     }
 }

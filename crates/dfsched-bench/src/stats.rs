@@ -1,13 +1,16 @@
-//! Order statistics of a handful of runs: median, minimum, maximum.
+//! Statistics of a handful of runs: median, minimum, maximum, and the
+//! sample standard deviation.
 //!
 //! Benchmarks here repeat each mode a few times on a shared, noisy machine;
 //! the median is the headline figure because one disturbed run cannot move
 //! it, and min/max show the spread. With an even number of runs the median
-//! is the mean of the two middle values.
+//! is the mean of the two middle values. The standard deviation is the
+//! sample one (divisor n − 1; 0 for a single run), as the Chat paper's
+//! Table 1 discussion compares spreads of five runs.
 
 use serde::{Deserialize, Serialize};
 
-/// Median, minimum and maximum of a sample.
+/// Median, minimum, maximum and standard deviation of a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// The middle value (mean of the two middle ones for an even count).
@@ -16,6 +19,8 @@ pub struct Summary {
     pub min: f64,
     /// The largest value.
     pub max: f64,
+    /// The sample standard deviation (divisor n − 1); 0 for one value.
+    pub std_dev: f64,
 }
 
 impl Summary {
@@ -32,10 +37,17 @@ impl Summary {
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         };
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let std_dev = if n > 1 {
+            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
         Some(Summary {
             median,
             min: v[0],
             max: v[n - 1],
+            std_dev,
         })
     }
 }
@@ -65,8 +77,15 @@ mod tests {
             Summary {
                 median: 2.0,
                 min: 0.5,
-                max: 10.0
+                max: 10.0,
+                std_dev: s.std_dev,
             }
+        );
+        // mean 3.3, squared deviations sum to 59.8, / 4.
+        assert!(
+            (s.std_dev - (59.8f64 / 4.0).sqrt()).abs() < 1e-12,
+            "{}",
+            s.std_dev
         );
     }
 
@@ -75,6 +94,8 @@ mod tests {
         let s = Summary::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!(s.median, 2.5);
         assert_eq!((s.min, s.max), (1.0, 4.0));
+        // mean 2.5: deviations ±1.5, ±0.5 → (2·2.25 + 2·0.25) / 3.
+        assert!((s.std_dev - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
     }
 
     #[test]
@@ -84,7 +105,8 @@ mod tests {
             Summary {
                 median: 7.0,
                 min: 7.0,
-                max: 7.0
+                max: 7.0,
+                std_dev: 0.0,
             }
         );
         assert_eq!(Summary::of(&[]), None);

@@ -242,7 +242,7 @@ impl ProgressLine {
         let what = format!(
             "{cell} round {} {:<8} {:.3} s",
             p.round + 1,
-            p.mode.as_str(),
+            p.mode,
             p.wall_s
         );
         if !self.tty {
