@@ -105,7 +105,7 @@ mod state;
 pub mod topology;
 
 pub use balancer::BalanceReport;
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, Policy, PolicyParseError};
 pub use cpuset::{CpuListError, CpuSet};
 pub use engine::{Engine, GroupView, Stats, TaskView};
 pub use error::CoreError;

@@ -92,6 +92,7 @@ fn config() -> impl Strategy<Value = Config> {
             split_after_passes: split,
             heavy_load_milli: heavy,
             max_moves_per_pass: moves,
+            ..Config::default()
         })
 }
 
