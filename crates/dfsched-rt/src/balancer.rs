@@ -62,11 +62,15 @@ impl Inner {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
+        // The agent's view first: its registered pids are left out of the
+        // /proc sample, their load comes with the view (agent/link.rs).
+        let agent = self.agent_exchange();
         let sample = self.config.external_load.then(|| {
             self.sampler
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .sample(self.pid)
+                .sample_except(|pid| pid == self.pid || agent.skips(pid))
+                .map(|runnable| agent.merge(runnable))
         });
         let now = Nanos(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
         let mut st = self.lock()?;
@@ -85,6 +89,7 @@ impl Inner {
             Some(Err(_)) => st.stats.external_load_errors += 1,
             None => {}
         }
+        self.agent_apply_home(&mut st, &agent);
         let result = st.handle(Event::Balance { now });
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(

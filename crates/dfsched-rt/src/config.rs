@@ -11,6 +11,7 @@
 //! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
 //! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
 //! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU from `/proc` | `1` | as `DFSCHED_DISABLE` |
+//! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //!
 //! Rules:
@@ -50,6 +51,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_HEAVY_LOAD_MILLI",
     "DFSCHED_MAX_MOVES_PER_PASS",
     "DFSCHED_EXTERNAL_LOAD",
+    "DFSCHED_AGENT",
     "DFSCHED_SYSFS_ROOT",
 ];
 
@@ -67,6 +69,10 @@ pub struct RuntimeConfig {
     /// Whether each balancer pass first counts other processes' runnable
     /// threads per CPU (a `/proc` scan) and tells the engine. Default true.
     pub external_load: bool,
+    /// Whether and where to reach `dfsched agent` (`DFSCHED_AGENT`).
+    /// Default [`crate::agent::AgentMode::Auto`]. With `external_load` off,
+    /// the agent's load view is not used either, but sharing-set homes are.
+    pub agent: crate::agent::AgentMode,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -80,6 +86,7 @@ impl Default for RuntimeConfig {
             engine: Config::default(),
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
             external_load: true,
+            agent: crate::agent::AgentMode::Auto,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
         }
@@ -165,6 +172,7 @@ impl RuntimeConfig {
         match var {
             "DFSCHED_DISABLE" => self.enabled = !parse_bool(value).map_err(&bad)?,
             "DFSCHED_EXTERNAL_LOAD" => self.external_load = parse_bool(value).map_err(&bad)?,
+            "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
             "DFSCHED_BALANCE_INTERVAL_MS" => {
                 let ms = parse_u64(value).map_err(&bad)?;
                 if ms > MAX_BALANCE_INTERVAL_MS {

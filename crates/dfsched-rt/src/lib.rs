@@ -112,6 +112,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod agent;
 mod balancer;
 pub mod config;
 pub mod error;

@@ -159,6 +159,15 @@ impl LoadSampler {
     /// `(cpu, count)` pairs in CPU order, CPUs with no runnable thread left
     /// out. Fails only if `proc_root` itself cannot be listed.
     pub fn sample(&mut self, skip_pid: u32) -> Result<Vec<(CpuId, u32)>, Error> {
+        self.sample_except(|pid| pid == skip_pid)
+    }
+
+    /// As [`LoadSampler::sample`], skipping every process for which `skip`
+    /// is true (ours, and those whose load the agent reports).
+    pub fn sample_except(
+        &mut self,
+        skip: impl Fn(u32) -> bool,
+    ) -> Result<Vec<(CpuId, u32)>, Error> {
         self.per_cpu.iter_mut().for_each(|n| *n = 0);
         let dir = std::fs::read_dir(&self.proc_root).map_err(|e| Error::Io {
             path: self.proc_root.clone(),
@@ -170,7 +179,7 @@ impl LoadSampler {
             let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            if pid == skip_pid {
+            if skip(pid) {
                 continue;
             }
             path.push(name);

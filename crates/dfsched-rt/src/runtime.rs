@@ -155,6 +155,9 @@ pub(crate) struct Inner {
     pub(crate) wake: Condvar,
     /// The external-load sampler and its buffers (used outside `state`).
     pub(crate) sampler: Mutex<LoadSampler>,
+    /// The link to `dfsched agent` (used outside `state`; see
+    /// `agent/link.rs`).
+    pub(crate) agent: Mutex<crate::agent::link::Link>,
 }
 
 /// Owns the balancer thread; dropping the last `Runtime` clone shuts down.
@@ -241,6 +244,7 @@ impl Runtime {
             stop: Mutex::new(false),
             wake: Condvar::new(),
             sampler: Mutex::new(LoadSampler::new("/proc")),
+            agent: Mutex::new(crate::agent::link::Link::new(&config.agent)),
             config,
         });
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
@@ -387,6 +391,11 @@ impl Runtime {
     /// The configuration the runtime started with.
     pub fn config(&self) -> &RuntimeConfig {
         &self.owner.inner.config
+    }
+
+    /// The shared part, for the agent link's accessors.
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.owner.inner
     }
 
     /// The calling thread's current DF in this runtime (0 = none), or

@@ -1,0 +1,458 @@
+//! The runtime's side of the agent, run from each balancer pass:
+//!
+//! ```text
+//!   1. own load (under the state lock): Σ over registered runnable threads
+//!      of their target's share of each CPU (the core's load formula:
+//!      1000/|S| per CPU, the remainder on the lowest CPUs), plus 1000 per
+//!      runnable thread of this process the engine does not know
+//!      (/proc/self/task, the balancer thread itself excluded). This is the
+//!      engine's `load_milli()` minus the external part, computed from the
+//!      targets so that a load set by `set_external_load` cannot leak in.
+//!   2. report it; receive the others' sum, the registered pids, the home
+//!   3. the /proc sample skips the registered pids (their load came in 2),
+//!      the others' sum is added to it in whole threads
+//!   4. (under the lock, before Balance) narrow every thread's allowed set
+//!      to the sharing set's home with Event::Allowed; restore it when the
+//!      home goes
+//! ```
+//!
+//! Failure is never fatal: no socket, a refused or timed-out exchange, and
+//! the pass goes on with the plain `/proc` sample; the connection is retried
+//! every [`RETRY_PASSES`] passes. Invariants: a thread's allowed set is
+//! narrowed only to its own allowed set ∩ the home (its own set if that is
+//! empty), and a set someone else changed (a `taskset` seen at placement)
+//! becomes the thread's own set.
+
+use super::client::Client;
+use super::proto::{Report, View};
+use crate::runtime::{Inner, Runtime, State};
+use dfsched_core::{CpuId, CpuSet, Event, TaskId};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::PoisonError;
+
+/// Passes between connection attempts when no agent answers: about 2 s at
+/// the default interval, so an agent started later is found soon, while a
+/// machine without one pays a `connect` only that often.
+pub const RETRY_PASSES: u32 = 20;
+
+/// Whether and where a runtime reaches the agent (`DFSCHED_AGENT`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AgentMode {
+    /// The default socket ([`super::default_socket_path`]) if an agent
+    /// listens there; the `/proc` sample alone otherwise.
+    #[default]
+    Auto,
+    /// Never.
+    Off,
+    /// This socket, with the same silent fallback as `Auto`.
+    Path(PathBuf),
+}
+
+impl FromStr for AgentMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(AgentMode::Auto),
+            "off" => Ok(AgentMode::Off),
+            p if p.starts_with('/') => Ok(AgentMode::Path(PathBuf::from(p))),
+            _ => Err("use auto, off, or an absolute socket path".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for AgentMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentMode::Auto => f.write_str("auto"),
+            AgentMode::Off => f.write_str("off"),
+            AgentMode::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// What a runtime last heard from the agent ([`Runtime::agent_link`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkStatus {
+    /// The socket the runtime uses, if the agent is not off.
+    pub socket: Option<PathBuf>,
+    /// Whether it is connected now.
+    pub connected: bool,
+    /// Reports answered.
+    pub reports: u64,
+    /// Exchanges that failed (the connection was then dropped).
+    pub failures: u64,
+    /// The others' load in the last view, in thousandths per CPU.
+    pub others_milli: Vec<(CpuId, u64)>,
+    /// The registered pids of the last view.
+    pub registered: Vec<u32>,
+    /// The sharing set's home the threads are narrowed to, if any.
+    pub home: Option<CpuSet>,
+    /// The sharing set's id.
+    pub set: Option<u64>,
+    /// `Event::Allowed` sent to narrow or restore threads.
+    pub allowed_events: u64,
+}
+
+/// The link's state, behind its own mutex (never held with the engine's
+/// across socket I/O).
+#[derive(Debug)]
+pub(crate) struct Link {
+    client: Option<Client>,
+    inode: Option<u64>,
+    /// Passes until the next connection attempt.
+    retry_in: u32,
+    /// Threads narrowed to a home: tid → (their own allowed set, the set
+    /// dfsched gave them).
+    narrowed: HashMap<u64, (CpuSet, CpuSet)>,
+    status: LinkStatus,
+}
+
+impl Link {
+    pub(crate) fn new(mode: &AgentMode) -> Link {
+        let socket = match mode {
+            AgentMode::Off => None,
+            AgentMode::Auto => Some(super::default_socket_path()),
+            AgentMode::Path(p) => Some(p.clone()),
+        };
+        Link {
+            client: None,
+            inode: None,
+            retry_in: 0,
+            narrowed: HashMap::new(),
+            status: LinkStatus {
+                socket,
+                ..LinkStatus::default()
+            },
+        }
+    }
+
+    /// The client, connecting if it is time to try.
+    fn client(&mut self) -> Option<&mut Client> {
+        if self.client.is_none() {
+            let path = self.status.socket.as_deref()?;
+            if self.retry_in > 0 {
+                self.retry_in -= 1;
+                return None;
+            }
+            self.retry_in = RETRY_PASSES;
+            // No socket file: no agent; not even a failed connect.
+            if !path.exists() {
+                return None;
+            }
+            match Client::connect(path) {
+                Ok(c) => {
+                    self.inode = c.socket_inode();
+                    self.client = Some(c);
+                    self.retry_in = 0;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "dfsched: no agent");
+                    return None;
+                }
+            }
+        }
+        self.client.as_mut()
+    }
+}
+
+/// What one pass got from the agent.
+#[derive(Debug, Default)]
+pub(crate) struct AgentPass {
+    view: Option<View>,
+}
+
+impl AgentPass {
+    /// Whether the `/proc` sample must skip `pid` (a registered process:
+    /// its load came with the view).
+    pub(crate) fn skips(&self, pid: u32) -> bool {
+        self.view
+            .as_ref()
+            .is_some_and(|v| v.registered.binary_search(&pid).is_ok())
+    }
+
+    /// `sample` (runnable threads per CPU) plus the others' load in whole
+    /// threads. The others' thousandths are rounded as a whole (their total
+    /// to the nearest thread) and spread by largest remainder, so two
+    /// half-threads on two CPUs count one thread, not two or none.
+    pub(crate) fn merge(&self, sample: Vec<(CpuId, u32)>) -> Vec<(CpuId, u32)> {
+        let Some(view) = &self.view else {
+            return sample;
+        };
+        let mut out: BTreeMap<CpuId, u32> = sample.into_iter().collect();
+        for (cpu, n) in whole_threads(&view.others_milli) {
+            *out.entry(cpu).or_default() += n;
+        }
+        out.into_iter().filter(|&(_, n)| n > 0).collect()
+    }
+}
+
+/// Thousandths per CPU as whole threads per CPU (see [`AgentPass::merge`]).
+pub(crate) fn whole_threads(milli: &[(CpuId, u64)]) -> Vec<(CpuId, u32)> {
+    let total: u64 = milli.iter().map(|&(_, m)| m).sum();
+    let mut left = (total + 500) / 1000;
+    let mut out: Vec<(CpuId, u64)> = milli.iter().map(|&(c, m)| (c, m / 1000)).collect();
+    left -= left.min(out.iter().map(|&(_, n)| n).sum());
+    let mut by_rem: Vec<(u64, CpuId, usize)> = milli
+        .iter()
+        .enumerate()
+        .map(|(i, &(c, m))| (m % 1000, c, i))
+        .collect();
+    // Largest remainder first; ties to the lowest CPU.
+    by_rem.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for &(rem, _, i) in &by_rem {
+        if left == 0 || rem == 0 {
+            break;
+        }
+        out[i].1 += 1;
+        left -= 1;
+    }
+    out.into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(c, n)| (c, u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect()
+}
+
+/// `share(S, cpu)` of the core's load formula, over every CPU of `s`.
+fn add_shares(s: &CpuSet, into: &mut BTreeMap<CpuId, u64>) {
+    let n = s.len() as u64;
+    if n == 0 {
+        return;
+    }
+    let (each, extra) = (1000 / n, 1000 % n);
+    for (i, cpu) in s.iter().enumerate() {
+        *into.entry(cpu).or_default() += each + u64::from((i as u64) < extra);
+    }
+}
+
+/// Runnable threads of this process not in `known`, per CPU, from
+/// `/proc/self/task`; `skip` (the caller) excluded.
+fn unknown_runnable(known: &HashSet<u64>, skip: u64) -> BTreeMap<CpuId, u64> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if tid == skip || known.contains(&tid) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some(f) = crate::procfs::parse_stat(&text) {
+            if f.state == b'R' {
+                *out.entry(CpuId(f.processor)).or_default() += 1000;
+            }
+        }
+    }
+    out
+}
+
+impl Inner {
+    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.agent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Steps 1–2 of the module doc. Never fails: an exchange that fails
+    /// gives an empty pass.
+    pub(crate) fn agent_exchange(&self) -> AgentPass {
+        if self.link().status.socket.is_none() {
+            return AgentPass::default();
+        }
+        let (mut load, known) = {
+            let Ok(st) = self.lock() else {
+                return AgentPass::default();
+            };
+            let mut load = BTreeMap::new();
+            for &tid in st.tasks.keys() {
+                let task = TaskId(tid);
+                if st.engine.task(task).is_some_and(|v| v.runnable) {
+                    if let Some(target) = st.engine.target(task) {
+                        add_shares(target, &mut load);
+                    }
+                }
+            }
+            let known: HashSet<u64> = st.tasks.keys().copied().collect();
+            (load, known)
+        };
+        for (cpu, m) in unknown_runnable(&known, crate::sys::gettid()) {
+            if self.topology.cpus().contains(cpu) {
+                *load.entry(cpu).or_default() += m;
+            }
+        }
+        let mut link = self.link();
+        let inode = link.inode;
+        let Some(client) = link.client() else {
+            link.status.connected = false;
+            return AgentPass::default();
+        };
+        let report = Report {
+            load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
+            allowed: self.allowed.intersection(self.topology.cpus()),
+            own_socket_inode: inode,
+        };
+        match client.report(report) {
+            Ok(view) => {
+                let s = &mut link.status;
+                s.connected = true;
+                s.reports += 1;
+                s.others_milli = view.others_milli.clone();
+                s.registered = view.registered.clone();
+                s.set = view.set;
+                AgentPass { view: Some(view) }
+            }
+            Err(e) => {
+                tracing::debug!(runtime = self.id, error = %e, "dfsched agent exchange failed");
+                link.client = None;
+                link.status.connected = false;
+                link.status.failures += 1;
+                AgentPass::default()
+            }
+        }
+    }
+
+    /// Step 4 of the module doc: narrows or restores the threads' allowed
+    /// sets; the resulting decisions are left in `st.decisions` for the
+    /// caller to carry out. Without a view (no agent, failed exchange)
+    /// nothing changes: a home is only given up when the agent says so or
+    /// the runtime stops reaching it for good.
+    pub(crate) fn agent_apply_home(&self, st: &mut State, pass: &AgentPass) {
+        let Some(view) = &pass.view else {
+            return;
+        };
+        let home = view
+            .home
+            .as_ref()
+            .map(|h| h.intersection(self.topology.cpus()))
+            .filter(|h| !h.is_empty());
+        let mut link = self.link();
+        let link = &mut *link;
+        link.narrowed.retain(|tid, _| st.tasks.contains_key(tid));
+        let mut tids: Vec<u64> = st.tasks.keys().copied().collect();
+        tids.sort_unstable();
+        let mut events = Vec::new();
+        match &home {
+            Some(h) => {
+                for tid in tids {
+                    let Some(now) = st.engine.task(TaskId(tid)).map(|v| v.allowed) else {
+                        continue;
+                    };
+                    let (own, given) = link
+                        .narrowed
+                        .entry(tid)
+                        .or_insert_with(|| (now.clone(), now.clone()));
+                    if now != *given {
+                        // Someone else set the thread's mask since: that
+                        // is its own set now.
+                        *own = now.clone();
+                    }
+                    let mut want = own.intersection(h);
+                    if want.is_empty() {
+                        want = own.clone();
+                    }
+                    *given = want.clone();
+                    if now != want {
+                        events.push((tid, want));
+                    }
+                }
+            }
+            None => {
+                for (tid, (own, given)) in link.narrowed.drain() {
+                    let now = st.engine.task(TaskId(tid)).map(|v| v.allowed);
+                    if now.as_ref() == Some(&given) && given != own {
+                        events.push((tid, own));
+                    }
+                }
+                events.sort_unstable_by_key(|(tid, _)| *tid);
+            }
+        }
+        for (tid, allowed) in events {
+            let task = TaskId(tid);
+            match st.handle(Event::Allowed { task, allowed }) {
+                Ok(()) => link.status.allowed_events += 1,
+                Err(e) => {
+                    tracing::debug!(tid, error = %e, "dfsched: agent home not applied");
+                }
+            }
+        }
+        link.status.home = home;
+    }
+}
+
+impl Runtime {
+    /// What the runtime last heard from the agent (see [`LinkStatus`]).
+    pub fn agent_link(&self) -> LinkStatus {
+        self.inner().link().status.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_print() {
+        assert_eq!("auto".parse::<AgentMode>(), Ok(AgentMode::Auto));
+        assert_eq!("off".parse::<AgentMode>(), Ok(AgentMode::Off));
+        let p: AgentMode = "/run/x.sock".parse().unwrap();
+        assert_eq!(p, AgentMode::Path("/run/x.sock".into()));
+        assert_eq!(p.to_string(), "/run/x.sock");
+        assert!("relative.sock".parse::<AgentMode>().is_err());
+        assert!("".parse::<AgentMode>().is_err());
+    }
+
+    #[test]
+    fn others_load_becomes_whole_threads_keeping_the_total() {
+        let c = CpuId;
+        // Two half-threads: one thread, on the lowest CPU.
+        assert_eq!(whole_threads(&[(c(0), 500), (c(1), 500)]), vec![(c(0), 1)]);
+        // 1.4 + 0.6 = 2 threads: one each.
+        assert_eq!(
+            whole_threads(&[(c(0), 1400), (c(1), 600)]),
+            vec![(c(0), 1), (c(1), 1)]
+        );
+        // Thirds of one thread over 3 CPUs: one thread in all.
+        let thirds = [(c(0), 334), (c(1), 333), (c(2), 333)];
+        assert_eq!(whole_threads(&thirds), vec![(c(0), 1)]);
+        assert_eq!(whole_threads(&[(c(3), 3000)]), vec![(c(3), 3)]);
+        assert!(whole_threads(&[(c(0), 400)]).is_empty());
+    }
+
+    #[test]
+    fn shares_follow_the_core_formula() {
+        let mut load = BTreeMap::new();
+        add_shares(&"0-2".parse().unwrap(), &mut load);
+        assert_eq!(load.values().sum::<u64>(), 1000);
+        assert_eq!(load[&CpuId(0)], 334);
+        assert_eq!(load[&CpuId(2)], 333);
+    }
+
+    #[test]
+    fn merge_adds_the_others_and_skips_registered_pids() {
+        let pass = AgentPass {
+            view: Some(View {
+                others_milli: vec![(CpuId(1), 2000)],
+                registered: vec![5, 9],
+                home: None,
+                set: None,
+            }),
+        };
+        assert!(pass.skips(9) && !pass.skips(7));
+        assert_eq!(
+            pass.merge(vec![(CpuId(0), 1), (CpuId(1), 1)]),
+            vec![(CpuId(0), 1), (CpuId(1), 3)]
+        );
+        let none = AgentPass::default();
+        assert!(!none.skips(9));
+        assert_eq!(none.merge(vec![(CpuId(0), 1)]), vec![(CpuId(0), 1)]);
+    }
+}

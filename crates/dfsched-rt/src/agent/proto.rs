@@ -1,0 +1,415 @@
+//! The agent's wire protocol: one JSON object per line, each carrying the
+//! protocol version `v`, in both directions. Requests are small and typed;
+//! every struct refuses unknown fields, so a typo or a newer client's field
+//! is an error reply, never silently dropped.
+//!
+//! ```text
+//!  client → {"v":1,"req":{"report":{"load_milli":[[0,1000],[1,500]],"allowed":"0-1","own_socket_inode":4711}}}
+//!  agent  ← {"v":1,"reply":{"view":{"others_milli":[[0,2000]],"registered":[812,990],"home":"0","set":3}}}
+//!  client → {"v":1,"req":"status"}
+//!  agent  ← {"v":1,"reply":{"status":{…}}}
+//!  client → {"v":1,"req":"nonsense"}
+//!  agent  ← {"v":1,"reply":{"error":{"kind":"malformed","message":"…"}}}
+//! ```
+//!
+//! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
+//! excluded; a request that fails to parse, has another version, or is too
+//! long gets an [`ErrorKind`] reply and changes nothing on the agent; the
+//! connection stays usable after it.
+
+use dfsched_core::{CpuId, CpuSet};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, ErrorKind as IoErrorKind};
+
+/// The protocol version both sides put in `v`. A line with another version
+/// is answered with [`ErrorKind::Version`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest line either side accepts (64 KiB, newline excluded). A report
+/// lists at most one pair per CPU (a few bytes each), so this leaves room
+/// for machines of thousands of CPUs while bounding what a peer can make
+/// the agent buffer.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// One request line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestLine {
+    /// [`PROTOCOL_VERSION`].
+    pub v: u32,
+    /// The request.
+    pub req: Request,
+}
+
+/// What a client asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// A runtime's balancer pass: "this is my load; what is everyone
+    /// else's?". The first report registers the peer's process (its pid
+    /// comes from the socket's credentials, never from the message); it
+    /// stays registered until the connection closes or the pid disappears.
+    Report(Report),
+    /// The agent's state, for `dfsched agent --status`.
+    Status,
+    /// Ends the agent (allowed to a peer of the agent's own uid or root).
+    Stop,
+}
+
+/// A runtime's load report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// The process's own load per CPU in thousandths of a runnable thread:
+    /// its engine's `load_milli()` minus the external load the runtime last
+    /// gave the engine (so other processes' load is never reported back).
+    /// CPUs not listed count 0.
+    pub load_milli: Vec<(CpuId, u64)>,
+    /// The CPUs the process's runtime may place threads on; a sharing set's
+    /// home is chosen within the intersection of its members'.
+    pub allowed: CpuSet,
+    /// The inode of the client's end of this connection, so that the agent
+    /// does not mistake the agent socket (inherited by a forked child) for
+    /// a socket the processes share.
+    pub own_socket_inode: Option<u64>,
+}
+
+/// One reply line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyLine {
+    /// [`PROTOCOL_VERSION`].
+    pub v: u32,
+    /// The reply.
+    pub reply: Reply,
+}
+
+/// What the agent answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    /// The answer to a [`Request::Report`].
+    View(View),
+    /// The answer to [`Request::Status`].
+    Status(Status),
+    /// The answer to [`Request::Stop`]: the agent is ending.
+    Stopping,
+    /// The request was refused; nothing changed.
+    Error(ErrorReply),
+}
+
+/// The shared load view sent to one process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct View {
+    /// Σ of the latest reports of every *other* registered process, per CPU,
+    /// in thousandths of a runnable thread; CPUs with 0 left out.
+    pub others_milli: Vec<(CpuId, u64)>,
+    /// Every registered pid, the asking one included, ascending: the
+    /// runtime's `/proc` sample skips them, since their load is in
+    /// `others_milli` (or is its own).
+    pub registered: Vec<u32>,
+    /// The home of the process's sharing set, if it shares a pipe or a
+    /// socket with another registered process; `None` otherwise.
+    pub home: Option<CpuSet>,
+    /// The id of that sharing set.
+    pub set: Option<u64>,
+}
+
+/// The agent's state as `--status` prints it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    /// The agent's process id.
+    pub agent_pid: u32,
+    /// The agent's uid.
+    pub agent_uid: u32,
+    /// Registered processes, by pid.
+    pub processes: Vec<ProcessStatus>,
+    /// Sharing sets of two or more processes, by id.
+    pub sets: Vec<SetStatus>,
+    /// Counters since the agent started.
+    pub counters: Counters,
+}
+
+/// One registered process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessStatus {
+    /// Its pid.
+    pub pid: u32,
+    /// Its uid (from the socket's credentials).
+    pub uid: u32,
+    /// Its latest report's load.
+    pub load_milli: Vec<(CpuId, u64)>,
+    /// Its latest report's allowed CPUs.
+    pub allowed: CpuSet,
+    /// Its sharing set, if any.
+    pub set: Option<u64>,
+}
+
+/// One sharing set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetStatus {
+    /// Its id (kept while any of its members stays in it).
+    pub id: u64,
+    /// Its member pids, ascending.
+    pub members: Vec<u32>,
+    /// The pipe and socket inodes that join them, ascending.
+    pub inodes: Vec<u64>,
+    /// Its home's CPUs.
+    pub home: CpuSet,
+}
+
+/// The agent's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    /// Connections accepted (of any uid).
+    pub connections: u64,
+    /// Connections refused for their uid.
+    pub refused_peers: u64,
+    /// Requests answered with an error.
+    pub bad_requests: u64,
+    /// Reports answered.
+    pub reports: u64,
+    /// Processes dropped because their connection closed.
+    pub dropped_on_close: u64,
+    /// Processes dropped because their pid disappeared or changed owner.
+    pub dropped_on_exit: u64,
+    /// Sharing detection passes.
+    pub ticks: u64,
+}
+
+/// Why a request was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReply {
+    /// The kind, for programs.
+    pub kind: ErrorKind,
+    /// The detail, for people.
+    pub message: String,
+}
+
+/// The kinds of refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Not a JSON request of this protocol.
+    Malformed,
+    /// Longer than [`MAX_LINE_BYTES`].
+    TooLong,
+    /// Another protocol version.
+    Version,
+    /// The peer may not do this (another uid).
+    Denied,
+    /// The request names CPUs or a process the agent cannot accept.
+    Invalid,
+}
+
+impl ReplyLine {
+    /// A reply of this protocol's version.
+    pub fn new(reply: Reply) -> ReplyLine {
+        ReplyLine {
+            v: PROTOCOL_VERSION,
+            reply,
+        }
+    }
+
+    /// An error reply.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> ReplyLine {
+        ReplyLine::new(Reply::Error(ErrorReply {
+            kind,
+            message: message.into(),
+        }))
+    }
+}
+
+/// Parses one request line (without its newline): the request, or the
+/// error reply to send.
+pub fn parse_request(line: &[u8]) -> Result<Request, ReplyLine> {
+    // The version is checked first, from a loose parse, so that a newer
+    // client gets "version" rather than a field-by-field complaint.
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        v: Option<u32>,
+    }
+    let version = serde_json::from_slice::<VersionOnly>(line)
+        .map_err(|e| ReplyLine::error(ErrorKind::Malformed, e.to_string()))?;
+    match version.v {
+        Some(PROTOCOL_VERSION) => {}
+        Some(v) => {
+            return Err(ReplyLine::error(
+                ErrorKind::Version,
+                format!(
+                    "protocol version {v} is not supported; this agent speaks {PROTOCOL_VERSION}"
+                ),
+            ))
+        }
+        None => return Err(ReplyLine::error(ErrorKind::Malformed, "missing field `v`")),
+    }
+    serde_json::from_slice::<RequestLine>(line)
+        .map(|l| l.req)
+        .map_err(|e| ReplyLine::error(ErrorKind::Malformed, e.to_string()))
+}
+
+/// Serialises a line, newline included.
+pub fn encode<T: Serialize>(line: &T) -> Vec<u8> {
+    // Serialising these types cannot fail: no maps with non-string keys, no
+    // floats.
+    let mut out = serde_json::to_vec(line).expect("protocol types always serialise");
+    out.push(b'\n');
+    out
+}
+
+/// What [`read_line_capped`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// A whole line (newline removed) is in the buffer.
+    Line,
+    /// The line was longer than the cap; it was read up to its newline and
+    /// thrown away, so the next read starts at the next line.
+    TooLong,
+    /// The peer closed the connection (a partial last line is dropped).
+    Eof,
+}
+
+/// Reads one line into `buf` (cleared first), holding at most `cap` bytes of
+/// it: a longer line is consumed to its end and reported as
+/// [`LineRead::TooLong`], so memory stays bounded whatever the peer sends.
+pub fn read_line_capped(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<LineRead> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == IoErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(LineRead::Eof);
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > cap {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+        r.consume(take + usize::from(done));
+        if done {
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Request {
+        Request::Report(Report {
+            load_milli: vec![(CpuId(0), 1000), (CpuId(1), 500)],
+            allowed: "0-1".parse().unwrap(),
+            own_socket_inode: Some(4711),
+        })
+    }
+
+    #[test]
+    fn requests_round_trip_through_their_line() {
+        for req in [report(), Request::Status, Request::Stop] {
+            let line = encode(&RequestLine {
+                v: PROTOCOL_VERSION,
+                req: req.clone(),
+            });
+            assert_eq!(line.last(), Some(&b'\n'));
+            assert_eq!(parse_request(&line[..line.len() - 1]).unwrap(), req);
+        }
+    }
+
+    fn kind_of(line: &str) -> ErrorKind {
+        match parse_request(line.as_bytes()).unwrap_err().reply {
+            Reply::Error(e) => e.kind,
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_refused_with_their_kind() {
+        assert_eq!(kind_of("not json"), ErrorKind::Malformed);
+        assert_eq!(kind_of(r#"{"req":"status"}"#), ErrorKind::Malformed);
+        assert_eq!(kind_of(r#"{"v":1,"req":"dance"}"#), ErrorKind::Malformed);
+        assert_eq!(
+            kind_of(r#"{"v":1,"req":"status","extra":1}"#),
+            ErrorKind::Malformed
+        );
+        assert_eq!(
+            kind_of(
+                r#"{"v":1,"req":{"report":{"load_milli":[],"allowed":"0","own_socket_inode":null,"pid":1}}}"#
+            ),
+            ErrorKind::Malformed,
+            "unknown fields inside a request are refused too"
+        );
+        assert_eq!(
+            kind_of(
+                r#"{"v":1,"req":{"report":{"load_milli":[],"allowed":"x","own_socket_inode":null}}}"#
+            ),
+            ErrorKind::Malformed
+        );
+        assert_eq!(kind_of(r#"{"v":2,"req":"status"}"#), ErrorKind::Version);
+    }
+
+    #[test]
+    fn capped_reads_skip_a_long_line_and_keep_the_next() {
+        let long = "x".repeat(100);
+        let text = format!("short\n{long}\nnext\npartial");
+        let mut r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).unwrap(),
+            LineRead::TooLong
+        );
+        assert!(buf.len() <= 10);
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(buf, b"next");
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).unwrap(),
+            LineRead::Eof
+        );
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let view = ReplyLine::new(Reply::View(View {
+            others_milli: vec![(CpuId(1), 2000)],
+            registered: vec![3, 9],
+            home: Some("1".parse().unwrap()),
+            set: Some(2),
+        }));
+        let line = encode(&view);
+        let back: ReplyLine = serde_json::from_slice(&line).unwrap();
+        assert_eq!(back, view);
+    }
+}

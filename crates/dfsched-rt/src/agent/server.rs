@@ -1,0 +1,517 @@
+//! The agent's server: the listening socket, one thread per connection, and
+//! the tick thread (liveness backstop and sharing detection).
+//!
+//! ```text
+//!   accept ──► connection thread: SO_PEERCRED once → refuse other uids
+//!                 loop { read line (≤ 64 KiB) → parse → handle under the lock → reply }
+//!                 on EOF/error: drop the connection's process record
+//!   tick (every tick_ms):
+//!     1. drop records whose pid is gone or has changed owner
+//!     2. read /proc/PID/fd of every registered pid (outside the lock)
+//!     3. union-find on shared pipe/socket inodes → sharing sets
+//!     4. each set keeps its id and home while it lives (sharing.rs)
+//! ```
+//!
+//! Invariants: `State::procs` holds exactly the open, registered
+//! connections whose pid was alive at the last tick; a request either
+//! changes state and gets a non-error reply, or changes nothing and gets an
+//! error reply; the lock is never held across socket or `/proc` I/O.
+
+use super::proto::{
+    encode, parse_request, read_line_capped, Counters, ErrorKind, LineRead, ProcessStatus, Reply,
+    ReplyLine, Report, Request, SetStatus, Status, View, MAX_LINE_BYTES,
+};
+use super::sharing::{self, SetShape};
+use super::AgentError;
+use dfsched_core::{CpuId, CpuSet, Topology};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// The agent's settings.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The socket path.
+    pub socket: PathBuf,
+    /// Where `/proc` is (tests may point elsewhere).
+    pub proc_root: PathBuf,
+    /// Milliseconds between ticks. Default 100, as the runtimes' balancer.
+    pub tick_ms: u64,
+    /// The machine's topology (homes are its domains).
+    pub topology: Topology,
+    /// Runnable threads per CPU, in thousandths, from which a sharing set's
+    /// home is one CPU; the core's default.
+    pub heavy_load_milli: u64,
+}
+
+impl AgentConfig {
+    /// Defaults for `socket` on this machine: the topology from `/sys`.
+    pub fn new(socket: PathBuf) -> Result<AgentConfig, AgentError> {
+        let topology = crate::sysfs::read_topology(Path::new("/"))
+            .map_err(|e| AgentError::Setup(format!("reading the topology: {e}")))?;
+        Ok(AgentConfig {
+            socket,
+            proc_root: PathBuf::from("/proc"),
+            tick_ms: 100,
+            topology,
+            heavy_load_milli: dfsched_core::Config::default().heavy_load_milli,
+        })
+    }
+}
+
+/// A registered process (one connection).
+#[derive(Debug)]
+struct Proc {
+    pid: u32,
+    uid: u32,
+    load_milli: Vec<(CpuId, u64)>,
+    allowed: CpuSet,
+    own_socket_inode: Option<u64>,
+}
+
+/// A live sharing set.
+#[derive(Debug)]
+struct SetRec {
+    id: u64,
+    members: Vec<u32>,
+    inodes: Vec<u64>,
+    home: CpuSet,
+}
+
+/// Everything behind the agent's lock.
+#[derive(Debug, Default)]
+struct State {
+    /// Registered processes by connection id.
+    procs: BTreeMap<u64, Proc>,
+    /// Sharing sets of the last tick, by id.
+    sets: Vec<SetRec>,
+    /// The next set id.
+    next_set: u64,
+    counters: Counters,
+    /// Streams of open connections, to shut them on stop.
+    streams: HashMap<u64, UnixStream>,
+}
+
+/// The shared part of a running agent.
+struct Shared {
+    config: AgentConfig,
+    uid: u32,
+    pid: u32,
+    state: Mutex<State>,
+    stop: AtomicBool,
+}
+
+/// A bound agent, not yet serving.
+pub struct Agent {
+    shared: Arc<Shared>,
+    listener: UnixListener,
+    /// Held (with `flock`) for the agent's lifetime: the kernel releases it
+    /// when the process dies, so a crashed agent never blocks the next one.
+    _lock: std::fs::File,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("socket", &self.shared.config.socket)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Binds the socket (see [`super::bind_private`] for the rules): fails
+    /// with [`AgentError::AlreadyRunning`] if a live agent holds the path.
+    pub fn bind(config: AgentConfig) -> Result<Agent, AgentError> {
+        let (listener, lock) = super::bind_private(&config.socket)?;
+        Ok(Agent {
+            shared: Arc::new(Shared {
+                uid: super::geteuid(),
+                pid: std::process::id(),
+                state: Mutex::new(State {
+                    next_set: 1,
+                    ..State::default()
+                }),
+                stop: AtomicBool::new(false),
+                config,
+            }),
+            listener,
+            _lock: lock,
+        })
+    }
+
+    /// Serves until a `stop` request; then removes the socket and returns.
+    pub fn run(self) -> Result<(), AgentError> {
+        let shared = Arc::clone(&self.shared);
+        let ticker = std::thread::Builder::new()
+            .name("dfsched-agent-tick".into())
+            .spawn(move || tick_loop(&shared))
+            .map_err(|e| AgentError::Setup(format!("starting the tick thread: {e}")))?;
+        let mut next_conn = 1u64;
+        for stream in self.listener.incoming() {
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            let id = next_conn;
+            next_conn += 1;
+            let shared = Arc::clone(&self.shared);
+            let spawned = std::thread::Builder::new()
+                .name("dfsched-agent-conn".into())
+                .spawn(move || serve(&shared, stream, id));
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "dfsched agent: cannot start a connection thread");
+            }
+        }
+        // Wake every connection thread: their reads end, their records go.
+        for (_, s) in self.shared.lock().streams.drain() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let _ = std::fs::remove_file(&self.shared.config.socket);
+        let _ = ticker.join();
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent between statements that could panic:
+        // a poisoned lock is taken over rather than bringing the agent down.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the accept loop, which checks the flag after each accept.
+        let _ = UnixStream::connect(&self.config.socket);
+    }
+}
+
+/// The peer's (pid, euid) from `SO_PEERCRED`: the credentials at connect
+/// time, which the peer cannot forge.
+fn peer_cred(stream: &UnixStream) -> std::io::Result<(u32, u32)> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given, and
+    // the fd is an open socket owned by `stream` for the whole call.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.pid as u32, cred.uid))
+}
+
+/// The effective uid owning `pid`, from `/proc/PID/status`; `None` if the
+/// process is gone.
+fn owner_of(proc_root: &Path, pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Uid:"))?;
+    // "Uid:\treal\teffective\tsaved\tfs"
+    line.split_ascii_whitespace().nth(2)?.parse().ok()
+}
+
+fn serve(shared: &Shared, stream: UnixStream, id: u64) {
+    let reply = |s: &mut UnixStream, line: &ReplyLine| s.write_all(&encode(line));
+    let mut writer = stream;
+    let cred = peer_cred(&writer);
+    let mut st = shared.lock();
+    st.counters.connections += 1;
+    let (pid, uid) = match cred {
+        Ok((pid, uid)) if uid == shared.uid || shared.uid == 0 => (pid, uid),
+        Ok((_, uid)) => {
+            st.counters.refused_peers += 1;
+            drop(st);
+            let _ = reply(
+                &mut writer,
+                &ReplyLine::error(
+                    ErrorKind::Denied,
+                    format!(
+                        "this agent serves uid {} only; the peer is uid {uid}",
+                        shared.uid
+                    ),
+                ),
+            );
+            return;
+        }
+        Err(_) => return,
+    };
+    if let Ok(clone) = writer.try_clone() {
+        st.streams.insert(id, clone);
+    }
+    drop(st);
+    let Ok(read_half) = writer.try_clone() else {
+        shared.lock().streams.remove(&id);
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut buf = Vec::new();
+    loop {
+        let answer = match read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES) {
+            Ok(LineRead::Line) => match parse_request(&buf) {
+                Ok(req) => handle(shared, id, pid, uid, req),
+                Err(err) => err,
+            },
+            Ok(LineRead::TooLong) => ReplyLine::error(
+                ErrorKind::TooLong,
+                format!("a request line is at most {MAX_LINE_BYTES} bytes"),
+            ),
+            Ok(LineRead::Eof) | Err(_) => break,
+        };
+        if matches!(answer.reply, Reply::Error(_)) {
+            shared.lock().counters.bad_requests += 1;
+        }
+        let stopping = matches!(answer.reply, Reply::Stopping);
+        if reply(&mut writer, &answer).is_err() {
+            break;
+        }
+        if stopping {
+            shared.request_stop();
+        }
+    }
+    let mut st = shared.lock();
+    st.streams.remove(&id);
+    if st.procs.remove(&id).is_some() {
+        st.counters.dropped_on_close += 1;
+    }
+}
+
+fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLine {
+    match req {
+        Request::Report(r) => report(shared, id, pid, uid, r),
+        Request::Status => ReplyLine::new(Reply::Status(status(shared))),
+        Request::Stop if uid == shared.uid || uid == 0 => ReplyLine::new(Reply::Stopping),
+        Request::Stop => ReplyLine::error(
+            ErrorKind::Denied,
+            format!("only uid {} or root may stop this agent", shared.uid),
+        ),
+    }
+}
+
+fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
+    let cpus = shared.config.topology.cpus();
+    if let Some((cpu, _)) = r.load_milli.iter().find(|(c, _)| !cpus.contains(*c)) {
+        return ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("CPU {cpu} is not a CPU of this machine ({cpus})"),
+        );
+    }
+    if !r.allowed.intersects(cpus) {
+        return ReplyLine::error(
+            ErrorKind::Invalid,
+            format!(
+                "allowed CPUs {} hold no CPU of this machine ({cpus})",
+                r.allowed
+            ),
+        );
+    }
+    // The pid is the peer's own (SO_PEERCRED); a root agent still checks
+    // that it belongs to the peer's uid now (the peer may have changed
+    // uid since it connected), and never acts on it otherwise.
+    if owner_of(&shared.config.proc_root, pid) != Some(uid) {
+        return ReplyLine::error(
+            ErrorKind::Denied,
+            format!("process {pid} is not (or no longer) owned by uid {uid}"),
+        );
+    }
+    let mut st = shared.lock();
+    st.counters.reports += 1;
+    let mut load = r.load_milli;
+    load.sort_unstable();
+    st.procs.insert(
+        id,
+        Proc {
+            pid,
+            uid,
+            load_milli: load,
+            allowed: r.allowed.intersection(cpus),
+            own_socket_inode: r.own_socket_inode,
+        },
+    );
+    let mut others: BTreeMap<CpuId, u64> = BTreeMap::new();
+    for p in st.procs.values().filter(|p| p.pid != pid) {
+        for &(cpu, milli) in &p.load_milli {
+            *others.entry(cpu).or_default() += milli;
+        }
+    }
+    let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
+    let set = st.sets.iter().find(|s| s.members.contains(&pid));
+    ReplyLine::new(Reply::View(View {
+        others_milli: others.into_iter().filter(|&(_, m)| m > 0).collect(),
+        registered: registered.into_iter().collect(),
+        home: set.map(|s| s.home.clone()),
+        set: set.map(|s| s.id),
+    }))
+}
+
+fn status(shared: &Shared) -> Status {
+    let st = shared.lock();
+    let set_of = |pid: u32| {
+        st.sets
+            .iter()
+            .find(|s| s.members.contains(&pid))
+            .map(|s| s.id)
+    };
+    Status {
+        agent_pid: shared.pid,
+        agent_uid: shared.uid,
+        processes: st
+            .procs
+            .values()
+            .map(|p| ProcessStatus {
+                pid: p.pid,
+                uid: p.uid,
+                load_milli: p.load_milli.clone(),
+                allowed: p.allowed.clone(),
+                set: set_of(p.pid),
+            })
+            .collect(),
+        sets: st
+            .sets
+            .iter()
+            .map(|s| SetStatus {
+                id: s.id,
+                members: s.members.clone(),
+                inodes: s.inodes.clone(),
+                home: s.home.clone(),
+            })
+            .collect(),
+        counters: st.counters.clone(),
+    }
+}
+
+fn tick_loop(shared: &Shared) {
+    let interval = Duration::from_millis(shared.config.tick_ms.max(1));
+    while !shared.stop.load(Ordering::Acquire) {
+        std::thread::sleep(interval);
+        tick(shared);
+    }
+}
+
+/// One tick: the liveness backstop, then sharing detection.
+fn tick(shared: &Shared) {
+    let root = &shared.config.proc_root;
+    // 1. Which records are still alive and owned as registered (outside the
+    //    lock: /proc reads).
+    let snapshot: Vec<(u64, u32, u32)> = shared
+        .lock()
+        .procs
+        .iter()
+        .map(|(&id, p)| (id, p.pid, p.uid))
+        .collect();
+    let dead: Vec<u64> = snapshot
+        .iter()
+        .filter(|&&(_, pid, uid)| owner_of(root, pid) != Some(uid))
+        .map(|&(id, _, _)| id)
+        .collect();
+    // 2. Their open pipes and sockets.
+    let pids: BTreeSet<u32> = snapshot
+        .iter()
+        .filter(|(id, _, _)| !dead.contains(id))
+        .map(|&(_, pid, _)| pid)
+        .collect();
+    let fds: BTreeMap<u32, Vec<u64>> = pids
+        .iter()
+        .map(|&pid| (pid, sharing::shared_inodes(root, pid)))
+        .collect();
+    // 3–4. Under the lock: drop the dead, compute sets and homes.
+    let mut st = shared.lock();
+    st.counters.ticks += 1;
+    for id in dead {
+        if st.procs.remove(&id).is_some() {
+            st.counters.dropped_on_exit += 1;
+        }
+    }
+    // Records that came or went since the snapshot: only pids registered
+    // now take part.
+    let live: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
+    let fds: BTreeMap<u32, Vec<u64>> = fds.into_iter().filter(|(p, _)| live.contains(p)).collect();
+    let ignore: BTreeSet<u64> = st
+        .procs
+        .values()
+        .filter_map(|p| p.own_socket_inode)
+        .collect();
+    let comps = sharing::components(&fds, &ignore);
+    let old = std::mem::take(&mut st.sets);
+    let mut sets = Vec::with_capacity(comps.len());
+    for comp in comps {
+        // The set inherits the id and home of the oldest earlier set it
+        // overlaps, so that homes stay put while the set lives.
+        let prev = old
+            .iter()
+            .filter(|s| s.members.iter().any(|m| comp.members.contains(m)))
+            .filter(|s| !sets.iter().any(|n: &SetRec| n.id == s.id))
+            .min_by_key(|s| s.id);
+        let id = match prev {
+            Some(p) => p.id,
+            None => {
+                st.next_set += 1;
+                st.next_set - 1
+            }
+        };
+        let home = home_of(shared, &st, &comp.members, prev.map(|p| &p.home));
+        sets.push(SetRec {
+            id,
+            members: comp.members,
+            inodes: comp.inodes,
+            home,
+        });
+    }
+    st.sets = sets;
+}
+
+/// The home of a set of `members` (see sharing.rs).
+fn home_of(shared: &Shared, st: &State, members: &[u32], current: Option<&CpuSet>) -> CpuSet {
+    let topo = &shared.config.topology;
+    let mut base: BTreeMap<CpuId, u64> = BTreeMap::new();
+    let mut own_milli = 0u64;
+    let mut inter: Option<CpuSet> = None;
+    let mut union = CpuSet::new();
+    for p in st.procs.values() {
+        if members.contains(&p.pid) {
+            own_milli += p.load_milli.iter().map(|&(_, m)| m).sum::<u64>();
+            inter = Some(match inter {
+                None => p.allowed.clone(),
+                Some(i) => i.intersection(&p.allowed),
+            });
+            union = union.union(&p.allowed);
+        } else {
+            for &(cpu, m) in &p.load_milli {
+                *base.entry(cpu).or_default() += m;
+            }
+        }
+    }
+    let allowed = match inter {
+        Some(i) if !i.is_empty() => i,
+        _ if !union.is_empty() => union,
+        _ => topo.cpus().clone(),
+    };
+    let shape = SetShape {
+        base: &base,
+        allowed: &allowed,
+        runnable: own_milli.div_ceil(1000).max(1),
+    };
+    sharing::home_for(topo, shared.config.heavy_load_milli, &shape, current)
+}
+
+/// Sets `path`'s mode bits.
+pub(super) fn chmod(path: &Path, mode: u32) -> Result<(), AgentError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| AgentError::io(path, e))
+}
