@@ -5,6 +5,7 @@
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
 //! dfsched [-v…] model reload|mva …
+//! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -15,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod agent;
 mod bench;
 mod cmd_model;
 mod cmd_sim;
@@ -50,6 +52,9 @@ enum Command {
     Topology(topology::TopologyArgs),
     /// Simulate scheduling policies on a virtual machine of any size.
     Sim(cmd_sim::SimArgs),
+    /// Run or query the per-user agent that coordinates processes under
+    /// dfsched (shared load view, sharing detection).
+    Agent(agent::AgentArgs),
     /// Evaluate the papers' analytic models.
     Model(cmd_model::ModelArgs),
 }
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         } => bench::run(args),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
+        Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
     };
     match result {

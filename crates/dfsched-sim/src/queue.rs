@@ -1,7 +1,7 @@
 //! The pending-event queue: mechanism only, no policy.
 //!
 //! ```text
-//!   push(t, e) ──► binary min-heap keyed by (time, seq) ──► pop() → earliest
+//!   push(t, e) ──► 4-ary min-heap keyed by (time, seq) ──► pop() → earliest
 //!                         ▲                                 (skips cancelled)
 //!   cancel(id) ──► cancelled set (seq numbers) ─────────────┘
 //! ```
@@ -16,13 +16,19 @@
 //! - events are small `Copy` values stored inline in the heap, so pushing and
 //!   popping allocate nothing once the heap has grown to its working size.
 //!
+//! The heap is `dary_heap`'s quaternary heap, a drop-in for std's binary
+//! one: half the levels, children side by side in a cache line. On the
+//! closed network (`dfsched sim closed-network --policy mi --tasks 128
+//! --run-time 200000 --replications 2`, interleaved runs) it took 3.54–3.68 s
+//! where std's took 3.83–3.84 s, with the same output byte for byte.
+//!
 //! The queue never decides anything: which event to schedule and when is the
 //! model's business, through [`crate::engine::Context`].
 
 use crate::hash::FxHashSet;
 use crate::time::SimTime;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use dary_heap::QuaternaryHeap as BinaryHeap;
 
 /// A handle to a scheduled event, for cancelling it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

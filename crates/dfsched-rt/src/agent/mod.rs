@@ -298,18 +298,25 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
     )))
 }
 
-/// Starts `dfsched_exe agent --foreground --socket PATH` in its own process
+/// Starts `dfsched_exe agent --foreground --socket PATH --tick-ms MS` in its own process
 /// group with its standard streams on `/dev/null` (so it outlives the
 /// caller's terminal and its Ctrl-C), and waits until it listens: the
 /// agent's pid. The caller should exit or wait for nothing: the agent is
 /// adopted by init when the caller ends.
-pub fn spawn_detached(dfsched_exe: &Path, path: &Path) -> Result<u32, AgentError> {
+pub fn spawn_detached(dfsched_exe: &Path, path: &Path, tick_ms: u64) -> Result<u32, AgentError> {
     use std::os::unix::process::CommandExt;
+    if is_live(path) {
+        return Err(AgentError::AlreadyRunning {
+            path: path.to_path_buf(),
+        });
+    }
     let mut child = Command::new(dfsched_exe)
         .arg("agent")
         .arg("--foreground")
         .arg("--socket")
         .arg(path)
+        .arg("--tick-ms")
+        .arg(tick_ms.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -333,7 +340,12 @@ pub fn spawn_detached(dfsched_exe: &Path, path: &Path) -> Result<u32, AgentError
                 path.display()
             )));
         }
-        if is_live(path) {
+        // Live and ours: another agent that won a race would have made
+        // ours exit, seen above.
+        let ours = Client::connect(path)
+            .and_then(|mut c| c.status())
+            .is_ok_and(|s| s.agent_pid == child.id());
+        if ours {
             return Ok(child.id());
         }
         if started.elapsed() > START_TIMEOUT {
