@@ -27,8 +27,8 @@
 
 use crate::hash::FxHashSet;
 use crate::time::SimTime;
+use dary_heap::QuaternaryHeap;
 use std::cmp::Ordering;
-use dary_heap::QuaternaryHeap as BinaryHeap;
 
 /// A handle to a scheduled event, for cancelling it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,7 +53,7 @@ struct Entry<E> {
     event: E,
 }
 
-// Reversed so that `BinaryHeap`, a max-heap, yields the earliest event.
+// Reversed so that the heap, a max-heap, yields the earliest event.
 impl<E> Ord for Entry<E> {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
@@ -81,7 +81,7 @@ impl<E> Eq for Entry<E> {}
 #[derive(Clone, Debug)]
 pub struct EventQueue<E> {
     /// Pending events, cancelled ones included until they surface.
-    heap: BinaryHeap<Entry<E>>,
+    heap: QuaternaryHeap<Entry<E>>,
     /// The sequence number the next pushed event gets.
     next_seq: u64,
     /// Sequence numbers of cancelled events still in the heap — and,
@@ -102,7 +102,7 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            heap: BinaryHeap::new(),
+            heap: QuaternaryHeap::new(),
             next_seq: 0,
             cancelled: FxHashSet::default(),
             skipped: 0,
@@ -112,7 +112,7 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue with room for `n` pending events.
     pub fn with_capacity(n: usize) -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
+            heap: QuaternaryHeap::with_capacity(n),
             ..Self::new()
         }
     }

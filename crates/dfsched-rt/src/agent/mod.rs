@@ -305,6 +305,11 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
 /// adopted by init when the caller ends.
 pub fn spawn_detached(dfsched_exe: &Path, path: &Path, tick_ms: u64) -> Result<u32, AgentError> {
     use std::os::unix::process::CommandExt;
+    // The agent checks its directory too, but its reasons would go to
+    // /dev/null: check here, where they can be reported.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        ensure_private_dir(dir)?;
+    }
     if is_live(path) {
         return Err(AgentError::AlreadyRunning {
             path: path.to_path_buf(),
