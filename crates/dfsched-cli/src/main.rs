@@ -6,7 +6,6 @@
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
 //! dfsched [-v…] model reload|mva …
 //! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
-//! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -17,7 +16,6 @@
 
 #![warn(missing_docs)]
 
-mod agent;
 mod agent;
 mod bench;
 mod cmd_model;
@@ -54,9 +52,6 @@ enum Command {
     Topology(topology::TopologyArgs),
     /// Simulate scheduling policies on a virtual machine of any size.
     Sim(cmd_sim::SimArgs),
-    /// Run or query the per-user agent that coordinates processes under
-    /// dfsched (shared load view, sharing detection).
-    Agent(agent::AgentArgs),
     /// Run or query the per-user agent that coordinates processes under
     /// dfsched (shared load view, sharing detection).
     Agent(agent::AgentArgs),
@@ -100,7 +95,6 @@ fn main() -> ExitCode {
         } => bench::run(args),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
-        Command::Agent(args) => agent::run(args),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
     };
