@@ -35,6 +35,14 @@
  * return DFSCHED_E_CONFIG and applies nothing; any other DFSCHED_* name is
  * refused as unknown):
  *   DFSCHED_DISABLE=0|1              1: every call is a successful no-op (0)
+ *   DFSCHED_POLICY=P                 threads that give no DF: data-affinity
+ *                                    (unmanaged; the default), co-thread (the
+ *                                    process's threads form one group), or
+ *                                    none (as DFSCHED_DISABLE=1)
+ *   DFSCHED_PRELOAD=0|1              1: when libdfsched.so is loaded (by
+ *                                    LD_PRELOAD; `dfsched run` sets this), a
+ *                                    constructor starts dfsched and every
+ *                                    thread is attached from its creation (0)
  *   DFSCHED_BALANCE_INTERVAL_MS=N    ms between balancer passes; 0 = no
  *                                    balancer thread (100; at most 3600000)
  *   DFSCHED_IMBALANCE_PCT=N          imbalance threshold, percent (25; 1..1000)
@@ -46,7 +54,26 @@
  *   DFSCHED_EXTERNAL_LOAD=0|1        count other processes' runnable threads
  *                                    per CPU from /proc before each pass (1)
  *   DFSCHED_SYSFS_ROOT=DIR           where sys/devices/system/... is read (/)
+ *   DFSCHED_AGENT=auto|off|PATH      the `dfsched agent` to share the load
+ *                                    view with (its Unix socket); auto: the
+ *                                    default socket if an agent listens (auto)
+ *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
+ *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.
+ *
+ * Under LD_PRELOAD with DFSCHED_PRELOAD=1 the library interposes
+ * pthread_create (passing every call through to libc's): each new thread
+ * attaches itself before the program's start routine runs. If dfsched fails,
+ * the thread runs anyway, unplaced; the failure is counted
+ * (preload_attach_failures in the stats) and is that thread's
+ * dfsched_last_error(). The program's own hints reach the same runtime.
+ *
+ * fork(): dfsched in a child never uses the parent's state. The child's
+ * thread gets back the CPUs it was allowed before dfsched placed it (only
+ * async-signal-safe work is done in the child at fork), and the child's
+ * first dfsched call (under LD_PRELOAD: its first pthread_create) starts a
+ * fresh runtime from the environment. A child that execs inherits
+ * LD_PRELOAD and DFSCHED_*, and so the policy.
  */
 #ifndef DFSCHED_H
 #define DFSCHED_H
@@ -108,6 +135,18 @@ int dfsched_enter(uint64_t df);
 int dfsched_leave(void);
 
 /*
+ * Registers the calling thread with no hint (application 0, no DF) so that
+ * the policy places it: under co-thread it joins its process's co-thread
+ * group and is moved to the group's home before the call returns; under
+ * data-affinity it is an unmanaged thread the balancer may move.
+ * Idempotent. Under LD_PRELOAD with DFSCHED_PRELOAD=1 every thread is
+ * attached without this call.
+ * Errors: DFSCHED_E_PERM / DFSCHED_E_INVAL (registered, not moved),
+ * DFSCHED_E_CONFIG, DFSCHED_E_NO_CPU, DFSCHED_E_SHUT_DOWN, ...
+ */
+int dfsched_attach(void);
+
+/*
  * Creates an application (an empty DF map) and stores its id in *out.
  * out must point to a writable uint64_t; NULL gives DFSCHED_E_INVALID_ARG.
  */
@@ -121,7 +160,8 @@ int dfsched_balance_now(void);
  * placement_failures {esrch, eperm, einval, other}, refused {unknown_app,
  * wrong_app, not_in_df, no_cpu, shut_down, thread_exiting, other},
  * group_moves, splits, task_moves, balancer_passes, threads_registered,
- * threads_exited, threads_active, engine {...}, ...
+ * threads_attached, threads_exited, threads_active,
+ * preload_attach_failures, engine {...}, ...
  * The string lives in a thread-local buffer: valid until the calling
  * thread's next dfsched_stats_json() call or its exit. Do not free it.
  * Returns NULL on failure (see dfsched_last_error()).

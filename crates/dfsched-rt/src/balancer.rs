@@ -24,13 +24,16 @@ use std::time::Duration;
 
 /// Starts the balancer thread of `inner`.
 pub(crate) fn spawn(inner: Arc<Inner>, interval: Duration) -> Result<JoinHandle<()>, Error> {
-    std::thread::Builder::new()
-        .name("dfsched-balance".into())
-        .spawn(move || run(&inner, interval))
-        .map_err(|e| Error::Os {
-            call: "pthread_create (balancer thread)",
-            errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
-        })
+    // Not attached under LD_PRELOAD: the balancer is not the program's.
+    crate::preload::internal_spawn(|| {
+        std::thread::Builder::new()
+            .name("dfsched-balance".into())
+            .spawn(move || run(&inner, interval))
+    })
+    .map_err(|e| Error::Os {
+        call: "pthread_create (balancer thread)",
+        errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
+    })
 }
 
 fn run(inner: &Inner, interval: Duration) {

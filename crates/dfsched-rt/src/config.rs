@@ -5,6 +5,8 @@
 //! | variable | meaning | default | values |
 //! |---|---|---|---|
 //! | `DFSCHED_DISABLE` | every dfsched call becomes a successful no-op | `0` | `0`/`1`/`false`/`true`/`no`/`yes`/`off`/`on` |
+//! | `DFSCHED_POLICY` | what becomes of threads that give no DF; `none` = as `DFSCHED_DISABLE=1` | `data-affinity` | `data-affinity`/`co-thread`/`none` |
+//! | `DFSCHED_PRELOAD` | `libdfsched.so` loaded by `LD_PRELOAD` attaches every thread from its creation (set by `dfsched run`) | `0` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_BALANCE_INTERVAL_MS` | milliseconds between balancer passes; `0` = no balancer thread | `100` | `0`..=`3600000` |
 //! | `DFSCHED_IMBALANCE_PCT` | a CPU is imbalanced when its load is this many percent above the least-loaded CPU's | `25` | `1`..=`1000` |
 //! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `10` | `0`.. |
@@ -13,6 +15,7 @@
 //! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU from `/proc` | `1` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
+//! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
 //! Rules:
 //! - Every other variable whose name starts with `DFSCHED_` is refused as
@@ -27,6 +30,11 @@
 //! - Values are checked even when `DFSCHED_DISABLE` is set, so a bad setup
 //!   is seen before it is switched back on.
 //!
+//! `DFSCHED_POLICY=none` and `DFSCHED_DISABLE=1` both switch dfsched off;
+//! `none` exists so that `dfsched run --policy none` can run a program
+//! exactly as without dfsched while keeping one spelling for all three
+//! choices. Either one switches it off whatever the other says.
+//!
 //! Why a 100 ms balance interval: Linux 2.6, whose balancer the paper
 //! extends, rebalanced busy CPUs every ~100–200 ms. A shorter interval costs
 //! a `/proc` scan and a lock round per pass for little gain (hints already
@@ -34,7 +42,7 @@
 //! for seconds.
 
 use crate::error::Error;
-use dfsched_core::Config;
+use dfsched_core::{Config, Policy};
 use std::path::PathBuf;
 
 /// The default balancer interval; see the module doc for why.
@@ -45,6 +53,8 @@ pub const MAX_BALANCE_INTERVAL_MS: u64 = 3_600_000;
 /// Every variable the runtime reads, in the order of the module doc's table.
 pub const ENV_VARS: &[&str] = &[
     "DFSCHED_DISABLE",
+    "DFSCHED_POLICY",
+    "DFSCHED_PRELOAD",
     "DFSCHED_BALANCE_INTERVAL_MS",
     "DFSCHED_IMBALANCE_PCT",
     "DFSCHED_SPLIT_AFTER_PASSES",
@@ -53,6 +63,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_EXTERNAL_LOAD",
     "DFSCHED_AGENT",
     "DFSCHED_SYSFS_ROOT",
+    "DFSCHED_LIB",
 ];
 
 /// Runtime configuration. Every field is also settable from a `DFSCHED_*`
@@ -60,8 +71,21 @@ pub const ENV_VARS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeConfig {
     /// The engine's tunables (imbalance threshold, split persistence, heavy
-    /// load, moves per pass); defaults as in [`dfsched_core::Config`].
+    /// load, moves per pass); defaults as in [`dfsched_core::Config`]. Its
+    /// `policy` field is set from [`RuntimeConfig::policy`] when the runtime
+    /// starts; leave it at its default (a different value that disagrees
+    /// with `policy` is refused by [`RuntimeConfig::validate`]).
     pub engine: Config,
+    /// What becomes of threads that give no DF: under
+    /// [`Policy::DataAffinity`] (the default) they are unmanaged; under
+    /// [`Policy::CoThread`] the threads of the process form one co-thread
+    /// group. `DFSCHED_POLICY`.
+    pub policy: Policy,
+    /// Set by `DFSCHED_PRELOAD=1` (which `dfsched run` sets): when
+    /// `libdfsched.so` is loaded by `LD_PRELOAD`, its constructor starts the
+    /// global runtime and every thread is attached from its creation (see
+    /// `preload.rs`). Read by nothing else. Default false.
+    pub preload: bool,
     /// Milliseconds between balancer passes. Default 100 (see the module
     /// doc for why). 0 starts no balancer thread: passes then run only
     /// through [`crate::Runtime::balance_now`].
@@ -84,6 +108,8 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             engine: Config::default(),
+            policy: Policy::default(),
+            preload: false,
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
             external_load: true,
             agent: crate::agent::AgentMode::Auto,
@@ -173,6 +199,14 @@ impl RuntimeConfig {
             "DFSCHED_DISABLE" => self.enabled = !parse_bool(value).map_err(&bad)?,
             "DFSCHED_EXTERNAL_LOAD" => self.external_load = parse_bool(value).map_err(&bad)?,
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
+            "DFSCHED_PRELOAD" => self.preload = parse_bool(value).map_err(&bad)?,
+            "DFSCHED_POLICY" => match parse_policy(value).map_err(&bad)? {
+                Some(policy) => {
+                    self.policy = policy;
+                    self.engine.policy = policy;
+                }
+                None => self.enabled = false,
+            },
             "DFSCHED_BALANCE_INTERVAL_MS" => {
                 let ms = parse_u64(value).map_err(&bad)?;
                 if ms > MAX_BALANCE_INTERVAL_MS {
@@ -206,6 +240,9 @@ impl RuntimeConfig {
                 })?;
                 self.engine.max_moves_per_pass = probe.max_moves_per_pass;
             }
+            // Read by `dfsched run`; accepted here so that a program run with
+            // it in its environment still starts.
+            "DFSCHED_LIB" => {}
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {
                     return Err(bad("must be a directory path, not empty".into()));
@@ -226,6 +263,12 @@ impl RuntimeConfig {
     /// nothing on error.
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate().map_err(|e| e.to_string())?;
+        if self.engine.policy != self.policy && self.engine.policy != Policy::default() {
+            return Err(format!(
+                "engine.policy is {} but policy is {}: set RuntimeConfig::policy only",
+                self.engine.policy, self.policy
+            ));
+        }
         if self.balance_interval_ms > MAX_BALANCE_INTERVAL_MS {
             return Err(format!(
                 "balance_interval_ms must be at most {MAX_BALANCE_INTERVAL_MS}, not {}",
@@ -244,6 +287,29 @@ fn parse_u64(value: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| "not a non-negative integer".to_string())
+}
+
+/// The name of a policy as `DFSCHED_POLICY` and `dfsched run --policy`
+/// spell it: `Some(policy)`, or `None` for `none` (dfsched off).
+pub fn parse_policy(value: &str) -> Result<Option<Policy>, String> {
+    match value.trim() {
+        "none" => Ok(None),
+        name => name
+            .parse::<Policy>()
+            .map(Some)
+            .map_err(|_| "not a policy (use data-affinity, co-thread or none)".to_string()),
+    }
+}
+
+impl RuntimeConfig {
+    /// The engine configuration a runtime starts with: `engine` with its
+    /// policy taken from `policy`.
+    pub(crate) fn engine_config(&self) -> Config {
+        Config {
+            policy: self.policy,
+            ..self.engine.clone()
+        }
+    }
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -316,6 +382,8 @@ mod tests {
             ("DFSCHED_EXTERNAL_LOAD", "2"),
             ("DFSCHED_SYSFS_ROOT", " "),
             ("DFSCHED_DISABLED", "1"),
+            ("DFSCHED_POLICY", "fast"),
+            ("DFSCHED_PRELOAD", "2"),
         ];
         for &(var, value) in cases {
             let e = err_of(&[(var, value)]);
@@ -347,6 +415,68 @@ mod tests {
             cfg.balance_interval_ms, 7,
             "untouched fields keep their value"
         );
+    }
+
+    #[test]
+    fn the_policy_variable_sets_the_policy_or_switches_dfsched_off() {
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "co-thread")]).unwrap();
+        assert_eq!(cfg.policy, Policy::CoThread);
+        assert_eq!(cfg.engine_config().policy, Policy::CoThread);
+        assert!(cfg.enabled);
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "data-affinity")]).unwrap();
+        assert_eq!(cfg.policy, Policy::DataAffinity);
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "none")]).unwrap();
+        assert!(!cfg.enabled);
+        // `none` wins over DFSCHED_DISABLE=0, whatever the order.
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_DISABLE", "0"), ("DFSCHED_POLICY", "none")])
+            .unwrap();
+        assert!(!cfg.enabled);
+        let e = err_of(&[("DFSCHED_POLICY", "cothread")]);
+        let text = e.to_string();
+        assert!(text.contains("DFSCHED_POLICY") && text.contains("\"cothread\""));
+        assert!(
+            text.contains("co-thread") && text.contains("none"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_bad_policy_applies_nothing_of_the_environment() {
+        let mut cfg = RuntimeConfig::default();
+        let r = cfg.apply_vars([
+            ("DFSCHED_BALANCE_INTERVAL_MS", "5"),
+            ("DFSCHED_POLICY", "co-threads"),
+        ]);
+        assert!(r.is_err());
+        assert_eq!(cfg, RuntimeConfig::default());
+    }
+
+    #[test]
+    fn the_preload_variable_is_a_boolean() {
+        assert!(
+            RuntimeConfig::from_vars([("DFSCHED_PRELOAD", "1")])
+                .unwrap()
+                .preload
+        );
+        assert!(!RuntimeConfig::default().preload);
+        assert!(RuntimeConfig::from_vars([("DFSCHED_PRELOAD", "sure")]).is_err());
+    }
+
+    #[test]
+    fn an_engine_policy_disagreeing_with_the_policy_is_refused() {
+        let mut cfg = RuntimeConfig::default();
+        cfg.engine.policy = Policy::CoThread;
+        let e = cfg.validate().unwrap_err();
+        assert!(e.contains("RuntimeConfig::policy"), "{e}");
+        cfg.policy = Policy::CoThread;
+        assert!(cfg.validate().is_ok());
+        // Setting only `policy` is the way; the engine gets it at start.
+        let cfg = RuntimeConfig {
+            policy: Policy::CoThread,
+            ..RuntimeConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
+        assert_eq!(cfg.engine_config().policy, Policy::CoThread);
     }
 
     #[test]

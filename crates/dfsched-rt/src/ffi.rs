@@ -50,7 +50,7 @@ fn fill_c_buffer(buf: &mut [u8], message: &str) {
     buf[end] = 0;
 }
 
-fn set_last_error(message: &str) {
+pub(crate) fn set_last_error(message: &str) {
     let _ = LAST_ERROR.try_with(|slot| {
         if let Ok(mut buf) = slot.try_borrow_mut() {
             fill_c_buffer(&mut buf[..], message);
@@ -101,6 +101,13 @@ pub extern "C" fn dfsched_hint(app: u64, cur_df: u64, next_df: u64) -> c_int {
 #[no_mangle]
 pub extern "C" fn dfsched_enter(df: u64) -> c_int {
     guarded(|| crate::enter(df))
+}
+
+/// See [`crate::Runtime::attach`]: registers the calling thread with no
+/// hint, so the policy places it.
+#[no_mangle]
+pub extern "C" fn dfsched_attach() -> c_int {
+    guarded(crate::global::attach)
 }
 
 /// See [`crate::Runtime::leave`].

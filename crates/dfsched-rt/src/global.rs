@@ -4,23 +4,96 @@
 //! [`crate::config`]). The outcome is kept: if the environment is bad, every
 //! later call fails with the same [`Error`] (code `DFSCHED_E_CONFIG`) and
 //! nothing of it is applied; the program goes on, its threads where the
-//! kernel puts them. The runtime lives until the process exits (a `static`
-//! is never dropped), so its balancer thread does too.
+//! kernel puts them. The runtime lives until the process exits (it is
+//! leaked), so its balancer thread does too.
+//!
+//! One global runtime per process, not per address space: a forked child
+//! (see `fork.rs`) starts its own on its first call, and never touches the
+//! parent's (whose mutex may be held by a thread the child does not have).
+//!
+//! ```text
+//!  CURRENT ──► Slot { generation, outcome: Result<Runtime, Error> }   (leaked)
+//!  global(): slot of this fork generation? → it : start one under the start lock
+//! ```
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
 use crate::runtime::Runtime;
-use std::sync::OnceLock;
+use dfsched_core::CpuSet;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-static GLOBAL: OnceLock<Result<Runtime, Error>> = OnceLock::new();
+/// The global runtime of one process, and the fork generation it was
+/// started in.
+struct Slot {
+    /// [`crate::fork::generation`] when it started.
+    generation: u64,
+    /// The runtime, or why it did not start.
+    outcome: Result<Runtime, Error>,
+}
+
+/// The current process's slot (null before the first call). Slots are
+/// leaked: one per process, and a child's replaces the parent's pointer
+/// only in the child's copy of memory.
+static CURRENT: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
+
+/// This process's slot, if its global runtime was started (or failed to).
+#[inline]
+fn current_slot() -> Option<&'static Slot> {
+    // Acquire pairs with the Release store in `start_slot`: a thread that
+    // sees the pointer sees the slot's contents.
+    let ptr = CURRENT.load(Ordering::Acquire);
+    // SAFETY: a non-null CURRENT points to a leaked Box<Slot>, never freed
+    // and never written after publication.
+    let slot = unsafe { ptr.as_ref() }?;
+    (slot.generation == crate::fork::generation()).then_some(slot)
+}
+
+#[cold]
+#[inline(never)]
+fn start_slot() -> &'static Slot {
+    crate::fork::register_handlers();
+    crate::fork::lock_start();
+    // Another thread may have started it while we waited for the lock.
+    if let Some(slot) = current_slot() {
+        crate::fork::unlock_start();
+        return slot;
+    }
+    let outcome = std::panic::catch_unwind(|| RuntimeConfig::from_env().and_then(Runtime::start))
+        .unwrap_or_else(|_| Err(Error::Internal("panic while starting the runtime".into())));
+    let slot: &'static Slot = Box::leak(Box::new(Slot {
+        generation: crate::fork::generation(),
+        outcome,
+    }));
+    CURRENT.store(std::ptr::from_ref(slot).cast_mut(), Ordering::Release);
+    crate::fork::unlock_start();
+    slot
+}
 
 /// The process-wide default runtime, started on first use from the
 /// environment.
+#[inline]
 pub fn global() -> Result<&'static Runtime, Error> {
-    GLOBAL
-        .get_or_init(|| RuntimeConfig::from_env().and_then(Runtime::start))
+    current_slot()
+        .unwrap_or_else(start_slot)
+        .outcome
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The calling thread's CPUs as they would be without dfsched, if the
+/// current global runtime placed it: for the fork handler. Never starts a
+/// runtime.
+pub(crate) fn mask_without_dfsched() -> Option<CpuSet> {
+    current_slot()?
+        .outcome
+        .as_ref()
+        .ok()?
+        .mask_without_dfsched()
+}
+
+/// [`Runtime::attach`] on the global runtime.
+pub fn attach() -> Result<(), Error> {
+    global()?.attach()
 }
 
 /// [`Runtime::hint`] on the global runtime.
@@ -53,6 +126,11 @@ pub fn balance_now() -> Result<(), Error> {
 pub fn stats_json() -> String {
     match global() {
         Ok(rt) => rt.stats_json(),
-        Err(e) => serde_json::json!({ "error": e.to_string(), "code": e.code() }).to_string(),
+        Err(e) => serde_json::json!({
+            "error": e.to_string(),
+            "code": e.code(),
+            "preload_attach_failures": crate::preload::attach_failures(),
+        })
+        .to_string(),
     }
 }

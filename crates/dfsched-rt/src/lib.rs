@@ -4,8 +4,13 @@
 //! # Vocabulary
 //!
 //! - **Thread** (the engine's *task*): a kernel thread of this process,
-//!   known by its tid. It is *registered* on its first hint and forgotten
-//!   when it exits (a thread-local destructor tells the runtime).
+//!   known by its tid. It is *registered* on its first hint or
+//!   [`Runtime::attach`] and forgotten when it exits (a thread-local
+//!   destructor tells the runtime).
+//! - **Policy** ([`Policy`], `DFSCHED_POLICY`): what becomes of registered
+//!   threads that give no DF: unmanaged under `data-affinity` (the
+//!   default); under `co-thread`, the process's threads form one co-thread
+//!   group, placed and balanced as a DF's group.
 //! - **Application**: owns a DF map. Application 0 always exists and is a
 //!   thread's default; [`Runtime::create_app`] makes more.
 //! - **DF** (data fragment): a piece of data threads work on together, named
@@ -64,6 +69,12 @@
 //! -e 's|@INCLUDEDIR@|/usr/local/include|' -e 's|@VERSION@|0.1.0|'
 //! dfsched.pc.in > dfsched.pc`.
 //!
+//! # Unmodified programs
+//!
+//! `libdfsched.so` loaded by `LD_PRELOAD` with `DFSCHED_PRELOAD=1` (what
+//! `dfsched run` does) attaches every thread of the program from its
+//! creation; see [`preload`].
+//!
 //! # Configuration
 //!
 //! By [`RuntimeConfig`] or by `DFSCHED_*` environment variables; the table
@@ -81,9 +92,11 @@
 //! - The kernel does not tell a library when a thread blocks, so the runtime
 //!   sends the engine no `Block`/`Wake`: every registered thread counts as
 //!   runnable load until it leaves its DF or exits.
-//! - A runtime does not survive `fork()`: the child has no balancer thread
-//!   and its records name the parent's threads. A forked child must not use
-//!   a runtime started by its parent (the global one included).
+//! - A runtime does not survive `fork()`: in the child it counts as shut
+//!   down (its records name the parent's threads, and it has no balancer
+//!   thread). The global runtime is started anew in a child by the child's
+//!   first call; a runtime of the program's own must be started anew by the
+//!   child. See `fork.rs`.
 //! - Threads are tracked by tid; a thread that vanished without running its
 //!   thread-local destructors is found out (`ESRCH`) at its next placement.
 //!
@@ -117,8 +130,10 @@ mod balancer;
 pub mod config;
 pub mod error;
 pub mod ffi;
+mod fork;
 mod global;
 mod place;
+pub mod preload;
 pub mod procfs;
 mod runtime;
 pub mod stats;
@@ -128,11 +143,11 @@ mod thread;
 
 pub use config::RuntimeConfig;
 pub use dfsched_core::{
-    AppId, Cache, Config, CpuId, CpuSet, DfId, Domain, DomainId, GroupId, GroupView, Level, TaskId,
-    TaskView, Topology,
+    AppId, Cache, Config, CpuId, CpuSet, DfId, Domain, DomainId, GroupId, GroupView, Level, Policy,
+    TaskId, TaskView, Topology,
 };
 pub use error::{code, AffinityOp, Error};
-pub use global::{balance_now, create_app, enter, global, hint, leave, stats_json};
+pub use global::{attach, balance_now, create_app, enter, global, hint, leave, stats_json};
 pub use runtime::Runtime;
 pub use stats::{PlacementFailures, RefusedHints, RuntimeStats};
 

@@ -29,7 +29,11 @@
 //! - a disabled runtime (`DFSCHED_DISABLE`) never touches the engine: every
 //!   call succeeds and does nothing;
 //! - after [`Runtime::shutdown`] nothing is placed any more: hints fail with
-//!   [`Error::ShutDown`] and thread exits are ignored.
+//!   [`Error::ShutDown`] and thread exits are ignored;
+//! - a runtime serves only the process it started in: in a forked child it
+//!   counts as shut down, and its mutex (which a parent thread the child
+//!   does not have may hold) is never taken by a hint, an attach, a thread
+//!   exit or a shutdown (see `fork.rs`).
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
@@ -149,6 +153,9 @@ pub(crate) struct Inner {
     pub(crate) started: Instant,
     /// Our process id, skipped by the external-load sample.
     pub(crate) pid: u32,
+    /// [`crate::fork::generation`] when the runtime started: a different
+    /// one means we are in a forked child (see `fork.rs`).
+    pub(crate) fork_generation: u64,
     /// Set to stop the balancer thread; guarded for `wake`.
     pub(crate) stop: Mutex<bool>,
     /// The balancer thread sleeps on this between passes.
@@ -221,7 +228,7 @@ impl Runtime {
             let flat = Topology::new(&allowed, Vec::new())?;
             (flat.clone(), flat)
         };
-        let engine = Engine::new(topology.clone(), config.engine.clone())
+        let engine = Engine::new(topology.clone(), config.engine_config())
             .map_err(|e| Error::Config(e.to_string()))?;
         let inner = Arc::new(Inner {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
@@ -241,6 +248,7 @@ impl Runtime {
             }),
             started: Instant::now(),
             pid: std::process::id(),
+            fork_generation: crate::fork::generation(),
             stop: Mutex::new(false),
             wake: Condvar::new(),
             sampler: Mutex::new(LoadSampler::new("/proc")),
@@ -253,9 +261,11 @@ impl Runtime {
         } else {
             None
         };
+        crate::fork::register_handlers();
         tracing::info!(
             runtime = inner.id,
             enabled = inner.config.enabled,
+            policy = %inner.config.policy,
             cpus = %inner.topology.cpus(),
             domains = inner.topology.domains().len(),
             balance_interval_ms = inner.config.balance_interval_ms,
@@ -295,6 +305,22 @@ impl Runtime {
     #[inline]
     pub fn leave(&self) -> Result<(), Error> {
         self.owner.inner.hint(None, None, 0)
+    }
+
+    /// Registers the calling thread with no hint (application 0, no DF),
+    /// so that the policy places it from now on: under
+    /// [`dfsched_core::Policy::CoThread`] it joins its process's co-thread
+    /// group and is moved to the group's home before this returns; under
+    /// [`dfsched_core::Policy::DataAffinity`] it is an unmanaged thread
+    /// that counts as load and that the balancer may move. Idempotent: a
+    /// thread already registered (by an attach or a hint) is left as it
+    /// is, at the cost of a thread-local lookup. Its later hints work as
+    /// for any thread.
+    ///
+    /// A placement failure (`EPERM`, `EINVAL`) leaves the thread
+    /// registered, where the kernel put it, and is returned.
+    pub fn attach(&self) -> Result<(), Error> {
+        self.owner.inner.attach()
     }
 
     /// A new application id, with an empty DF map. Application 0 always
@@ -361,6 +387,7 @@ impl Runtime {
         s.enabled = inner.config.enabled;
         s.shut_down = inner.is_shut_down();
         s.engine = st.engine.stats().clone();
+        s.preload_attach_failures = crate::preload::attach_failures();
         s
     }
 
@@ -430,10 +457,38 @@ impl Runtime {
     pub fn shutdown(&self) {
         shutdown(&self.owner.inner, &self.owner.balancer);
     }
+
+    /// The calling thread's allowed CPUs, if this runtime set its mask
+    /// (the mask read now is the one dfsched last set): where it would run
+    /// without dfsched. `None` if it is not registered, dfsched did not
+    /// place it, or someone else changed its mask since.
+    pub(crate) fn mask_without_dfsched(&self) -> Option<CpuSet> {
+        let inner = &self.owner.inner;
+        if !inner.config.enabled || inner.is_shut_down() {
+            return None;
+        }
+        let tid = crate::sys::gettid();
+        let st = inner.lock().ok()?;
+        let rec = st.tasks.get(&tid)?;
+        let now = inner.sys.get_affinity(0).ok()?;
+        if now != rec.last_set {
+            return None;
+        }
+        st.engine.task(TaskId(tid)).map(|v| v.allowed)
+    }
 }
 
 fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
     inner.shut_down.store(true, Ordering::Release);
+    if inner.forked() {
+        // The balancer thread is the parent's: joining it would wait for
+        // ever, and its mutexes may be held by threads the child does not
+        // have. Leave everything as it is.
+        if let Ok(mut handle) = balancer.try_lock() {
+            std::mem::forget(handle.take());
+        }
+        return;
+    }
     {
         let mut stop = inner.stop.lock().unwrap_or_else(PoisonError::into_inner);
         *stop = true;
@@ -478,10 +533,18 @@ pub(crate) fn restrict(machine: &Topology, allowed: &CpuSet) -> Result<Topology,
 }
 
 impl Inner {
+    /// Shut down, or started by the parent of this (forked) process.
+    #[inline]
     pub(crate) fn is_shut_down(&self) -> bool {
         // Acquire pairs with shutdown's Release: a thread that sees the flag
         // also sees that the balancer was told to stop.
-        self.shut_down.load(Ordering::Acquire)
+        self.shut_down.load(Ordering::Acquire) || self.forked()
+    }
+
+    /// Whether this runtime was started by an ancestor of this process.
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        crate::fork::generation() != self.fork_generation
     }
 
     /// The state, or [`Error::Internal`] if a panic inside dfsched poisoned
@@ -519,6 +582,10 @@ impl Inner {
     #[cold]
     #[inline(never)]
     fn refuse_unlocked(&self, e: Error) -> Result<(), Error> {
+        // In a forked child the mutex may be held for ever: count nothing.
+        if self.forked() {
+            return Err(e);
+        }
         if let Ok(mut st) = self.lock() {
             st.stats.hints += 1;
             st.stats.refused.record(&e);
@@ -592,6 +659,38 @@ impl Inner {
             Some(Err(e)) => {
                 drop(st);
                 tracing::warn!(tid, error = %e, "dfsched could not place the calling thread");
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Runtime::attach`].
+    pub(crate) fn attach(self: &Arc<Self>) -> Result<(), Error> {
+        if !self.config.enabled {
+            return Ok(());
+        }
+        if self.is_shut_down() {
+            return self.refuse_unlocked(Error::ShutDown);
+        }
+        match thread::is_registered(self.id) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => return self.refuse_unlocked(e),
+        }
+        let tid = crate::sys::gettid();
+        let mask = self.sys.get_affinity(0);
+        let cpu = crate::sys::current_cpu();
+        let mut st = self.lock()?;
+        let outcome = match self.register(&mut st, tid, 0, mask, cpu) {
+            Ok(outcome) => outcome,
+            Err(e) => return refuse(&mut st, e),
+        };
+        st.stats.threads_attached += 1;
+        match outcome {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                drop(st);
+                tracing::warn!(tid, error = %e, "dfsched could not place an attached thread");
                 Err(e)
             }
         }

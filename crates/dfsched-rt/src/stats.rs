@@ -99,8 +99,11 @@ pub struct RuntimeStats {
     /// Hints that repeated the thread's DF and returned at once, with no
     /// lock and no system call.
     pub fast_hints: u64,
-    /// Threads registered (on their first hint).
+    /// Threads registered (on their first hint or attach).
     pub threads_registered: u64,
+    /// Threads registered by [`crate::Runtime::attach`] (and, under
+    /// `LD_PRELOAD`, at their creation) rather than by a hint.
+    pub threads_attached: u64,
     /// Registered threads whose exit dfsched noticed (thread-local drop).
     pub threads_exited: u64,
     /// Registered threads found gone when placing them (`ESRCH`) and
@@ -136,6 +139,9 @@ pub struct RuntimeStats {
     pub external_load_errors: u64,
     /// Other processes' runnable threads on our CPUs in the last sample.
     pub external_runnable: u64,
+    /// Threads of this process that ran unplaced because attaching them
+    /// under `LD_PRELOAD` failed (process-wide, not per runtime).
+    pub preload_attach_failures: u64,
     /// The engine's own counters.
     pub engine: dfsched_core::Stats,
 }

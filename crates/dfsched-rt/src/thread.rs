@@ -185,6 +185,20 @@ pub(crate) fn forget(runtime_id: u64) -> Result<(), Error> {
     with_regs(|regs| regs.retain(|r| r.runtime_id != runtime_id))
 }
 
+/// Whether the calling thread is registered with runtime `runtime_id`;
+/// [`Error::ThreadExiting`] if its thread-local state is gone. No lock.
+pub(crate) fn is_registered(runtime_id: u64) -> Result<bool, Error> {
+    THREAD
+        .try_with(|t| {
+            let regs = t
+                .regs
+                .try_borrow()
+                .map_err(|_| Error::Internal("thread state re-entered".into()))?;
+            Ok(regs.iter().any(|r| r.runtime_id == runtime_id))
+        })
+        .unwrap_or(Err(Error::ThreadExiting))
+}
+
 /// The calling thread's `(app, df)` in runtime `runtime_id`, if registered.
 pub(crate) fn current(runtime_id: u64) -> Option<(u64, u64)> {
     THREAD

@@ -1,0 +1,246 @@
+//! `libdfsched.so` under `LD_PRELOAD`: every thread of an unmodified
+//! program is known to dfsched from its creation (what `dfsched run` uses).
+//!
+//! ```text
+//!  ld.so loads libdfsched.so ─► constructor (.init_array)
+//!     DFSCHED_PRELOAD=1 and this copy is a shared object?
+//!       yes → ACTIVE; start the global runtime from the environment;
+//!             attach the main thread
+//!  program: pthread_create(t, attr, start, arg) ─► ours
+//!     ACTIVE and not dfsched's own thread? → attach the creator (a no-op
+//!       once attached), then the real pthread_create(t, attr, trampoline,
+//!       Box{start, arg})
+//!     new thread: trampoline → attach itself → start(arg)
+//!     its exit: the thread-local destructor tells the runtime (thread.rs)
+//! ```
+//!
+//! Rules:
+//! - **Never break the program.** If dfsched fails (a bad `DFSCHED_*`
+//!   variable, a refused placement, a panic inside dfsched), the thread runs
+//!   anyway, where the kernel puts it; the failure is counted
+//!   ([`attach_failures`], `preload_attach_failures` in the stats JSON) and
+//!   is the thread's `dfsched_last_error()`. A runtime that cannot start is
+//!   also said once on stderr, from the constructor. Only the real
+//!   `pthread_create`'s own result is returned to the program.
+//! - The real `pthread_create` is found once with `dlsym(RTLD_NEXT, …)` and
+//!   cached.
+//! - Threads dfsched creates itself (the balancer) are not attached: a
+//!   thread-local flag marks their creation.
+//! - The hint API in the same process reaches the same global runtime, so
+//!   a program's own hints are honoured (a hinted thread leaves the
+//!   co-thread group for its DF's group).
+//! - Only the copy of this code that lives in a shared object activates: the
+//!   rlib linked into a Rust program holds the same constructor and
+//!   `pthread_create`, which then only pass through (to the preloaded
+//!   library's, if any). Such a program's own Rust hint calls go to its
+//!   static copy of dfsched, not to the preloaded one: link it dynamically
+//!   (or call `dfsched_hint` through the C ABI) for both to meet.
+//! - Forks: see `fork.rs`. A child that `exec`s inherits `LD_PRELOAD` and the
+//!   `DFSCHED_*` variables, and so the policy.
+//! - A thread that ends through `pthread_exit` or cancellation unwinds
+//!   through the trampoline, which is why it is `extern "C-unwind"` and holds
+//!   nothing that needs dropping while the program's start routine runs.
+
+use crate::config::RuntimeConfig;
+use crate::error::Error;
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+/// A thread's start routine. `C-unwind` because `pthread_exit` and
+/// cancellation unwind through it.
+type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
+
+/// The real `pthread_create`'s signature.
+type PthreadCreate = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartRoutine,
+    *mut c_void,
+) -> c_int;
+
+/// Set once by the constructor of the copy loaded as a shared object with
+/// `DFSCHED_PRELOAD=1` (and an enabled configuration).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// The real `pthread_create`, resolved on first use.
+static REAL_CREATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Threads whose attach failed (dfsched could not start, or could not place
+/// them): they ran unplaced.
+static ATTACH_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Set while dfsched itself creates a thread (the balancer).
+    static INTERNAL_SPAWN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Threads that ran unplaced because attaching them failed, in this
+/// process, under `LD_PRELOAD`.
+pub fn attach_failures() -> u64 {
+    ATTACH_FAILURES.load(Ordering::Relaxed)
+}
+
+/// Whether this copy of dfsched was activated by `DFSCHED_PRELOAD=1`.
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Runs `f` (which creates dfsched's own thread) so that the thread is not
+/// attached.
+pub(crate) fn internal_spawn<R>(f: impl FnOnce() -> R) -> R {
+    let _ = INTERNAL_SPAWN.try_with(|s| s.set(true));
+    let r = f();
+    let _ = INTERNAL_SPAWN.try_with(|s| s.set(false));
+    r
+}
+
+fn spawning_internally() -> bool {
+    INTERNAL_SPAWN.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Attaches the calling thread to the global runtime; a failure is counted
+/// and becomes the thread's last error, never a panic or an abort.
+fn attach_quietly() {
+    let result = std::panic::catch_unwind(crate::global::attach)
+        .unwrap_or_else(|_| Err(Error::Internal("panic while attaching a thread".into())));
+    if let Err(e) = result {
+        ATTACH_FAILURES.fetch_add(1, Ordering::Relaxed);
+        crate::ffi::set_last_error(&e.to_string());
+    }
+}
+
+/// The constructor's body (see the module doc). Never panics into ld.so.
+fn init() {
+    let _ = std::panic::catch_unwind(|| {
+        let wanted = std::env::var("DFSCHED_PRELOAD").is_ok_and(|v| {
+            RuntimeConfig::from_vars([("DFSCHED_PRELOAD", v)]).is_ok_and(|c| c.preload)
+        });
+        if !wanted || !in_shared_object() {
+            return;
+        }
+        match RuntimeConfig::from_env() {
+            Ok(cfg) if !cfg.enabled => return,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("dfsched: not started, the program runs without it: {e}");
+                return;
+            }
+        }
+        ACTIVE.store(true, Ordering::Relaxed);
+        if let Err(e) = crate::global() {
+            eprintln!("dfsched: not started, the program runs without it: {e}");
+        }
+        attach_quietly();
+    });
+}
+
+/// `init` as an ELF constructor: ld.so calls every pointer in
+/// `.init_array` when it loads the object (glibc passes argc, argv and envp,
+/// which a function of no arguments may ignore under the C ABI).
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = {
+    extern "C" fn constructor() {
+        init();
+    }
+    constructor
+};
+
+/// Whether this code lives in a shared object rather than in the main
+/// program (the rlib statically linked into a Rust binary).
+fn in_shared_object() -> bool {
+    let ours = object_base(in_shared_object as *const c_void);
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+    let main = object_base(phdr as *const c_void);
+    ours.is_some() && ours != main
+}
+
+/// The load base of the object holding `addr`, per `dladdr`.
+fn object_base(addr: *const c_void) -> Option<usize> {
+    // SAFETY: Dl_info is plain data (pointers), valid when zeroed; dladdr
+    // only writes it and reads no memory at `addr`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a live, writable Dl_info.
+    let found = unsafe { libc::dladdr(addr, &mut info) } != 0;
+    (found && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
+}
+
+/// The next `pthread_create` after ours in the lookup order: libc's (or
+/// another interposer's).
+fn real_create() -> Option<PthreadCreate> {
+    let mut ptr = REAL_CREATE.load(Ordering::Acquire);
+    if ptr.is_null() {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name; it returns
+        // NULL or the address of the function. Racing threads store the same
+        // address.
+        ptr = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) };
+        if ptr.is_null() {
+            return None;
+        }
+        REAL_CREATE.store(ptr, Ordering::Release);
+    }
+    // SAFETY: `ptr` is the address of a function named pthread_create in a
+    // library after us, which has this C signature (the start routine
+    // pointer is ABI-identical whether declared C or C-unwind).
+    Some(unsafe { std::mem::transmute::<*mut c_void, PthreadCreate>(ptr) })
+}
+
+/// What the trampoline needs to run the program's start routine.
+struct Start {
+    routine: StartRoutine,
+    arg: *mut c_void,
+}
+
+/// The new thread's first frame when dfsched wraps it: attach, then the
+/// program's routine, whose return value is the thread's.
+unsafe extern "C-unwind" fn trampoline(start: *mut c_void) -> *mut c_void {
+    // SAFETY: `start` is the Box<Start> our pthread_create leaked for this
+    // thread alone; it is taken back exactly once, here.
+    let Start { routine, arg } = *unsafe { Box::from_raw(start.cast::<Start>()) };
+    attach_quietly();
+    // Nothing owned is live across this call, so a pthread_exit or a
+    // cancellation may unwind through this frame.
+    // SAFETY: the program gave this routine and argument to pthread_create.
+    unsafe { routine(arg) }
+}
+
+/// Interposes libc's `pthread_create` (see the module doc). Returns the real
+/// call's result, or `EAGAIN` if no real `pthread_create` can be found.
+///
+/// # Safety
+/// As `pthread_create(3)`: `thread` points to writable storage, `attr` is
+/// NULL or an initialized attribute object, `start` is a valid routine.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: StartRoutine,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(real) = real_create() else {
+        return libc::EAGAIN;
+    };
+    if !active() || spawning_internally() {
+        // SAFETY: the caller's arguments, passed through unchanged.
+        return unsafe { real(thread, attr, start, arg) };
+    }
+    // The creator too: the main thread of a forked child is attached here,
+    // to the child's fresh runtime.
+    attach_quietly();
+    let boxed = Box::into_raw(Box::new(Start {
+        routine: start,
+        arg,
+    }));
+    // SAFETY: the caller's `thread` and `attr`; our trampoline with the box
+    // it takes back.
+    let rc = unsafe { real(thread, attr, trampoline, boxed.cast()) };
+    if rc != 0 {
+        // No thread was created: the box is still ours.
+        // SAFETY: `boxed` came from Box::into_raw above and was not handed
+        // to any thread.
+        drop(unsafe { Box::from_raw(boxed) });
+    }
+    rc
+}

@@ -1,0 +1,111 @@
+//! `Runtime::attach`: a thread registered with no hint is placed by the
+//! policy. Masks are read back with `sched_getaffinity`. Each test starts its
+//! own runtime; the 2-CPU ones skip with a message where fewer CPUs are
+//! allowed.
+
+mod common;
+
+use common::*;
+use dfsched::{Error, Policy, Runtime, RuntimeConfig};
+
+fn quiet_with(policy: Policy) -> RuntimeConfig {
+    RuntimeConfig { policy, ..quiet() }
+}
+
+/// `n` workers, each attached (in index order).
+fn attach_all(rt: &Runtime, n: usize) -> Vec<Worker> {
+    let workers: Vec<Worker> = (0..n).map(|_| Worker::spawn()).collect();
+    for w in &workers {
+        let rt = rt.clone();
+        w.run(move || rt.attach()).unwrap();
+    }
+    workers
+}
+
+#[test]
+fn attach_registers_a_thread_once_with_no_df() {
+    let rt = Runtime::start(quiet()).unwrap();
+    let w = Worker::spawn();
+    for _ in 0..3 {
+        let rt2 = rt.clone();
+        w.run(move || rt2.attach()).unwrap();
+    }
+    let s = rt.stats();
+    assert_eq!((s.threads_registered, s.threads_attached), (1, 1));
+    assert_eq!(s.threads_active, 1);
+    let view = rt.task(w.tid).expect("the attached thread is known");
+    assert_eq!((view.df, view.group), (None, None));
+    // A later hint works as for any thread; attach then changes nothing.
+    let rt2 = rt.clone();
+    w.run(move || rt2.enter(7)).unwrap();
+    let rt2 = rt.clone();
+    w.run(move || rt2.attach()).unwrap();
+    assert_eq!(rt.task(w.tid).unwrap().df, Some(dfsched::DfId(7)));
+    assert_eq!(rt.stats().threads_registered, 1);
+    w.join();
+    let s = rt.stats();
+    assert_eq!((s.threads_exited, s.threads_active), (1, 0));
+}
+
+#[test]
+fn attached_threads_stay_unmanaged_under_data_affinity() {
+    with_two_cpus(
+        "attached_threads_stay_unmanaged_under_data_affinity",
+        |_c0, _c1| {
+            let rt = Runtime::start(quiet_with(Policy::DataAffinity)).unwrap();
+            let workers = attach_all(&rt, 6);
+            for w in &workers {
+                assert_eq!(rt.task(w.tid).unwrap().group, None);
+                assert_eq!(
+                    w.mask(),
+                    *rt.allowed(),
+                    "an unmanaged thread keeps its mask"
+                );
+            }
+            assert_eq!(rt.stats().threads_attached, 6);
+        },
+    );
+}
+
+#[test]
+fn a_hint_takes_an_attached_co_thread_to_its_df_group() {
+    with_two_cpus(
+        "a_hint_takes_an_attached_co_thread_to_its_df_group",
+        |_c0, _c1| {
+            let rt = Runtime::start(quiet_with(Policy::CoThread)).unwrap();
+            let workers = attach_all(&rt, 4);
+            let cothreads = rt.task(workers[1].tid).unwrap().group;
+            let rt2 = rt.clone();
+            workers[0].run(move || rt2.enter(5)).unwrap();
+            let view = rt.task(workers[0].tid).unwrap();
+            assert_eq!(view.df, Some(dfsched::DfId(5)));
+            assert_ne!(view.group, cothreads, "still in the co-thread group");
+            assert_eq!(Some(workers[0].mask()), view.placed);
+            rt.check_invariants().unwrap();
+        },
+    );
+}
+
+#[test]
+fn attach_on_a_disabled_runtime_succeeds_and_does_nothing() {
+    let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "none")]).unwrap();
+    let rt = Runtime::start(cfg).unwrap();
+    let w = Worker::spawn();
+    let before = w.mask();
+    let rt2 = rt.clone();
+    w.run(move || rt2.attach()).unwrap();
+    assert_eq!(w.mask(), before);
+    assert_eq!(rt.stats().threads_registered, 0);
+    assert!(rt.task(w.tid).is_none());
+}
+
+#[test]
+fn attach_after_shutdown_is_refused() {
+    let rt = Runtime::start(quiet()).unwrap();
+    rt.shutdown();
+    let w = Worker::spawn();
+    let rt2 = rt.clone();
+    assert_eq!(w.run(move || rt2.attach()), Err(Error::ShutDown));
+    assert_eq!(rt.stats().refused.shut_down, 1);
+    assert_eq!(rt.stats().threads_registered, 0);
+}
