@@ -23,7 +23,7 @@
 //!    (max − min over all CPUs) qualify; the smallest spread wins, ties →
 //!    lowest `GroupId`. → `GroupMoved` + `Place` for every member whose
 //!    target changes, runnable or not.
-//! 3. Else move one unmanaged runnable task (no DF) that may run on I and is
+//! 3. Else move one unmanaged runnable task (no group) that may run on I and is
 //!    targeted at a set holding B, to I alone, by the same rule (ties →
 //!    lowest `TaskId`). → `TaskMoved` + `Place`.
 //! 4. Repeat 1–3 while imbalanced and something moved, up to
@@ -34,7 +34,7 @@
 //!    largest group on B (most runnable, ≥ 2; ties → lowest id) is split:
 //!    its k = max(1, ⌊(load[B] − load[I]) / 2000⌋) highest-id runnable
 //!    members that may run on I (at most all runnable but one) form a new
-//!    group of the same (app, DF), homed by the home rule started at I — if
+//!    group of the same (app, kind), homed by the home rule started at I — if
 //!    that strictly reduces the spread. → `GroupSplit` + `Place`; the
 //!    counter is reset.
 //!
@@ -55,7 +55,7 @@ use crate::cpuset::CpuSet;
 use crate::event::Decision;
 use crate::home;
 use crate::ids::{CpuId, DomainId, GroupId, Nanos, TaskId};
-use crate::load::{LoadVec, TASK_MILLI};
+use crate::load::{imbalanced, LoadVec, TASK_MILLI};
 use crate::state::{group_allowed, target_for, Ctx, GroupSlot, Task, TaskSlot};
 use serde::{Deserialize, Serialize};
 
@@ -243,8 +243,7 @@ impl Ctx<'_> {
         env.idlest = env.load.argmin(machine).expect("the machine has CPUs");
         env.spread = env.load.spread(machine);
         let (b, i) = (env.load.get(env.busiest), env.load.get(env.idlest));
-        let pct = u64::from(self.config.imbalance_pct);
-        b - i >= TASK_MILLI && u128::from(b) * 100 >= u128::from(i) * u128::from(100 + pct)
+        imbalanced(b, i, self.config.imbalance_pct)
     }
 
     /// The domain at `home`'s depth that holds `cpu` (for a one-CPU home,
@@ -313,7 +312,7 @@ impl Ctx<'_> {
         let g = &self.st.groups[slot];
         self.out.push(Decision::GroupMoved {
             group: id,
-            df: g.df,
+            kind: g.kind,
             from: g.home,
             to: dest,
         });
@@ -393,7 +392,7 @@ impl Ctx<'_> {
             return false;
         }
         moved.reverse();
-        let (app, df) = (g.app, g.df);
+        let (app, kind) = (g.app, g.kind);
         // The new group's home: the home rule started at I, with the load
         // of the tasks that would leave taken off.
         let tasks: Vec<&Task> = moved.iter().map(|&(_, m)| &self.st.tasks[m]).collect();
@@ -406,6 +405,7 @@ impl Ctx<'_> {
             base: &base,
             allowed: &allowed,
             runnable: tasks.len() as u64,
+            near: None,
         };
         let new_home = home::choose(self.topo, self.config, &shape, Some(i));
         let spread = self.spread_if_moved(env, tasks.into_iter(), new_home);
@@ -413,7 +413,7 @@ impl Ctx<'_> {
             env.report.skipped_no_gain += 1;
             return false;
         }
-        let new_group = self.create_group(app, df, new_home);
+        let new_group = self.create_group(app, kind, new_home);
         for &(_, m) in &moved {
             self.remove_member(gslot, m);
             self.add_member(new_group, m);

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::event::{Decision, Event};
-use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
+use crate::ids::{AppId, CpuId, DfId, GroupId, GroupKind, TaskId};
 use crate::testutil::{p, places, set, H};
 use crate::topology::Topology;
 
@@ -39,7 +39,7 @@ fn a_whole_group_moves_to_the_idlest_cpu() {
         vec![
             Decision::GroupMoved {
                 group: GroupId(1),
-                df: DfId(1),
+                kind: GroupKind::Df(DfId(1)),
                 from,
                 to
             },
@@ -293,7 +293,7 @@ fn a_light_group_moves_between_llcs_as_a_whole() {
         d[0],
         Decision::GroupMoved {
             group: GroupId(1),
-            df: DfId(1),
+            kind: GroupKind::Df(DfId(1)),
             from: dom("0-3"),
             to: dom("4-7")
         }

@@ -2,7 +2,7 @@
 //! [`Policy`] for tasks that give no DF.
 //!
 //! Invariant: a [`Config`] the engine holds passed [`Config::validate`].
-//! A [`Policy`] is spelled the same in serde, [`FromStr`] and [`Display`]
+//! A [`Policy`] is spelled the same in serde, [`FromStr`] and [`fmt::Display`]
 //! (`data-affinity`, `co-thread`), so a name printed by one parses in all.
 
 use std::fmt;
@@ -126,6 +126,14 @@ pub enum ConfigError {
     /// `max_moves_per_pass` must be at least 1.
     #[error("max_moves_per_pass must be at least 1")]
     MaxMoves,
+    /// A running engine's policy cannot change (`Engine::set_config`).
+    #[error("the policy cannot change from {from} to {to} on a running engine")]
+    PolicyChange {
+        /// The engine's policy.
+        from: Policy,
+        /// The refused one.
+        to: Policy,
+    },
 }
 
 impl Config {

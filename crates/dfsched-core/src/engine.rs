@@ -11,7 +11,7 @@ use crate::config::{Config, ConfigError};
 use crate::cpuset::CpuSet;
 use crate::error::CoreError;
 use crate::event::{Decision, Event};
-use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
+use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, TaskId};
 use crate::load::LoadVec;
 use crate::state::{Ctx, Group, State, TaskSlot};
 use crate::topology::Topology;
@@ -68,9 +68,10 @@ pub struct TaskView {
     pub task: TaskId,
     /// Its application.
     pub app: AppId,
-    /// Its current DF, if managed.
+    /// Its current DF, if it has one.
     pub df: Option<DfId>,
-    /// Its group, if managed.
+    /// Its group: its DF's, or (under [`crate::Policy::CoThread`], with no
+    /// DF) its application's co-thread group; `None` for an unmanaged task.
     pub group: Option<GroupId>,
     /// Whether it counts as runnable.
     pub runnable: bool,
@@ -87,8 +88,8 @@ pub struct GroupView {
     pub group: GroupId,
     /// Its application.
     pub app: AppId,
-    /// Its DF.
-    pub df: DfId,
+    /// Its DF, or the co-thread marker for a co-thread group.
+    pub kind: GroupKind,
     /// Its home.
     pub home: DomainId,
     /// Its members, in id order.
@@ -145,10 +146,13 @@ impl Engine {
         match event {
             Event::AppNew { app } => cx.app_new(app),
             Event::TaskNew {
-                task, app, allowed, ..
+                task,
+                app,
+                allowed,
+                cpu,
             } => {
                 let allowed = allowed.intersection(cx.topo.cpus());
-                cx.task_new(task, app, allowed);
+                cx.task_new(task, app, allowed, cpu);
             }
             Event::Hint { next, .. } => cx.hint(task(), next),
             Event::Block { .. } => cx.block(task()),
@@ -261,9 +265,18 @@ impl Engine {
         &self.config
     }
 
-    /// Replaces the configuration; a bad one is refused whole.
+    /// Replaces the configuration; a bad one is refused whole. The policy
+    /// is fixed for an engine's life (changing it would regroup every task
+    /// with no DF, which takes decisions this call cannot return): a
+    /// different one is refused with [`ConfigError::PolicyChange`].
     pub fn set_config(&mut self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
+        if config.policy != self.config.policy {
+            return Err(ConfigError::PolicyChange {
+                from: self.config.policy,
+                to: config.policy,
+            });
+        }
         self.config = config;
         Ok(())
     }
@@ -302,7 +315,7 @@ impl Engine {
         GroupView {
             group,
             app: g.app,
-            df: g.df,
+            kind: g.kind,
             home: g.home,
             members: g.members.ids().collect(),
             runnable: g.runnable,
@@ -321,8 +334,20 @@ impl Engine {
     /// The groups of one DF of one application, in id order (one unless
     /// the DF was split; none for a DF no task works on).
     pub fn df_groups(&self, app: AppId, df: DfId) -> Vec<GroupId> {
+        self.kind_groups(app, GroupKind::Df(df))
+    }
+
+    /// The co-thread groups of one application, in id order (one unless
+    /// the balancer split it; none under [`crate::Policy::DataAffinity`] or
+    /// when every task of the application has a DF).
+    pub fn co_thread_groups(&self, app: AppId) -> Vec<GroupId> {
+        self.kind_groups(app, GroupKind::CoThread)
+    }
+
+    /// The groups of one kind of one application, in id order.
+    pub fn kind_groups(&self, app: AppId, kind: GroupKind) -> Vec<GroupId> {
         self.st
-            .df_groups(app, df)
+            .kind_groups(app, kind)
             .unwrap_or_default()
             .iter()
             .map(|&g| self.st.groups.id(g))
@@ -344,7 +369,7 @@ impl Engine {
 
     /// Checks every invariant of the state; for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.st.check(&self.topo)
+        self.st.check(&self.topo, self.config.policy)
     }
 }
 

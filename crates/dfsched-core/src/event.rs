@@ -7,7 +7,7 @@
 //! gives the same decisions.
 
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, Nanos, TaskId};
+use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, Nanos, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Something that happened to a task, an application or the machine.
@@ -21,8 +21,10 @@ pub enum Event {
         /// The new application.
         app: AppId,
     },
-    /// A task becomes known to the engine, runnable, with no DF yet: an
-    /// unmanaged task until it hints.
+    /// A task becomes known to the engine, runnable, with no DF yet: under
+    /// [`crate::Policy::DataAffinity`] an unmanaged task until it hints,
+    /// under [`crate::Policy::CoThread`] a member of its application's
+    /// co-thread group (placed at once).
     TaskNew {
         /// The task.
         task: TaskId,
@@ -31,11 +33,15 @@ pub enum Event {
         /// The CPUs it may ever run on (cpusets, `taskset`); dfsched never
         /// places it outside them. Must meet the topology's CPUs.
         allowed: CpuSet,
-        /// Where it runs now, if the body knows.
+        /// Where it runs now, if the body knows: the co-thread rule's "CPU
+        /// it last ran on" until the engine places it on a single CPU. A
+        /// CPU outside its allowed set or the machine is ignored.
         cpu: Option<CpuId>,
     },
     /// The paper's system call: the task leaves `cur` (if any) and works on
-    /// `next` (if any) from now on. `next == None` makes it unmanaged again.
+    /// `next` (if any) from now on. `next == None` makes it unmanaged again
+    /// (under [`crate::Policy::CoThread`]: a member of its application's
+    /// co-thread group again).
     Hint {
         /// The task; must be known.
         task: TaskId,
@@ -100,14 +106,14 @@ pub enum Decision {
     GroupMoved {
         /// The group.
         group: GroupId,
-        /// Its DF.
-        df: DfId,
+        /// Its DF, or the co-thread marker.
+        kind: GroupKind,
         /// Old home.
         from: DomainId,
         /// New home.
         to: DomainId,
     },
-    /// Part of a group was split off into a new group of the same DF on
+    /// Part of a group was split off into a new group of the same kind on
     /// another home, because an imbalance persisted.
     GroupSplit {
         /// The group that was split.

@@ -69,8 +69,18 @@
 //! stays there even if another place has become slightly emptier; moving it
 //! for balance is the balancer's job, which only moves when the imbalance is
 //! at least one whole task.
+//!
+//! # Co-thread groups
+//!
+//! A co-thread group (`Shape::near` is `Some`) follows the same rule with
+//! two differences, both in `cothread.rs`: a fresh choice starts from the
+//! CPU its rules 1–5 pick (where its co-threads are, where it last ran, …,
+//! among CPUs the load allows) instead of the least-loaded CPU, and under
+//! heavy load it keeps its CPU only while that CPU stays acceptable for the
+//! load.
 
 use crate::config::Config;
+use crate::cothread::{self, Near};
 use crate::cpuset::CpuSet;
 use crate::ids::{CpuId, DomainId};
 use crate::load::{LoadVec, TASK_MILLI};
@@ -85,6 +95,9 @@ pub(crate) struct Shape<'a> {
     pub allowed: &'a CpuSet,
     /// `r`: the group's runnable members.
     pub runnable: u64,
+    /// For a co-thread group, where its co-threads are and where the task
+    /// being placed last ran (`cothread.rs`); `None` for a DF group.
+    pub near: Option<Near<'a>>,
 }
 
 /// The load regime a group is evaluated under.
@@ -167,9 +180,10 @@ impl Shape<'_> {
 }
 
 /// The keep test where it needs no load vector: `Some(true)` for a group
-/// with no runnable member or a heavily loaded one whose home is a CPU of
-/// `A`, `None` when [`keeps`] must decide. `load_on_a_milli` is
-/// `base(A) + r × 1000`. This is the hint's fast path under heavy load.
+/// with no runnable member or a heavily loaded DF group whose home is a CPU
+/// of `A`, `None` when [`keeps`] must decide (a co-thread group's CPU must
+/// also be acceptable for the load, which needs the base). `load_on_a_milli`
+/// is `base(A) + r × 1000`. This is the hint's fast path under heavy load.
 pub(crate) fn keeps_at_a_glance(
     topo: &Topology,
     config: &Config,
@@ -177,9 +191,11 @@ pub(crate) fn keeps_at_a_glance(
     runnable: u64,
     load_on_a_milli: u64,
     home: DomainId,
+    co_thread: bool,
 ) -> Option<bool> {
     let heavy = Regime::of(config, load_on_a_milli, allowed.len()) == Regime::Heavy;
-    (runnable == 0 || (heavy && keeps_heavy(topo, allowed, home))).then_some(true)
+    let heavy_kept = heavy && !co_thread && keeps_heavy(topo, allowed, home);
+    (runnable == 0 || heavy_kept).then_some(true)
 }
 
 /// The heavy-load keep test: the home is one CPU, and a CPU of `A`.
@@ -194,7 +210,17 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
         return true;
     }
     match shape.regime(config) {
-        Regime::Heavy => keeps_heavy(topo, shape.allowed, home),
+        Regime::Heavy => {
+            keeps_heavy(topo, shape.allowed, home)
+                && shape.near.is_none_or(|_| {
+                    let cpu = topo
+                        .domain(home)
+                        .cpus
+                        .first()
+                        .expect("domains are never empty");
+                    cothread::acceptable(config, shape.base, shape.allowed, cpu)
+                })
+        }
         Regime::Light => {
             let mut inside = Smallest::default();
             let fit = shape.fit_below(topo, home, &mut inside);
@@ -205,7 +231,7 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
 
 /// A home chosen afresh (see the module doc), walking up from `start` or,
 /// when `start` is `None` or not a CPU of `A`, from the least-loaded CPU
-/// of `A`.
+/// of `A` — for a co-thread group, from the CPU its rules 1–5 pick.
 pub(crate) fn choose(
     topo: &Topology,
     config: &Config,
@@ -215,6 +241,10 @@ pub(crate) fn choose(
     let shape = shape.at_least_one();
     let c = start
         .filter(|c| shape.allowed.contains(*c) && topo.leaf(*c).is_some())
+        .or_else(|| {
+            let near = shape.near?;
+            Some(cothread::pick(topo, config, shape.base, shape.allowed, near).0)
+        })
         .or_else(|| shape.base.argmin(shape.allowed))
         .expect("a group's allowed CPUs are never empty");
     let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
@@ -299,6 +329,7 @@ mod tests {
             base,
             allowed: &a,
             runnable: r,
+            near: None,
         };
         cpus_of(topo, choose(topo, &Config::default(), &shape, None))
     }
@@ -365,6 +396,7 @@ mod tests {
             base: &idle,
             allowed: &a,
             runnable: 1,
+            near: None,
         };
         let d = choose(&t, &Config::default(), &shape, Some(CpuId(6)));
         assert_eq!(cpus_of(&t, d), "6");
@@ -389,6 +421,7 @@ mod tests {
                 base: l,
                 allowed: &a,
                 runnable: r,
+                near: None,
             };
             keeps(&t, &cfg, &shape, dom(home))
         };
@@ -426,6 +459,7 @@ mod tests {
             base: &heavy,
             allowed: &b,
             runnable: 1,
+            near: None,
         };
         assert!(!keeps(&t, &cfg, &shape, dom("5")), "CPU 5 is outside A");
     }
@@ -439,6 +473,7 @@ mod tests {
             base: &l,
             allowed: &a,
             runnable: r,
+            near: None,
         };
         assert_eq!(shape(1).regime(&cfg), Regime::Light, "3000 < 4000");
         assert_eq!(shape(2).regime(&cfg), Regime::Heavy, "4000 ≥ 4000");
@@ -447,13 +482,16 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         /// The hysteresis never fights the fresh choice: on unchanged load a
-        /// freshly chosen home is always kept.
+        /// freshly chosen home is always kept, for DF and co-thread groups.
         #[test]
         fn a_fresh_choice_is_always_kept(
             shape_idx in 0usize..4,
             loads in proptest::collection::vec(0u64..5000, 16),
             allowed_bits in 1u32..0xffff,
             r in 0u64..10,
+            co_thread in any::<bool>(),
+            near_bits in 0u32..0xffff,
+            last in proptest::option::of(0u32..17),
         ) {
             let t = [
                 Topology::test(1, 1, 2, 1),
@@ -465,7 +503,11 @@ mod tests {
             let l = load(&loads[..n]);
             let a: CpuSet = (0..n as u32).filter(|i| allowed_bits & (1 << i) != 0).map(CpuId).collect();
             prop_assume!(!a.is_empty());
-            let shape = Shape { base: &l, allowed: &a, runnable: r };
+            // Half the cases are co-thread groups with co-threads on
+            // `near_bits` and a last CPU (the rules 1–5 start).
+            let p: CpuSet = (0..n as u32).filter(|i| near_bits & (1 << i) != 0).map(CpuId).collect();
+            let near = co_thread.then_some(Near { cpus: &p, last: last.map(CpuId) });
+            let shape = Shape { base: &l, allowed: &a, runnable: r, near };
             let cfg = Config::default();
             let home = choose(&t, &cfg, &shape, None);
             prop_assert!(t.domain(home).cpus.intersects(&a));

@@ -79,3 +79,37 @@ impl fmt::Display for Nanos {
         write!(f, "{}ns", self.0)
     }
 }
+
+/// What binds a priority group's members together: one DF of their
+/// application, or — under [`crate::Policy::CoThread`] — being threads of
+/// one application that gave no DF (its *co-thread group*).
+///
+/// Orders DFs by id, then the co-thread marker; serialized as
+/// `{"df": 3}` or `"co-thread"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupKind {
+    /// The tasks working on this DF.
+    Df(DfId),
+    /// The tasks of the application with no DF (co-threads).
+    CoThread,
+}
+
+impl GroupKind {
+    /// The DF of a DF group; `None` for a co-thread group.
+    pub fn df(self) -> Option<DfId> {
+        match self {
+            GroupKind::Df(df) => Some(df),
+            GroupKind::CoThread => None,
+        }
+    }
+}
+
+impl fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupKind::Df(df) => df.fmt(f),
+            GroupKind::CoThread => f.write_str("co-thread"),
+        }
+    }
+}

@@ -32,13 +32,20 @@
 //!   1000 per runnable engine task spread evenly over its target. Blocked
 //!   tasks do not count.
 //! - **Unmanaged task**: a task with no DF (it never hinted, or hinted
-//!   `next = None`). It runs on its allowed set, unless the balancer moved
-//!   it to a CPU.
+//!   `next = None`) under [`Policy::DataAffinity`], the default. It runs on
+//!   its allowed set, unless the balancer moved it to a CPU.
+//! - **Co-thread group**: under [`Policy::CoThread`] the tasks with no DF
+//!   are not unmanaged: each application's form its co-thread group
+//!   ([`GroupKind::CoThread`]), homed like a DF's group — one CPU under
+//!   heavy load, one cache domain under light load — but starting from
+//!   where its co-threads are or where the task last ran (the co-thread
+//!   paper's rules 1–5, among CPUs the load allows). Tasks that hint a DF
+//!   are in their DF's group under either policy.
 //!
 //! The procedures of §4.1 are in `procedures.rs`, the home rule in
-//! `home.rs`, the balancer ([`Event::Balance`]) in `balancer.rs`, load
-//! accounting in `load.rs`; each file's doc states its rules and
-//! invariants.
+//! `home.rs`, the co-thread rule in `cothread.rs`, the balancer
+//! ([`Event::Balance`]) in `balancer.rs`, load accounting in `load.rs`;
+//! each file's doc states its rules and invariants.
 //!
 //! # Example
 //!
@@ -92,6 +99,7 @@
 
 mod balancer;
 pub mod config;
+mod cothread;
 pub mod cpuset;
 pub mod dispatch;
 pub mod engine;
@@ -110,7 +118,7 @@ pub use cpuset::{CpuListError, CpuSet};
 pub use engine::{Engine, GroupView, Stats, TaskView};
 pub use error::CoreError;
 pub use event::{Decision, Event};
-pub use ids::{AppId, CpuId, DfId, DomainId, GroupId, Nanos, TaskId};
+pub use ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, Nanos, TaskId};
 pub use topology::{Cache, Domain, DomainSpec, Level, Topology, TopologyError};
 #[cfg(test)]
 mod testutil;

@@ -150,6 +150,16 @@ impl LoadVec {
     }
 }
 
+/// The balancer's imbalance test (Linux 2.6's, which the paper extends):
+/// a CPU with load `busy_milli` is imbalanced against one with `idle_milli`
+/// when it carries at least one whole task more and at least `pct` percent
+/// more. Exact in integers.
+#[inline]
+pub(crate) fn imbalanced(busy_milli: u64, idle_milli: u64, pct: u32) -> bool {
+    busy_milli.saturating_sub(idle_milli) >= TASK_MILLI
+        && u128::from(busy_milli) * 100 >= u128::from(idle_milli) * u128::from(100 + pct)
+}
+
 /// The part of one task placed on `set` that falls on `within`: 1000 when
 /// `set ⊆ within`.
 pub(crate) fn share_within(set: &CpuSet, within: &CpuSet) -> u64 {

@@ -3,6 +3,8 @@
 //! | situation (§4.1)                  | procedure here                         |
 //! |-----------------------------------|----------------------------------------|
 //! | a new task enters the system      | [`Ctx::task_new`]: runnable, unmanaged |
+//! |                                   | (co-thread: joins its app's co-thread  |
+//! |                                   | group, see `cothread.rs`)              |
 //! | a task arrives with a new DF      | [`Ctx::hint`] → new group, home chosen |
 //! |                                   | by the home rule from the least-loaded |
 //! |                                   | allowed CPU                            |
@@ -13,6 +15,12 @@
 //! | a task returns from a wait queue  | [`Ctx::wake`]: its DF is looked up and |
 //! |                                   | it rejoins its group                   |
 //! | a task dies                       | [`Ctx::exit`]: counter, reclaim at 0   |
+//!
+//! Under `Policy::CoThread` "no DF" is a group too: a task that never hinted,
+//! or hinted `next = None`, is in its application's co-thread group (kind
+//! `GroupKind::CoThread`), created, joined, left and reclaimed exactly as a
+//! DF's group, and homed by the same home rule with the co-thread rule's
+//! start (`cothread.rs`). A hint to a DF leaves the co-thread group.
 //!
 //! Every procedure here is infallible: the engine has validated the event
 //! before calling it (that is what makes `handle` all-or-nothing). Each one
@@ -28,8 +36,9 @@
 //! load vector is copied unless the cheap keep test cannot decide, and then
 //! into a reused scratch vector.
 
+use crate::config::Policy;
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, CpuId, DfId, TaskId};
+use crate::ids::{AppId, CpuId, DfId, GroupKind, TaskId};
 use crate::load::{share_within, TASK_MILLI};
 use crate::state::{App, Ctx, GroupSlot, Task, TaskSlot};
 
@@ -42,10 +51,16 @@ impl Ctx<'_> {
     /// A new task: runnable, unmanaged, targeted at its allowed set (already
     /// cut to the machine). The body already runs it there, so no `Place`.
     /// Its load is spread over that set: the CPU the body may name in
-    /// `TaskNew::cpu` is where it happens to be now, not where it must run.
-    pub(crate) fn task_new(&mut self, id: TaskId, app: AppId, allowed: CpuSet) {
+    /// `TaskNew::cpu` is where it happens to be now, not where it must run;
+    /// it is remembered (if allowed) as the CPU it last ran on.
+    ///
+    /// Under `Policy::CoThread` it then joins its application's co-thread
+    /// group and is placed at its home (a `Place` unless that is its
+    /// allowed set).
+    pub(crate) fn task_new(&mut self, id: TaskId, app: AppId, allowed: CpuSet, cpu: Option<CpuId>) {
         self.st.load.add_task(&allowed);
-        self.st.tasks.insert(
+        let last_cpu = cpu.filter(|c| allowed.contains(*c));
+        let ts = self.st.tasks.insert(
             id,
             Task {
                 app,
@@ -56,8 +71,13 @@ impl Ctx<'_> {
                 allowed,
                 solo_home: None,
                 placed: false,
+                last_cpu,
             },
         );
+        if self.config.policy == Policy::CoThread {
+            self.join(ts, app, GroupKind::CoThread);
+            self.retarget(ts);
+        }
     }
 
     /// The DF hint: the task leaves its current DF and is placed by `next`.
@@ -70,24 +90,26 @@ impl Ctx<'_> {
         }
         let app = t.app;
         self.leave_group(ts);
-        match next {
+        match (next, self.config.policy) {
+            (Some(df), _) => self.join(ts, app, GroupKind::Df(df)),
+            (None, Policy::CoThread) => self.join(ts, app, GroupKind::CoThread),
             // Unmanaged again: its home is its allowed set.
-            None => self.st.tasks[ts].solo_home = None,
-            Some(df) => self.join_df(ts, app, df),
+            (None, Policy::DataAffinity) => self.st.tasks[ts].solo_home = None,
         }
         self.retarget(ts);
     }
 
-    /// Puts a task that is in no group into `df`'s group: a new group for a
-    /// new DF, else the DF's group (the least loaded one per CPU of its home
-    /// if the DF was split), re-evaluated with the task counted in it. The
-    /// caller re-targets the task.
-    fn join_df(&mut self, ts: TaskSlot, app: AppId, df: DfId) {
-        let known = self.st.apps[&app].dfs.get(&df);
+    /// Puts a task that is in no group into a group of `kind`: a new group
+    /// for a new DF (or an application's first co-thread), else the kind's
+    /// group (the least loaded one per CPU of its home if it was split),
+    /// re-evaluated with the task counted in it. The caller re-targets the
+    /// task.
+    fn join(&mut self, ts: TaskSlot, app: AppId, kind: GroupKind) {
+        let known = self.st.apps[&app].dfs.get(&kind);
         let group = match known {
             None => {
-                let home = self.home_for_new(ts);
-                self.create_group(app, df, home)
+                let home = self.home_for_new(ts, kind);
+                self.create_group(app, kind, home)
             }
             Some(list) => {
                 let g = if list.len() == 1 {
@@ -137,15 +159,19 @@ impl Ctx<'_> {
     }
 
     /// The task returns from a wait: it counts as load again, its DF is
-    /// looked up and it rejoins its group, whose home is re-evaluated with
-    /// it runnable. Waking a runnable task changes nothing.
+    /// looked up and it rejoins its group (its co-thread group if it has no
+    /// DF, under `Policy::CoThread`), whose home is re-evaluated with it
+    /// runnable — for a co-thread group, with the CPU it last ran on as the
+    /// rule's `L`. Waking a runnable task changes nothing.
     pub(crate) fn wake(&mut self, ts: TaskSlot) {
         if self.st.tasks[ts].runnable {
             return;
         }
         self.set_runnable(ts, true);
-        if let Some(g) = self.st.tasks[ts].group {
-            self.reevaluate(g, None);
+        let t = &self.st.tasks[ts];
+        if let Some(g) = t.group {
+            let home = self.evaluate_from(g, None, false, t.last_cpu);
+            self.rehome(g, home, false);
         }
         self.retarget(ts);
     }

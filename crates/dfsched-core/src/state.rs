@@ -1,12 +1,13 @@
 //! The engine's state and the few primitives every procedure is built from.
 //!
 //! ```text
-//!   State ─ apps:   AppId  → App   { dfs: DfId → [group slot, …] }  (DF map)
-//!         ├ groups: slab of GroupId → Group { app, df, home, runnable,
+//!   State ─ apps:   AppId  → App   { dfs: GroupKind → [group slot, …] }
+//!         │                 (DF map; the co-thread group under CoThread)
+//!         ├ groups: slab of GroupId → Group { app, kind, home, runnable,
 //!         │                 members: TaskId → task slot,
 //!         │                 census: [(allowed set, counts)] }
 //!         ├ tasks:  slab of TaskId → Task { app, df, group slot, runnable,
-//!         │                 allowed, solo_home, target, placed }
+//!         │                 allowed, solo_home, target, placed, last_cpu }
 //!         └ load:   per-CPU thousandths (see `load.rs`)
 //! ```
 //!
@@ -14,9 +15,11 @@
 //! by id once, and follows slots from there (a task's group, a group's
 //! members, a DF's groups) without another search.
 //!
-//! Invariants (all checked by [`State::check`]):
-//! 1. a task is in exactly one group when it has a DF, in none otherwise, and
-//!    its group has its application and DF;
+//! Invariants (all checked by `State::check`, in `invariants.rs`):
+//! 1. a task is in exactly one group when it has a DF, and — under
+//!    `Policy::CoThread` — when it has none (then in a co-thread group of
+//!    its application); in none otherwise; its group has its application
+//!    and its kind is the task's DF (the co-thread marker for no DF);
 //! 2. a group has at least one member (it is reclaimed at 0), its `runnable`
 //!    counts its runnable members, its `census` counts its members by allowed
 //!    set, and its app's DF map lists it under its DF; DF map entries are
@@ -24,7 +27,7 @@
 //! 3. a task's `allowed` is non-empty and within the machine; its `target` is
 //!    `home ∩ allowed`, or `allowed` when that is empty ("off-home"), where
 //!    `home` is its group's home, its balancer-chosen `solo_home` when it has
-//!    no DF, or its allowed set when it has neither; so nothing is ever
+//!    no group, or its allowed set when it has neither; so nothing is ever
 //!    targeted outside its allowed CPUs;
 //! 4. `load` = 1000 × external runnable + one task's shares on the target of
 //!    every runnable task.
@@ -40,16 +43,19 @@
 //! the balancer are written on top of it.
 
 use crate::config::Config;
+use crate::cothread::Near;
 use crate::cpuset::CpuSet;
 use crate::engine::Stats;
 use crate::event::Decision;
 use crate::home::{self, Shape};
-use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, TaskId};
+use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, TaskId};
 use crate::load::{share_within, LoadVec, TASK_MILLI};
 use crate::topology::Topology;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+#[path = "invariants.rs"]
+mod invariants;
 #[path = "members.rs"]
 mod members;
 #[path = "slab.rs"]
@@ -67,31 +73,37 @@ pub(crate) type GroupSlot = Slot<GroupId>;
 pub(crate) struct Task {
     /// Its application.
     pub app: AppId,
-    /// Its current DF; `None` = unmanaged.
+    /// Its current DF; `None` = unmanaged, or a co-thread group member.
     pub df: Option<DfId>,
-    /// Its group: `Some` exactly when `df` is.
+    /// Its group: `Some` when `df` is, and when it is not under
+    /// `Policy::CoThread` (its co-thread group).
     pub group: Option<GroupSlot>,
     /// Whether it counts as load.
     pub runnable: bool,
     /// Its allowed CPUs, already cut down to the machine's; never empty.
     pub allowed: CpuSet,
     /// Where the balancer put it while unmanaged; `None` = its allowed set.
-    /// Always `None` for a managed task (its group's home rules).
+    /// Always `None` for a task in a group (its group's home rules).
     pub solo_home: Option<DomainId>,
     /// Where it may run now: see invariant 3.
     pub target: CpuSet,
     /// Whether a `Place` was ever issued for it (a new task runs where the
     /// body put it, on its allowed set, without one).
     pub placed: bool,
+    /// The CPU it last ran on, as far as the engine knows: `TaskNew::cpu`,
+    /// then the last single-CPU target it was given. The co-thread rule's
+    /// `L` (`cothread.rs`).
+    pub last_cpu: Option<CpuId>,
 }
 
-/// A priority group: the tasks of one DF of one application, on one home.
+/// A priority group: the tasks of one DF of one application (or its
+/// co-threads), on one home.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Group {
     /// Its application.
     pub app: AppId,
-    /// Its DF.
-    pub df: DfId,
+    /// Its DF, or the co-thread marker.
+    pub kind: GroupKind,
     /// Its home domain.
     pub home: DomainId,
     /// Its members, in id order, with their slots; never empty (the paper's
@@ -121,9 +133,9 @@ pub(crate) struct Census {
 /// An application's DF map.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct App {
-    /// DF → its groups, in id order (one, unless the DF was split); never
-    /// an empty list.
-    pub dfs: BTreeMap<DfId, Vec<GroupSlot>>,
+    /// DF (or the co-thread marker) → its groups, in id order (one, unless
+    /// the balancer split it); never an empty list.
+    pub dfs: BTreeMap<GroupKind, Vec<GroupSlot>>,
 }
 
 /// Everything the engine knows, apart from the topology and configuration.
@@ -180,117 +192,9 @@ impl State {
         task.group.map(|g| self.groups.id(g))
     }
 
-    /// The groups of one DF of one application, in id order.
-    pub(crate) fn df_groups(&self, app: AppId, df: DfId) -> Option<&[GroupSlot]> {
-        self.apps.get(&app)?.dfs.get(&df).map(Vec::as_slice)
-    }
-
-    /// Checks invariants 1–4.
-    pub(crate) fn check(&self, topo: &Topology) -> Result<(), String> {
-        let machine = topo.cpus();
-        self.tasks.check()?;
-        self.groups.check()?;
-        for (id, _, t) in self.tasks.iter() {
-            if !self.apps.contains_key(&t.app) {
-                return Err(format!("{id} belongs to unknown {}", t.app));
-            }
-            match (t.df, t.group) {
-                (None, None) => {}
-                (Some(df), Some(g)) => {
-                    let grp = &self.groups[g];
-                    let gid = self.groups.id(g);
-                    if grp.df != df || grp.app != t.app || !grp.members.contains(id) {
-                        return Err(format!("{id} ({}, {df}) not a member of {gid}", t.app));
-                    }
-                    if t.solo_home.is_some() {
-                        return Err(format!("managed {id} has a solo home"));
-                    }
-                }
-                _ => return Err(format!("{id}: df {:?} but group {:?}", t.df, t.group)),
-            }
-            if t.allowed.is_empty() || !t.allowed.is_subset(machine) {
-                return Err(format!(
-                    "{id} allowed {} is empty or off the machine",
-                    t.allowed
-                ));
-            }
-            let want = target_for(topo, &t.allowed, self.home_of(t)).0;
-            if t.target != want {
-                return Err(format!("{id} targeted {} instead of {want}", t.target));
-            }
-        }
-        for (id, slot, g) in self.groups.iter() {
-            if g.members.is_empty() {
-                return Err(format!("{id} has no members but was not reclaimed"));
-            }
-            if (g.home.0 as usize) >= topo.domains().len() {
-                return Err(format!("{id} has a home {} not in the topology", g.home));
-            }
-            let mut census: BTreeMap<CpuSet, Census> = BTreeMap::new();
-            for (m, ms) in g.members.iter() {
-                if self.tasks.slot(&m) != Some(ms) {
-                    return Err(format!("{id} lists {m} at a slot that is not its own"));
-                }
-                let t = &self.tasks[ms];
-                let c = census.entry(t.allowed.clone()).or_default();
-                c.members += 1;
-                c.runnable += u32::from(t.runnable);
-            }
-            let census: Vec<(CpuSet, Census)> = census.into_iter().collect();
-            if census != g.census {
-                return Err(format!("{id} census {:?}, counted {census:?}", g.census));
-            }
-            let runnable = g
-                .members
-                .slots()
-                .filter(|&m| self.tasks[m].runnable)
-                .count();
-            if runnable != g.runnable {
-                return Err(format!(
-                    "{id} counts {} runnable, has {runnable}",
-                    g.runnable
-                ));
-            }
-            for (m, ms) in g.members.iter() {
-                if self.tasks[ms].group != Some(slot) {
-                    return Err(format!("{id} lists {m}, which is not in it"));
-                }
-            }
-            let listed = self.df_groups(g.app, g.df);
-            if !listed.is_some_and(|l| l.contains(&slot)) {
-                return Err(format!("{id} missing from {}'s DF map", g.app));
-            }
-        }
-        for (app, a) in &self.apps {
-            for (df, gs) in &a.dfs {
-                let ids: Vec<GroupId> = gs.iter().map(|&g| self.groups.id(g)).collect();
-                if ids.is_empty() || !ids.windows(2).all(|w| w[0] < w[1]) {
-                    return Err(format!("{app} {df}: bad group list {ids:?}"));
-                }
-                for &g in gs {
-                    let x = &self.groups[g];
-                    if x.app != *app || x.df != *df {
-                        let gid = self.groups.id(g);
-                        return Err(format!("{app} {df} lists {gid}, which is not its group"));
-                    }
-                }
-            }
-        }
-        let mut load = LoadVec::zero(machine);
-        for c in machine.iter() {
-            load.add_cpu(c, u64::from(self.external[c.0 as usize]) * 1000);
-        }
-        for (_, _, t) in self.tasks.iter().filter(|(_, _, t)| t.runnable) {
-            load.add_task(&t.target);
-        }
-        if load != self.load {
-            return Err(format!(
-                "load {:?} but recomputed {:?}",
-                self.load.pairs(machine),
-                load.pairs(machine)
-            ));
-        }
-        Ok(())
+    /// The groups of one kind of one application, in id order.
+    pub(crate) fn kind_groups(&self, app: AppId, kind: GroupKind) -> Option<&[GroupSlot]> {
+        self.apps.get(&app)?.dfs.get(&kind).map(Vec::as_slice)
     }
 }
 
@@ -374,6 +278,19 @@ impl<'s> View<'s> {
     #[inline]
     fn member_target(self, group: GroupSlot, allowed: &CpuSet) -> CpuSet {
         target_for(self.topo, allowed, Some(self.st.groups[group].home)).0
+    }
+
+    /// `P` of a co-thread group (`cothread.rs`): the union of its members'
+    /// targets. Never includes the mover of an event (not in the census).
+    pub(crate) fn co_thread_cpus(self, group: GroupSlot) -> CpuSet {
+        let mut p = CpuSet::new();
+        for (a, _, _) in self.census_of(Some(group)) {
+            let t = self.member_target(group, a);
+            if !t.is_subset(&p) {
+                p = p.union(&t);
+            }
+        }
+        p
     }
 
     /// `A`, `r` and the load on `A` of a group (or of no group: `None` for
@@ -470,11 +387,28 @@ impl Ctx<'_> {
         mover: Option<TaskSlot>,
         mover_joins: bool,
     ) -> DomainId {
+        let last = mover
+            .filter(|_| mover_joins)
+            .and_then(|m| self.st.tasks[m].last_cpu);
+        self.evaluate_from(g, mover, mover_joins, last)
+    }
+
+    /// [`Ctx::evaluate`] with the co-thread rule's `L` given: the CPU the
+    /// task that set off the evaluation last ran on (ignored for DF
+    /// groups).
+    pub(crate) fn evaluate_from(
+        &mut self,
+        g: GroupSlot,
+        mover: Option<TaskSlot>,
+        mover_joins: bool,
+        last: Option<CpuId>,
+    ) -> DomainId {
         let view = View {
             topo: self.topo,
             st: self.st,
         };
         let current = view.st.groups[g].home;
+        let co_thread = view.st.groups[g].kind == GroupKind::CoThread;
         let facts = view.facts(Some(g), mover, mover_joins);
         let glance = home::keeps_at_a_glance(
             self.topo,
@@ -483,26 +417,34 @@ impl Ctx<'_> {
             facts.runnable,
             facts.load_on_a_milli,
             current,
+            co_thread,
         );
         if glance == Some(true) {
             return current;
         }
-        by_the_rule(view, self.config, &facts, g, mover, self.scratch)
+        let near = co_thread.then(|| (view.co_thread_cpus(g), last));
+        by_the_rule(view, self.config, &facts, g, mover, near, self.scratch)
     }
 
-    /// A fresh home for a new group made of `mover` alone.
+    /// A fresh home for a new group of `kind` made of `mover` alone.
     #[inline(never)]
-    pub(crate) fn home_for_new(&mut self, mover: TaskSlot) -> DomainId {
+    pub(crate) fn home_for_new(&mut self, mover: TaskSlot, kind: GroupKind) -> DomainId {
         let view = View {
             topo: self.topo,
             st: self.st,
         };
         let facts = view.facts(None, Some(mover), true);
         view.base_without(None, Some(mover), self.scratch);
+        let none = CpuSet::new();
+        let near = (kind == GroupKind::CoThread).then(|| Near {
+            cpus: &none,
+            last: view.st.tasks[mover].last_cpu,
+        });
         let shape = Shape {
             base: &*self.scratch,
             allowed: &facts.allowed,
             runnable: facts.runnable,
+            near,
         };
         home::choose(self.topo, self.config, &shape, None)
     }
@@ -534,18 +476,23 @@ impl Ctx<'_> {
         self.rehome(g, home, false);
     }
 
-    /// Creates an empty group of `(app, df)` on `home` and lists it in the
+    /// Creates an empty group of `(app, kind)` on `home` and lists it in the
     /// app's DF map. The caller adds members at once (a group is never left
     /// empty).
     #[inline(never)]
-    pub(crate) fn create_group(&mut self, app: AppId, df: DfId, home: DomainId) -> GroupSlot {
+    pub(crate) fn create_group(
+        &mut self,
+        app: AppId,
+        kind: GroupKind,
+        home: DomainId,
+    ) -> GroupSlot {
         let id = GroupId(self.st.next_group);
         self.st.next_group += 1;
         let slot = self.st.groups.insert(
             id,
             Group {
                 app,
-                df,
+                kind,
                 home,
                 members: Members::default(),
                 runnable: 0,
@@ -558,7 +505,7 @@ impl Ctx<'_> {
             .get_mut(&app)
             .expect("groups belong to known apps")
             .dfs
-            .entry(df)
+            .entry(kind)
             .or_default();
         // Ids only grow, so pushing keeps the list in id order.
         list.push(slot);
@@ -575,13 +522,13 @@ impl Ctx<'_> {
         grp.members.insert(id, ts);
         grp.runnable += usize::from(t.runnable);
         census_add(&mut grp.census, &t.allowed, t.runnable);
-        t.df = Some(grp.df);
+        t.df = grp.kind.df();
         t.group = Some(g);
         t.solo_home = None;
     }
 
-    /// Takes a task out of a group's membership, leaving it unmanaged; no
-    /// reclaim, no re-evaluation, its target untouched.
+    /// Takes a task out of a group's membership, leaving it with no DF and
+    /// no group; no reclaim, no re-evaluation, its target untouched.
     pub(crate) fn remove_member(&mut self, g: GroupSlot, ts: TaskSlot) {
         let id = self.st.tasks.id(ts);
         let t = &mut self.st.tasks[ts];
@@ -647,10 +594,10 @@ impl Ctx<'_> {
             .get_mut(&grp.app)
             .expect("groups belong to known apps")
             .dfs;
-        if let Some(list) = dfs.get_mut(&grp.df) {
+        if let Some(list) = dfs.get_mut(&grp.kind) {
             list.retain(|x| *x != g);
             if list.is_empty() {
-                dfs.remove(&grp.df);
+                dfs.remove(&grp.kind);
             }
         }
         self.st.stats.groups_reclaimed += 1;
@@ -681,6 +628,7 @@ fn by_the_rule(
     facts: &Facts<'_>,
     g: GroupSlot,
     mover: Option<TaskSlot>,
+    near: Option<(CpuSet, Option<CpuId>)>,
     scratch: &mut LoadVec,
 ) -> DomainId {
     view.base_without(Some(g), mover, scratch);
@@ -688,6 +636,7 @@ fn by_the_rule(
         base: &*scratch,
         allowed: &facts.allowed,
         runnable: facts.runnable,
+        near: near.as_ref().map(|(cpus, last)| Near { cpus, last: *last }),
     };
     home::evaluate(view.topo, config, &shape, view.st.groups[g].home)
 }
@@ -713,6 +662,9 @@ fn retarget_on(
     if t.runnable {
         load.sub_task(&t.target);
         load.add_task(&target);
+    }
+    if target.len() == 1 {
+        t.last_cpu = target.first();
     }
     t.target = target.clone();
     t.placed = true;

@@ -76,13 +76,30 @@ impl H {
         })
     }
 
-    /// A hint of app 0 with the task's current DF.
+    /// A new task of `app` allowed on `allowed`, running on `cpu` as far as
+    /// the body knows.
+    pub(crate) fn task_at(
+        &mut self,
+        t: u64,
+        app: u64,
+        allowed: &str,
+        cpu: Option<u32>,
+    ) -> Vec<Decision> {
+        self.ev(Event::TaskNew {
+            task: TaskId(t),
+            app: AppId(app),
+            allowed: set(allowed),
+            cpu: cpu.map(CpuId),
+        })
+    }
+
+    /// A hint with the task's own application and current DF.
     pub(crate) fn hint(&mut self, t: u64, next: Option<u64>) -> Vec<Decision> {
-        let cur = self.e.task(TaskId(t)).expect("hinted task").df;
+        let v = self.e.task(TaskId(t)).expect("hinted task");
         self.ev(Event::Hint {
             task: TaskId(t),
-            app: AppId(0),
-            cur,
+            app: v.app,
+            cur: v.df,
             next: next.map(DfId),
         })
     }

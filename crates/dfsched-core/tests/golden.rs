@@ -6,7 +6,7 @@
 //! policy shows up here first.
 
 use dfsched_core::{
-    AppId, Config, CpuId, CpuSet, Decision, DfId, Engine, Event, Nanos, TaskId, Topology,
+    AppId, Config, CpuId, CpuSet, Decision, DfId, Engine, Event, GroupKind, Nanos, TaskId, Topology,
 };
 
 fn all() -> CpuSet {
@@ -95,7 +95,7 @@ impl Run {
         assert_eq!(groups.len(), 2, "{groups:?}");
         let mut homes = Vec::new();
         for (g, df) in groups.iter().zip([DfId(1), DfId(2)]) {
-            assert_eq!(g.df, df);
+            assert_eq!(g.kind, GroupKind::Df(df));
             assert_eq!(g.members.len(), 4);
             assert!(g.members.iter().all(|t| t.0 % 2 == df.0 - 1));
             let home = self.e.topology().domain(g.home).cpus.clone();
@@ -210,4 +210,108 @@ place task6 on 1";
     assert_eq!(r.e.stats().group_moves, 1);
     assert_eq!(r.e.stats().splits, 0);
     r.assert_paper_end_state();
+}
+
+impl Run {
+    /// An engine under `Policy::CoThread` on the same machine, with
+    /// application 1 announced.
+    fn co_thread() -> Run {
+        let config = Config {
+            policy: dfsched_core::Policy::CoThread,
+            ..Config::default()
+        };
+        let mut r = Run {
+            e: Engine::new(Topology::test(1, 1, 2, 1), config).unwrap(),
+            log: Vec::new(),
+        };
+        r.ev(Event::AppNew { app: AppId(1) });
+        r
+    }
+
+    fn new_task_of(&mut self, t: u64, app: u64, cpu: Option<u32>) {
+        self.ev(Event::TaskNew {
+            task: TaskId(t),
+            app: AppId(app),
+            allowed: all(),
+            cpu: cpu.map(CpuId),
+        });
+    }
+}
+
+#[test]
+fn co_thread_two_processes_of_four_threads_end_on_a_cpu_each() {
+    // Two unmodified processes (no hints) start their threads in turn, each
+    // thread on CPU 0 as the kernel forks them there.
+    let mut r = Run::co_thread();
+    for t in 0..8 {
+        r.new_task_of(t, t % 2, Some(0));
+    }
+    r.settle();
+    // Light at first: app 0's first thread stays on CPU 0, where it ran
+    // (rule 2); app 1's takes CPU 1, since CPU 0 now carries a whole task
+    // more (rule 4: the nearest acceptable CPU). App 0's second thread
+    // widens its group to the machine (it already runs there: no Place for
+    // it); with app 1's second the load is heavy and app 1 keeps its CPU;
+    // app 0's third packs app 0 onto CPU 0, where its co-threads are and
+    // app 1 is not. Then each thread joins its co-threads.
+    let want = "\
+place task0 on 0
+place task1 on 1
+place task0 on 0-1
+place task3 on 1
+place task0 on 0
+place task2 on 0
+place task4 on 0
+place task5 on 1
+place task6 on 0
+place task7 on 1";
+    assert_eq!(joined(&r.log), want);
+    for (app, cpu) in [(0, "0"), (1, "1")] {
+        let gs = r.e.co_thread_groups(AppId(app));
+        assert_eq!(gs.len(), 1);
+        let g = r.e.group(gs[0]).unwrap();
+        assert_eq!(g.kind, GroupKind::CoThread);
+        assert_eq!(g.members.len(), 4);
+        assert_eq!(r.e.topology().domain(g.home).cpus.to_string(), cpu);
+    }
+}
+
+#[test]
+fn co_thread_hinted_and_unhinted_threads_of_one_process() {
+    // Four threads of one process; two hint DF 1, the others never hint:
+    // a DF group and the co-thread group, one CPU each under heavy load.
+    let mut r = Run::co_thread();
+    r.ev(Event::ExternalLoad {
+        runnable: vec![(CpuId(0), 1), (CpuId(1), 1)],
+    });
+    for t in 0..4 {
+        r.new_task_of(t, 0, None);
+    }
+    for t in [1, 3] {
+        r.ev(Event::Hint {
+            task: TaskId(t),
+            app: AppId(0),
+            cur: None,
+            next: Some(DfId(1)),
+        });
+    }
+    r.settle();
+    // The co-thread group grows from the machine to CPU 0 as the load turns
+    // heavy; DF 1's new group takes CPU 1, where the load is lighter.
+    let want = "\
+place task0 on 0
+place task1 on 0
+place task2 on 0
+place task3 on 0
+place task1 on 1
+place task3 on 1";
+    assert_eq!(joined(&r.log), want);
+    let co = r.e.group(r.e.co_thread_groups(AppId(0))[0]).unwrap();
+    assert_eq!(co.members, vec![TaskId(0), TaskId(2)]);
+    let df = r.e.group(r.e.df_groups(AppId(0), DfId(1))[0]).unwrap();
+    assert_eq!(df.members, vec![TaskId(1), TaskId(3)]);
+    assert_eq!(
+        r.e.load_milli().iter().map(|x| x.1).collect::<Vec<_>>(),
+        vec![3000, 3000]
+    );
 }

@@ -1,7 +1,10 @@
 //! Property tests of the engine's invariants over random event sequences on
-//! random test topologies and configurations:
+//! random test topologies and configurations, under each [`Policy`] (random
+//! mixes of tasks that hint DFs, hint `None` and never hint):
 //!
-//! - a task is in exactly one group when it has a DF, in none otherwise;
+//! - a task is in exactly one group when it has a DF, in none otherwise —
+//!   under `CoThread`: in exactly one group always, its application's
+//!   co-thread group when it has no DF;
 //! - every member of a group is targeted at its home ∩ its allowed set (its
 //!   allowed set when that is empty), so nothing is ever placed outside a
 //!   task's allowed CPUs;
@@ -12,7 +15,8 @@
 //! - the same events give byte-identical decisions.
 
 use dfsched_core::{
-    AppId, Config, CpuId, CpuSet, Decision, DfId, Engine, Event, Nanos, TaskId, Topology,
+    AppId, Config, CpuId, CpuSet, Decision, DfId, Engine, Event, GroupKind, Nanos, Policy, TaskId,
+    Topology,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -80,19 +84,19 @@ fn topologies() -> Vec<Topology> {
     ]
 }
 
-fn config() -> impl Strategy<Value = Config> {
+fn config(policy: Policy) -> impl Strategy<Value = Config> {
     (
         prop::sample::select(vec![25u32, 50, 100]),
         0u32..4,
         prop::sample::select(vec![1000u64, 2000, 3000]),
         1u32..6,
     )
-        .prop_map(|(pct, split, heavy, moves)| Config {
+        .prop_map(move |(pct, split, heavy, moves)| Config {
             imbalance_pct: pct,
             split_after_passes: split,
             heavy_load_milli: heavy,
             max_moves_per_pass: moves,
-            ..Config::default()
+            policy,
         })
 }
 
@@ -189,11 +193,24 @@ fn check_state(e: &Engine) -> Result<(), String> {
             .map(|g| g.group)
             .collect();
         let expected: Vec<_> = v.group.into_iter().collect();
-        if holding != expected || v.group.is_some() != v.df.is_some() {
+        let grouped = match e.config().policy {
+            Policy::DataAffinity => v.df.is_some(),
+            Policy::CoThread => true,
+        };
+        if holding != expected || v.group.is_some() != grouped {
             return Err(format!(
                 "{t} in groups {holding:?}, says {:?} / {:?}",
                 v.group, v.df
             ));
+        }
+        if let Some(g) = v.group.and_then(|g| e.group(g)) {
+            let kind = v.df.map_or(GroupKind::CoThread, GroupKind::Df);
+            if g.kind != kind || g.app != v.app {
+                return Err(format!(
+                    "{t} ({}, {kind}) in {} of {} {}",
+                    v.app, g.group, g.app, g.kind
+                ));
+            }
         }
         let target = e.target(t).unwrap();
         if target.is_empty() || !target.is_subset(&v.allowed) {
@@ -278,26 +295,50 @@ fn run(topo: &Topology, config: &Config, ops: &[Op]) -> Result<Vec<Vec<Decision>
     Ok(all)
 }
 
+/// Runs `ops` after creating `tasks`, twice: every property holds, and the
+/// same events give byte-identical decisions.
+fn check_sequence(
+    topo_idx: usize,
+    config: &Config,
+    tasks: Vec<(u64, u32)>,
+    rest: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let topo = topologies()[topo_idx].clone();
+    // Some tasks first, so that most later events find them.
+    let ops: Vec<Op> = tasks
+        .into_iter()
+        .map(|(task, mask)| Op::New { task, app: 0, mask })
+        .chain(rest)
+        .collect();
+    let first = run(&topo, config, &ops)?;
+    let again = run(&topo, config, &ops)?;
+    prop_assert_eq!(
+        serde_json::to_string(&first).unwrap(),
+        serde_json::to_string(&again).unwrap()
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn random_event_sequences_keep_every_invariant(
         topo_idx in 0usize..5,
-        config in config(),
+        config in config(Policy::DataAffinity),
         tasks in proptest::collection::vec((0..TASKS, mask()), 1..6),
         rest in proptest::collection::vec(op(), 1..80),
     ) {
-        let topo = topologies()[topo_idx].clone();
-        // Some tasks first, so that most later events find them.
-        let ops: Vec<Op> = tasks
-            .into_iter()
-            .map(|(task, mask)| Op::New { task, app: 0, mask })
-            .chain(rest)
-            .collect();
-        let first = run(&topo, &config, &ops)?;
-        // Same events, same decisions, byte for byte.
-        let again = run(&topo, &config, &ops)?;
-        prop_assert_eq!(serde_json::to_string(&first).unwrap(), serde_json::to_string(&again).unwrap());
+        check_sequence(topo_idx, &config, tasks, rest)?;
+    }
+
+    #[test]
+    fn random_event_sequences_keep_every_invariant_under_co_thread(
+        topo_idx in 0usize..5,
+        config in config(Policy::CoThread),
+        tasks in proptest::collection::vec((0..TASKS, mask()), 1..6),
+        rest in proptest::collection::vec(op(), 1..80),
+    ) {
+        check_sequence(topo_idx, &config, tasks, rest)?;
     }
 }

@@ -1,0 +1,368 @@
+//! The co-thread policy through the engine: grouping of tasks with no DF,
+//! rules 1–5 under heavy load, one cache domain under light load, hints,
+//! wake-ups, the balancer, and the policy being fixed for an engine's life.
+
+use crate::config::{Config, ConfigError, Policy};
+use crate::event::{Decision, Event};
+use crate::ids::{AppId, DfId, GroupId, GroupKind, TaskId};
+use crate::testutil::{p, places, set, H};
+use crate::topology::Topology;
+
+fn co_thread() -> Config {
+    Config {
+        policy: Policy::CoThread,
+        ..Config::default()
+    }
+}
+
+fn h(topo: Topology) -> H {
+    H::with(topo, co_thread())
+}
+
+/// 2 CPUs, as this machine.
+fn two() -> H {
+    h(Topology::test(1, 1, 2, 1))
+}
+
+/// 8 CPUs: node 0-7 ⊃ LLCs 0-3, 4-7 ⊃ one CPU per core.
+fn eight_flat() -> H {
+    h(Topology::test(1, 2, 4, 1))
+}
+
+/// 8 CPUs: node 0-7 ⊃ LLCs 0-3, 4-7 ⊃ SMT cores {0,1}, {2,3}, … .
+fn eight_smt() -> H {
+    h(Topology::test(1, 2, 2, 2))
+}
+
+/// The co-thread group of `app`, which must be the only one.
+fn group_of(h: &H, app: u64) -> GroupId {
+    let gs = h.e.co_thread_groups(AppId(app));
+    assert_eq!(gs.len(), 1, "{gs:?}");
+    gs[0]
+}
+
+#[test]
+fn tasks_with_no_df_form_one_co_thread_group_per_application() {
+    let mut h = eight_flat();
+    h.ev(Event::AppNew { app: AppId(1) });
+    for t in 1..=3 {
+        h.task_at(t, 0, "0-7", None);
+    }
+    h.task_at(4, 1, "0-7", None);
+    let g0 = h.e.group(group_of(&h, 0)).unwrap();
+    assert_eq!(g0.kind, GroupKind::CoThread);
+    assert_eq!(g0.members, vec![TaskId(1), TaskId(2), TaskId(3)]);
+    assert_eq!(h.e.group(group_of(&h, 1)).unwrap().members, vec![TaskId(4)]);
+    let v = h.e.task(TaskId(2)).unwrap();
+    assert_eq!((v.df, v.group), (None, Some(g0.group)));
+    // Under data affinity the same tasks are unmanaged.
+    let mut d = H::new(Topology::test(1, 2, 4, 1));
+    for t in 1..=3 {
+        assert!(d.task_at(t, 0, "0-7", None).is_empty());
+    }
+    assert!(d.e.groups().is_empty());
+    assert!(d.e.co_thread_groups(AppId(0)).is_empty());
+}
+
+#[test]
+fn light_load_keeps_co_threads_in_one_cache_domain_spread_over_its_cpus() {
+    let mut h = eight_flat();
+    assert_eq!(places(&h.task_at(1, 0, "0-7", None)), p(&[(1, "0")]));
+    // Two no longer fit a CPU: the LLC of the first one's CPU.
+    assert_eq!(
+        places(&h.task_at(2, 0, "0-7", None)),
+        p(&[(1, "0-3"), (2, "0-3")])
+    );
+    assert_eq!(places(&h.task_at(3, 0, "0-7", None)), p(&[(3, "0-3")]));
+    assert_eq!(places(&h.task_at(4, 0, "0-7", None)), p(&[(4, "0-3")]));
+    assert_eq!(h.home(4), "0-3");
+    // A fifth outgrows the LLC: the node.
+    h.task_at(5, 0, "0-7", None);
+    assert_eq!(h.home(5), "0-7");
+    // Back to four: one LLC again.
+    let d = h.ev(Event::Exit { task: TaskId(5) });
+    assert_eq!(
+        places(&d),
+        p(&[(1, "0-3"), (2, "0-3"), (3, "0-3"), (4, "0-3")])
+    );
+}
+
+#[test]
+fn light_load_starts_from_where_the_co_threads_are() {
+    let mut h = eight_flat();
+    // Rule 2 for the first thread: the CPU it runs on.
+    assert_eq!(places(&h.task_at(1, 0, "0-7", Some(6))), p(&[(1, "6")]));
+    // Rule 1 for the second, created on CPU 1: the LLC of its co-thread.
+    assert_eq!(
+        places(&h.task_at(2, 0, "0-7", Some(1))),
+        p(&[(1, "4-7"), (2, "4-7")])
+    );
+}
+
+#[test]
+fn heavy_load_packs_co_threads_on_one_cpu() {
+    let mut h = two();
+    h.external(&[2, 2]);
+    for t in 1..=3 {
+        h.task_at(t, 0, "0-1", None);
+    }
+    for t in 1..=3 {
+        assert_eq!(h.target(t), "0");
+    }
+    assert_eq!(h.load(), vec![5000, 2000]);
+}
+
+#[test]
+fn rule_1_a_new_thread_joins_its_co_threads_cpu() {
+    let mut h = eight_flat();
+    h.external(&[2; 8]);
+    h.task_at(1, 0, "0-7", Some(5));
+    // Created on CPU 1, it goes to its co-thread on CPU 5.
+    assert_eq!(places(&h.task_at(2, 0, "0-7", Some(1))), p(&[(2, "5")]));
+    assert_eq!(places(&h.task_at(3, 0, "0-7", None)), p(&[(3, "5")]));
+}
+
+#[test]
+fn rule_1_yields_to_load_and_rule_2_takes_the_last_cpu() {
+    let mut h = two();
+    h.external(&[2, 2]);
+    h.task_at(1, 0, "0-1", None);
+    assert_eq!(h.home(1), "0");
+    // CPU 0 gets crowded (6 vs 2 others): no longer acceptable, so the next
+    // co-thread takes the whole group to where it ran, CPU 1.
+    h.external(&[6, 2]);
+    let d = h.task_at(2, 0, "0-1", Some(1));
+    assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
+    assert_eq!(h.home(1), "1");
+}
+
+#[test]
+fn rule_2_a_first_thread_stays_on_its_cpu() {
+    let mut h = two();
+    h.external(&[2, 2]);
+    assert_eq!(places(&h.task_at(1, 0, "0-1", Some(1))), p(&[(1, "1")]));
+    // ... unless that CPU is crowded: then the least-loaded (rule 5).
+    let mut h = two();
+    h.external(&[2, 5]);
+    assert_eq!(places(&h.task_at(1, 0, "0-1", Some(1))), p(&[(1, "0")]));
+}
+
+#[test]
+fn rule_3_goes_next_to_co_threads_the_task_may_not_join() {
+    let mut h = eight_flat();
+    h.external(&[2; 8]);
+    h.task_at(1, 0, "0-7", Some(5));
+    assert_eq!(h.home(1), "5");
+    // Task 2 may not use CPU 5: the group moves to the allowed CPU nearest
+    // it, CPU 4 (same LLC), not CPU 0.
+    let d = h.task_at(2, 0, "0-4", None);
+    assert_eq!(places(&d), p(&[(1, "4"), (2, "4")]));
+}
+
+#[test]
+fn rule_4_goes_next_to_the_last_cpu() {
+    let mut h = eight_smt();
+    h.external(&[2, 2, 2, 2, 2, 2, 5, 2]);
+    // Its CPU 6 is crowded: its SMT sibling 7, not the idler-numbered 0.
+    assert_eq!(places(&h.task_at(1, 0, "0-7", Some(6))), p(&[(1, "7")]));
+}
+
+#[test]
+fn rule_5_takes_the_least_loaded_cpu() {
+    let mut h = eight_flat();
+    h.external(&[3, 3, 2, 3, 3, 3, 3, 3]);
+    assert_eq!(places(&h.task_at(1, 0, "0-7", None)), p(&[(1, "2")]));
+}
+
+#[test]
+fn two_applications_take_different_cpus_under_heavy_load() {
+    let mut h = two();
+    h.ev(Event::AppNew { app: AppId(1) });
+    h.external(&[2, 2]);
+    for t in 1..=3 {
+        h.task_at(t, 0, "0-1", None);
+    }
+    for t in 4..=6 {
+        h.task_at(t, 1, "0-1", None);
+    }
+    assert_eq!((h.home(1), h.home(4)), ("0".into(), "1".into()));
+    assert_eq!(h.load(), vec![5000, 5000]);
+}
+
+#[test]
+fn hints_move_tasks_between_their_df_groups_and_the_co_thread_group() {
+    let mut h = two();
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    let co = group_of(&h, 0);
+    // Hinting a DF leaves the co-thread group for the DF's group.
+    h.hint(2, Some(7));
+    let v = h.e.task(TaskId(2)).unwrap();
+    assert_eq!(v.df, Some(DfId(7)));
+    let g = h.e.group(v.group.unwrap()).unwrap();
+    assert_eq!(g.kind, GroupKind::Df(DfId(7)));
+    assert_eq!(h.e.group(co).unwrap().members, vec![TaskId(1)]);
+    // `next = None` brings it back.
+    let d = h.hint(2, None);
+    assert!(d.contains(&Decision::GroupReclaimed { group: g.group }));
+    assert_eq!(h.e.group(co).unwrap().members, vec![TaskId(1), TaskId(2)]);
+    assert_eq!(h.e.task(TaskId(2)).unwrap().group, Some(co));
+    // A hint of no DF from a co-thread changes nothing.
+    assert!(h.hint(2, None).is_empty());
+    // The last co-thread leaving reclaims the group.
+    h.hint(1, Some(7));
+    let d = h.hint(2, Some(7));
+    assert!(d.contains(&Decision::GroupReclaimed { group: co }));
+    assert!(h.e.co_thread_groups(AppId(0)).is_empty());
+    assert_eq!(h.e.df_groups(AppId(0), DfId(7)).len(), 1);
+}
+
+#[test]
+fn a_waking_co_thread_rejoins_its_group() {
+    let mut h = eight_flat();
+    h.task_at(1, 0, "0-7", None);
+    h.task_at(2, 0, "0-7", None);
+    assert_eq!(h.home(1), "0-3");
+    h.ev(Event::Block { task: TaskId(2) });
+    assert_eq!(h.e.group(group_of(&h, 0)).unwrap().runnable, 1);
+    // Back where it was: nothing to place.
+    assert!(h.ev(Event::Wake { task: TaskId(2) }).is_empty());
+    assert_eq!(h.e.group(group_of(&h, 0)).unwrap().runnable, 2);
+    assert_eq!(h.target(2), "0-3");
+}
+
+#[test]
+fn a_co_thread_waking_to_a_crowded_cpu_takes_its_group_next_door() {
+    let mut h = eight_smt();
+    h.external(&[2; 8]);
+    h.task_at(1, 0, "0-7", None);
+    h.task_at(2, 0, "0-7", None);
+    assert_eq!(h.home(1), "0");
+    h.ev(Event::Block { task: TaskId(2) });
+    // CPU 0 gets crowded while it sleeps; on waking, its co-threads' CPU
+    // and its last CPU (both 0) are not acceptable: rule 3, the SMT
+    // sibling.
+    h.external(&[6, 2, 2, 2, 2, 2, 2, 2]);
+    let d = h.ev(Event::Wake { task: TaskId(2) });
+    assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
+}
+
+#[test]
+fn exit_of_the_last_co_thread_reclaims_its_group() {
+    let mut h = two();
+    h.task_at(1, 0, "0-1", None);
+    let g = group_of(&h, 0);
+    let d = h.ev(Event::Exit { task: TaskId(1) });
+    assert_eq!(d, vec![Decision::GroupReclaimed { group: g }]);
+    assert!(h.e.groups().is_empty());
+    assert_eq!(h.load(), vec![0, 0]);
+}
+
+#[test]
+fn the_balancer_moves_a_co_thread_group_whole() {
+    let mut h = two();
+    h.ev(Event::AppNew { app: AppId(1) });
+    // Both CPUs busy with others; CPU 1 a little more.
+    h.external(&[6, 7]);
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    h.task_at(3, 1, "0-1", Some(0));
+    h.task_at(4, 1, "0-1", Some(0));
+    assert_eq!((h.home(1), h.home(3)), ("0".into(), "0".into()));
+    assert_eq!(h.load(), vec![10000, 7000]);
+    let d = h.balance();
+    let g = group_of(&h, 0);
+    let (from, to) = (
+        h.e.topology().leaf(crate::CpuId(0)),
+        h.e.topology().leaf(crate::CpuId(1)),
+    );
+    assert_eq!(
+        d,
+        vec![
+            Decision::GroupMoved {
+                group: g,
+                kind: GroupKind::CoThread,
+                from: from.unwrap(),
+                to: to.unwrap(),
+            },
+            Decision::Place {
+                task: TaskId(1),
+                cpus: set("1")
+            },
+            Decision::Place {
+                task: TaskId(2),
+                cpus: set("1")
+            },
+        ]
+    );
+    assert_eq!(h.load(), vec![8000, 9000]);
+}
+
+#[test]
+fn the_balancer_splits_a_co_thread_group_when_the_imbalance_lasts() {
+    let mut h = H::with(
+        Topology::test(1, 1, 2, 1),
+        Config {
+            split_after_passes: 1,
+            ..co_thread()
+        },
+    );
+    h.external(&[2, 2]);
+    for t in 1..=3 {
+        h.task_at(t, 0, "0-1", None);
+    }
+    assert_eq!(h.load(), vec![5000, 2000]);
+    let d = h.balance();
+    let gs = h.e.co_thread_groups(AppId(0));
+    assert_eq!(gs.len(), 2);
+    assert!(d.contains(&Decision::GroupSplit {
+        group: gs[0],
+        new_group: gs[1],
+        moved: vec![TaskId(3)],
+    }));
+    assert_eq!(h.target(3), "1");
+    assert_eq!(h.load(), vec![4000, 3000]);
+    assert_eq!(h.e.group(gs[1]).unwrap().kind, GroupKind::CoThread);
+}
+
+#[test]
+fn the_policy_cannot_change_on_a_running_engine() {
+    let mut h = two();
+    h.task_at(1, 0, "0-1", None);
+    let err =
+        h.e.set_config(Config {
+            policy: Policy::DataAffinity,
+            ..co_thread()
+        })
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::PolicyChange {
+            from: Policy::CoThread,
+            to: Policy::DataAffinity
+        }
+    );
+    assert_eq!(h.e.config().policy, Policy::CoThread);
+    // Other tunables still change.
+    h.e.set_config(Config {
+        imbalance_pct: 50,
+        ..co_thread()
+    })
+    .unwrap();
+    assert_eq!(h.e.config().imbalance_pct, 50);
+    h.e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_co_thread_allowed_elsewhere_takes_its_group_along() {
+    let mut h = two();
+    h.external(&[2, 2]);
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    assert_eq!(h.home(1), "0");
+    let d = h.ev(Event::Allowed {
+        task: TaskId(2),
+        allowed: set("1"),
+    });
+    assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
+}
