@@ -95,7 +95,8 @@ pub struct DfBenchArgs {
     #[arg(long, default_value_t = 30_000)]
     quantum_cycles: u64,
     /// Policies, comma separated: vanilla, dfsched, dfsched-rr, oracle,
-    /// split.
+    /// split, co-thread (the engine's co-thread policy with the program's
+    /// hints withheld: an unmodified program).
     #[arg(long, default_value = "vanilla,dfsched,dfsched-rr,oracle,split")]
     policies: String,
     /// Seed of the thread → DF deal.
@@ -198,7 +199,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         match DfPolicy::parse(name) {
             Some(p) => policies.push(p),
             None => {
-                bail!("unknown policy {name:?}; known: vanilla, dfsched, dfsched-rr, oracle, split")
+                bail!("unknown policy {name:?}; known: {}", DfPolicy::names())
             }
         }
     }

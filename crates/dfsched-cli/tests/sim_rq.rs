@@ -123,3 +123,27 @@ fn bad_input_fails_with_a_message() {
         );
     }
 }
+
+#[test]
+fn df_bench_runs_the_co_thread_policy_with_hints_withheld() {
+    let mut args = TINY_BENCH.to_vec();
+    args.extend(["--policies", "vanilla,co-thread"]);
+    let a = stdout(&dfsched(&args));
+    assert_eq!(
+        a,
+        stdout(&dfsched(&args)),
+        "the same seed prints the same JSON"
+    );
+    let v: Value = serde_json::from_str(&a).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let co = &results[1];
+    assert_eq!(co["policy"], "co-thread");
+    assert_eq!(co["report"]["engine"]["hints"], 0);
+    assert!(co["report"]["engine"]["groups_created"].as_u64().unwrap() >= 1);
+    assert_eq!(co["report"]["processes"].as_array().unwrap().len(), 1);
+    // An unknown name lists the known ones, co-thread among them.
+    let out = dfsched(&["sim", "df-bench", "--policies", "cothread"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("co-thread"));
+}

@@ -16,6 +16,7 @@
 //! | `vanilla` | kernel-like (fork balance, idle steal) | round robin |
 //! | `dfsched` | [`dfsched_core::Engine`] | groups in succession |
 //! | `dfsched-rr` | [`dfsched_core::Engine`] | round robin (what the Linux runtime gets: the kernel orders threads) |
+//! | `co-thread` | [`dfsched_core::Engine`] with [`Policy::CoThread`], hints not given (the unmodified program: one co-thread group) | round robin |
 //! | `oracle` | each DF pinned to one CPU | round robin |
 //! | `split` | each DF spread over every CPU | round robin |
 //!
@@ -33,7 +34,7 @@ use crate::program::body::{self, BodyConfig, BodyError, BodyReport, Placement};
 use crate::program::{Burst, DfSpec, TaskSpec, Workload};
 use crate::rng::SimRng;
 use dfsched_core::dispatch::runqueue::RqPolicy;
-use dfsched_core::{Config, DfId, Level, Topology};
+use dfsched_core::{Config, DfId, Level, Policy, Topology};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
@@ -51,16 +52,20 @@ pub enum DfPolicy {
     Oracle,
     /// Worst static placement.
     Split,
+    /// Co-thread grouping of the program's threads, which give no hints,
+    /// kernel round robin.
+    CoThread,
 }
 
 impl DfPolicy {
     /// Every policy, in report order.
-    pub const ALL: [DfPolicy; 5] = [
+    pub const ALL: [DfPolicy; 6] = [
         DfPolicy::Vanilla,
         DfPolicy::Dfsched,
         DfPolicy::DfschedRr,
         DfPolicy::Oracle,
         DfPolicy::Split,
+        DfPolicy::CoThread,
     ];
 
     /// Its name on the command line and in reports.
@@ -71,6 +76,7 @@ impl DfPolicy {
             DfPolicy::DfschedRr => "dfsched-rr",
             DfPolicy::Oracle => "oracle",
             DfPolicy::Split => "split",
+            DfPolicy::CoThread => "co-thread",
         }
     }
 
@@ -79,13 +85,31 @@ impl DfPolicy {
         DfPolicy::ALL.into_iter().find(|p| p.name() == name)
     }
 
-    fn placement_dispatch(self) -> (Placement, RqPolicy) {
-        match self {
-            DfPolicy::Vanilla => (Placement::Vanilla, RqPolicy::Vanilla),
-            DfPolicy::Dfsched => (Placement::Engine(Config::default()), RqPolicy::DataAffinity),
-            DfPolicy::DfschedRr => (Placement::Engine(Config::default()), RqPolicy::Vanilla),
-            DfPolicy::Oracle => (Placement::Oracle, RqPolicy::Vanilla),
-            DfPolicy::Split => (Placement::Split, RqPolicy::Vanilla),
+    /// The names of every policy, comma separated, for messages.
+    pub fn names() -> String {
+        DfPolicy::ALL.map(DfPolicy::name).join(", ")
+    }
+
+    /// The body's configuration for this policy: placement, dispatch and
+    /// whether the threads' DF switches reach the engine as hints.
+    fn body_config(self) -> BodyConfig {
+        let engine = |policy| {
+            Placement::Engine(Config {
+                policy,
+                ..Config::default()
+            })
+        };
+        let (placement, dispatch, hints) = match self {
+            DfPolicy::Vanilla => (Placement::Vanilla, RqPolicy::Vanilla, true),
+            DfPolicy::Dfsched => (engine(Policy::DataAffinity), RqPolicy::DataAffinity, true),
+            DfPolicy::DfschedRr => (engine(Policy::DataAffinity), RqPolicy::Vanilla, true),
+            DfPolicy::Oracle => (Placement::Oracle, RqPolicy::Vanilla, true),
+            DfPolicy::Split => (Placement::Split, RqPolicy::Vanilla, true),
+            DfPolicy::CoThread => (engine(Policy::CoThread), RqPolicy::Vanilla, false),
+        };
+        BodyConfig {
+            hints,
+            ..BodyConfig::new(placement, dispatch)
         }
     }
 }
@@ -287,6 +311,7 @@ impl DfBenchParams {
                     }
                 }
                 TaskSpec {
+                    process: 0,
                     start_cycles: i as u64 * self.spawn_gap_cycles,
                     allowed: None,
                     program,
@@ -318,10 +343,9 @@ pub fn run(
     let work = params.workload();
     let mut results: Vec<DfPolicyResult> = Vec::new();
     for &policy in policies {
-        let (placement, dispatch) = policy.placement_dispatch();
         let cfg = BodyConfig {
             quantum_cycles: params.quantum_cycles,
-            ..BodyConfig::new(placement, dispatch)
+            ..policy.body_config()
         };
         let report = body::run(&topo, &machine, work.clone(), cfg, params.seed)?;
         let r = DfPolicyResult {
@@ -398,6 +422,12 @@ mod tests {
             assert_eq!(m.reads + m.writes, 16 * 20 * 64, "{}", x.policy.name());
         }
         assert_eq!(r.results[0].runtime_vs_vanilla_milli, Some(1000));
+        // Co-thread: the engine saw no hint, and grouped the program's
+        // threads (one co-thread group, never a DF's).
+        let c = by(&r, DfPolicy::CoThread).engine.as_ref().unwrap();
+        assert_eq!(c.hints, 0);
+        assert!(c.groups_created >= 1);
+        assert_eq!(by(&r, DfPolicy::CoThread).processes.len(), 1);
     }
 
     #[test]
@@ -406,9 +436,14 @@ mod tests {
             passes: 2,
             ..small()
         };
-        let a = run(&p, &[DfPolicy::Dfsched], |_| {}).unwrap();
-        let b = run(&p, &[DfPolicy::Dfsched], |_| {}).unwrap();
+        let a = run(&p, &[DfPolicy::Dfsched, DfPolicy::CoThread], |_| {}).unwrap();
+        let b = run(&p, &[DfPolicy::Dfsched, DfPolicy::CoThread], |_| {}).unwrap();
         assert_eq!(a, b);
+        // The JSON a seed prints, byte for byte.
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
         let q = DfBenchParams {
             seed: 2,
             ..p.clone()

@@ -110,6 +110,11 @@ pub struct TaskSpec {
     pub allowed: Option<CpuSet>,
     /// What it does.
     pub program: Vec<Burst>,
+    /// The process it is a thread of: the engine's `AppId(process)`. The
+    /// threads of one process are co-threads (`Policy::CoThread` groups
+    /// them when they give no DF). Default 0: one program.
+    #[serde(default)]
+    pub process: u32,
 }
 
 /// DFs and the tasks that work on them.
@@ -197,6 +202,7 @@ mod tests {
         Workload {
             dfs: vec![DfSpec { bytes: 100 }, DfSpec { bytes: 64 }],
             tasks: vec![TaskSpec {
+                process: 0,
                 start_cycles: 0,
                 allowed: None,
                 program,

@@ -23,11 +23,14 @@
 //! Placement ([`Placement`]):
 //! - `Vanilla`: a new task goes to the least-loaded CPU it may use (fork
 //!   balance), a waking task to the CPU it last ran on; hints are ignored.
-//! - `Engine`: [`dfsched_core::Engine`] gets `TaskNew`, `Hint`, `Block`,
-//!   `Wake`, `Exit` and periodic `Balance` events; its `Place` decisions set
-//!   each task's target, and the body moves waiting tasks into it (a running
-//!   task moves at the end of its chunk). The same code the Linux runtime
-//!   uses.
+//! - `Engine`: [`dfsched_core::Engine`] gets `AppNew` (one application per
+//!   process of the workload), `TaskNew`, `Hint`, `Block`, `Wake`, `Exit`
+//!   and periodic `Balance` events; its `Place` decisions set each task's
+//!   target, and the body moves waiting tasks into it (a running task moves
+//!   at the end of its chunk). The same code the Linux runtime uses; its
+//!   [`Config::policy`] decides what becomes of tasks with no DF (co-thread
+//!   grouping). With [`BodyConfig::hints`] off, DF switches change what a
+//!   task touches but are not told to the engine: an unmodified program.
 //! - `Oracle`: each DF pinned to one CPU, DFs spread by their task counts
 //!   (largest first onto the least-loaded CPU): the best static placement
 //!   for the known assignment.
@@ -94,6 +97,10 @@ pub struct BodyConfig {
     /// Cycles between two balancer passes of the Engine. Default 3,000,000
     /// (1 ms at 3 GHz).
     pub balance_interval_cycles: u64,
+    /// Whether DF switches reach the Engine as hints. Default true; false
+    /// runs the workload as an unmodified program would (the Engine sees
+    /// its threads, never their DFs).
+    pub hints: bool,
 }
 
 impl BodyConfig {
@@ -105,6 +112,7 @@ impl BodyConfig {
             quantum_cycles: 300_000,
             chunk_cycles: 2_000,
             balance_interval_cycles: 3_000_000,
+            hints: true,
         }
     }
 }
@@ -168,8 +176,37 @@ pub struct BodyReport {
     pub runqueue: RqStats,
     /// Engine counters (Engine placement only).
     pub engine: Option<Stats>,
+    /// Where each process's threads ran, by process number.
+    pub processes: Vec<ProcessReport>,
     /// Events the simulation handled.
     pub events: u64,
+}
+
+/// Where the threads of one process ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessReport {
+    /// The process ([`crate::program::TaskSpec::process`]).
+    pub process: u32,
+    /// Its threads.
+    pub threads: usize,
+    /// Cycles its threads ran (context switches excluded) on each CPU
+    /// where they ran at all, in CPU order.
+    pub cycles_by_cpu: Vec<(CpuId, u64)>,
+}
+
+impl ProcessReport {
+    /// The share of its cycles, in thousandths, on the CPU where it ran
+    /// most (0 when it never ran).
+    pub fn top_cpu_milli(&self) -> u64 {
+        let total: u64 = self.cycles_by_cpu.iter().map(|x| x.1).sum();
+        let top = self.cycles_by_cpu.iter().map(|x| x.1).max().unwrap_or(0);
+        (top * 1000).checked_div(total).unwrap_or(0)
+    }
+
+    /// The CPUs where it ran.
+    pub fn cpus(&self) -> CpuSet {
+        self.cycles_by_cpu.iter().map(|x| x.0).collect()
+    }
 }
 
 /// A task's life in the body.
@@ -260,6 +297,8 @@ struct Body {
     batch_changes: u64,
     decisions: Vec<Decision>,
     error: Option<BodyError>,
+    /// Cycles run per process (index) and CPU (index).
+    proc_cycles: Vec<Vec<u64>>,
 }
 
 /// Runs `work` on `topology` with the caches of `machine`, placing and
@@ -294,6 +333,7 @@ pub fn run(
         batch_changes: body.batch_changes,
         runqueue: body.rq.stats(),
         engine: body.engine.as_ref().map(|e| e.stats().clone()),
+        processes: body.process_reports(),
         events,
     })
 }
@@ -320,8 +360,17 @@ impl Body {
             slot[c.0 as usize] = i as u32;
         }
         let rq = RunQueues::new(cfg.dispatch, &all, Nanos(cfg.quantum_cycles))?;
+        let processes = work.tasks.iter().map(|t| t.process as usize + 1).max();
+        let processes = processes.unwrap_or(1);
         let engine = match &cfg.placement {
-            Placement::Engine(c) => Some(Engine::new(topology.clone(), c.clone())?),
+            Placement::Engine(c) => {
+                let mut e = Engine::new(topology.clone(), c.clone())?;
+                let mut out = Vec::new();
+                for p in 1..processes {
+                    e.handle(Event::AppNew { app: app(p as u32) }, &mut out)?;
+                }
+                Some(e)
+            }
             _ => None,
         };
         let mut tasks = Vec::with_capacity(work.tasks.len());
@@ -356,6 +405,7 @@ impl Body {
             _ => Vec::new(),
         };
         let line_bytes = machine.line_bytes();
+        let proc_cycles = vec![vec![0; cpu_ids.len()]; processes];
         Ok(Body {
             layout: work.layout(line_bytes),
             alive: tasks.len(),
@@ -377,7 +427,30 @@ impl Body {
             batch_changes: 0,
             decisions: Vec::new(),
             error: None,
+            proc_cycles,
         })
+    }
+
+    /// Where each process's threads ran.
+    fn process_reports(&self) -> Vec<ProcessReport> {
+        let mut threads = vec![0; self.proc_cycles.len()];
+        for t in &self.work.tasks {
+            threads[t.process as usize] += 1;
+        }
+        self.proc_cycles
+            .iter()
+            .enumerate()
+            .map(|(p, by_cpu)| ProcessReport {
+                process: p as u32,
+                threads: threads[p],
+                cycles_by_cpu: by_cpu
+                    .iter()
+                    .enumerate()
+                    .filter(|x| *x.1 > 0)
+                    .map(|(c, &n)| (self.cpu_ids[c], n))
+                    .collect(),
+            })
+            .collect()
     }
 
     fn tid(i: usize) -> TaskId {
@@ -605,6 +678,7 @@ impl Body {
         }
         let (_, slice) = self.cpus[c].running.as_mut().expect("a task runs");
         *slice = slice.saturating_sub(used);
+        self.proc_cycles[self.work.tasks[i].process as usize][c] += used;
         self.busy += used + extra;
         ctx.schedule_in(Ticks(used + extra), Ev::ChunkDone(c as u32));
     }
@@ -646,16 +720,19 @@ impl Body {
                     // task touches its new data.
                     self.tasks[i].phase = Phase::Blocked;
                     if self.engine.is_some() {
-                        self.engine_event(
-                            Event::Hint {
-                                task: Self::tid(i),
-                                app: AppId(0),
-                                cur,
-                                next,
-                            },
-                            ctx,
-                        );
-                        self.refresh_group(i);
+                        if self.cfg.hints {
+                            let process = self.work.tasks[i].process;
+                            self.engine_event(
+                                Event::Hint {
+                                    task: Self::tid(i),
+                                    app: app(process),
+                                    cur,
+                                    next,
+                                },
+                                ctx,
+                            );
+                            self.refresh_group(i);
+                        }
                     } else {
                         self.static_place(i);
                     }
@@ -710,15 +787,18 @@ impl Model for Body {
             Ev::Arrive(i) => {
                 let i = i as usize;
                 let allowed = self.tasks[i].allowed.clone();
+                let process = self.work.tasks[i].process;
                 self.engine_event(
                     Event::TaskNew {
                         task: Self::tid(i),
-                        app: AppId(0),
+                        app: app(process),
                         allowed,
                         cpu: None,
                     },
                     ctx,
                 );
+                // A co-thread joins its group on arrival, placed or not.
+                self.refresh_group(i);
                 self.tasks[i].phase = Phase::Blocked;
                 self.make_ready(i, ctx);
             }
@@ -737,6 +817,11 @@ impl Model for Body {
             }
         }
     }
+}
+
+/// The engine's application of a process.
+fn app(process: u32) -> AppId {
+    AppId(u64::from(process))
 }
 
 /// The oracle's CPU for each DF: DFs by descending task count (then id),

@@ -35,6 +35,7 @@ fn workload(tasks: usize, dfs: usize, lines: u64, passes: usize) -> Workload {
                     program.push(Burst::Write { lines });
                 }
                 TaskSpec {
+                    process: 0,
                     start_cycles: 0,
                     allowed: None,
                     program,
@@ -179,6 +180,7 @@ fn a_long_compute_is_preempted_so_others_run_in_between() {
     // One CPU, two compute-only tasks of 10 quanta each: round robin
     // interleaves them, so there are many context switches.
     let program = |_| TaskSpec {
+        process: 0,
         start_cycles: 0,
         allowed: None,
         program: vec![Burst::Compute { cycles: 200_000 }],
