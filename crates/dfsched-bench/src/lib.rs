@@ -36,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+pub mod chat;
+pub mod cothread;
 pub mod df;
 mod gate;
 pub mod grid;

@@ -69,6 +69,9 @@ pub enum PlaceError {
     /// The runtime refused a hint.
     #[error("dfsched refused the hint: {0}")]
     Runtime(#[source] dfsched::Error),
+    /// The co-thread runtime could not attach the thread.
+    #[error("dfsched could not attach the thread: {0}")]
+    CoThread(#[source] crate::cothread::CoThreadError),
 }
 
 /// One run's placement, shared by its threads.
@@ -154,7 +157,7 @@ fn df_id(df: usize) -> u64 {
 }
 
 /// Pins the calling thread to `cpu` and reads the affinity back.
-fn pin(cpu: CpuId) -> Result<Placed, PlaceError> {
+pub(crate) fn pin(cpu: CpuId) -> Result<Placed, PlaceError> {
     let want = CpuSet::single(cpu);
     os::set_affinity(&want)?;
     let got = os::get_affinity()?;

@@ -212,9 +212,9 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Progress on stderr: an indicatif bar with an ETA on a terminal, a line
+/// Progress on stderr (shared by every `bench` subcommand): an indicatif bar with an ETA on a terminal, a line
 /// per run otherwise (logs, CI); nothing with `--quiet`.
-struct ProgressLine {
+pub(crate) struct ProgressLine {
     quiet: bool,
     /// The bar, once the first run finished (we learn the total then).
     bar: Option<ProgressBar>,
@@ -222,7 +222,7 @@ struct ProgressLine {
 }
 
 impl ProgressLine {
-    fn new(quiet: bool) -> ProgressLine {
+    pub(crate) fn new(quiet: bool) -> ProgressLine {
         ProgressLine {
             quiet,
             bar: None,
@@ -230,7 +230,7 @@ impl ProgressLine {
         }
     }
 
-    fn show(&mut self, p: &Progress) {
+    pub(crate) fn show(&mut self, p: &Progress) {
         if self.quiet {
             return;
         }
@@ -269,7 +269,7 @@ impl ProgressLine {
         bar.set_position(p.done as u64);
     }
 
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }

@@ -18,6 +18,7 @@
 
 mod agent;
 mod bench;
+mod bench_chat;
 mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
@@ -64,6 +65,10 @@ enum BenchCommand {
     /// The data-fragment benchmark (Pinter & Zalmanovici §5.2).
     #[command(long_about = bench::DF_LONG_ABOUT)]
     Df(bench::DfArgs),
+    /// The Chat benchmark (Pinter & Zalmanovici §5.1): rooms of 20 users
+    /// over TCP on loopback.
+    #[command(long_about = bench_chat::CHAT_LONG_ABOUT)]
+    Chat(bench_chat::ChatArgs),
 }
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
@@ -93,6 +98,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Df(args),
         } => bench::run(args),
+        Command::Bench {
+            bench: BenchCommand::Chat(args),
+        } => bench_chat::run(args),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),

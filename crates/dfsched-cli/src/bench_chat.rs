@@ -1,0 +1,246 @@
+//! `dfsched bench chat`: flags, validation, progress and output of the Chat
+//! benchmark (Pinter & Zalmanovici §5.1). The benchmark itself is
+//! [`dfsched_bench::chat`]; progress lines are `bench df`'s.
+
+use crate::bench::ProgressLine;
+use crate::Failure;
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use dfsched_bench::chat::report::{render_chat_grid, render_chat_report};
+use dfsched_bench::chat::{
+    paper_grid, parse_chat_modes, run_chat_cases, ChatError, ChatGridReport, ChatMode, ChatParams,
+    DEFAULT_MESSAGES, DEFAULT_REPEAT, DEFAULT_ROOMS, DEFAULT_SEED,
+};
+use std::io::Write;
+
+/// Where `bench chat` sits in the command tree, for usage errors.
+const CHAT_PATH: &[&str] = &["bench", "chat"];
+
+/// The long help of `bench chat`.
+pub const CHAT_LONG_ABOUT: &str = "\
+The Chat benchmark (Pinter & Zalmanovici §5.1, after the LBS chat benchmark).
+
+A server and a client in this process talk over TCP on 127.0.0.1 (an
+ephemeral port). ROOMS rooms of 20 users; each user has one connection and
+four threads: on the client a sender (MESSAGES messages of 100 bytes) and a
+receiver, on the server a reader (which puts each message into the bounded
+queues of the room's 19 other users) and a writer (which writes its queue to
+its socket). Every message reaches the room's 19 other users; receivers check
+each one (room, sender, sequence) and the run fails on any loss or duplicate.
+
+Time: from the start gate (all connected, all threads placed) to the last
+receiver's last message. Throughput: messages delivered per second, where
+messages delivered = ROOMS x 20 x 19 x MESSAGES (the paper's 'transmitted'
+count, x 20 instead of x 19, also counts the sends and is in --json).
+
+Server and client share one process so that one dfsched runtime sees both
+ends of every room: with two processes, each with its own runtime, nothing
+would put a room's server and client threads on the same CPU.
+
+Modes (run interleaved: every round runs each mode once, in an order shuffled
+from --seed):
+  vanilla    the kernel alone
+  dfsched    a fresh dfsched runtime per run; every thread calls enter(room)
+  co-thread  a runtime with the co-thread policy; every thread attach()es
+             (refused while this build's runtime lacks the policy)
+  oracle     each room's 80 threads pinned to one CPU, rooms spread evenly
+  split      each room's threads dealt round-robin over all allowed CPUs
+
+Per mode: median, min, max and standard deviation of time and throughput,
+CPU time, context switches, migrations, the share of the CPUs other
+processes took, and throughput ratios to vanilla (above 1 = faster).
+
+A run holds ROOMS x 40 + 1 sockets open and runs ROOMS x 80 threads; the
+open-file limit is checked first (ulimit -n).
+
+With no flags: 4 rooms x 1000 messages, 5 runs per mode, about a minute and a
+half on a 2-vCPU machine for the four modes. --grid paper runs Table 1 (rooms
+{10, 20, 30} x messages {500, 1000, 1500}, 3 runs per mode and cell): about
+an hour there.
+
+On a KVM guest a wake-up on another vCPU costs tens of µs (an IPI and a halt
+exit), so packing communicating threads on one CPU looks better there than on
+bare metal.";
+
+/// The grids `--grid` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ChatGridArg {
+    /// Table 1 of the paper: rooms {10, 20, 30} × messages {500, 1000,
+    /// 1500}, 3 runs per mode and cell (about an hour on a 2-vCPU machine).
+    Paper,
+}
+
+/// Flags of `dfsched bench chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Rooms of 20 users (80 threads and 40 sockets each) [default: 4].
+    #[arg(long, value_name = "N", conflicts_with = "grid")]
+    rooms: Option<usize>,
+
+    /// Messages of 100 bytes each user sends [default: 1000].
+    #[arg(long, value_name = "N", conflicts_with = "grid")]
+    messages: Option<u64>,
+
+    /// Runs per mode [default: 5; with --grid: 3].
+    #[arg(long, value_name = "N")]
+    repeat: Option<usize>,
+
+    /// Comma-separated modes: vanilla, dfsched, co-thread, oracle, split
+    /// [default: all that this build supports].
+    #[arg(long, value_name = "LIST", value_parser = parse_mode_list)]
+    modes: Option<ChatModeList>,
+
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+
+    /// Run a grid of cases (paper: Table 1, about an hour here); conflicts
+    /// with --rooms and --messages.
+    #[arg(long, value_enum, value_name = "GRID")]
+    grid: Option<ChatGridArg>,
+
+    /// Seed of the mode order in each round.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
+    seed: u64,
+
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// A parsed `--modes` list.
+#[derive(Clone, Debug)]
+pub struct ChatModeList(Vec<ChatMode>);
+
+fn parse_mode_list(s: &str) -> Result<ChatModeList, String> {
+    parse_chat_modes(s)
+        .map(ChatModeList)
+        .map_err(|e| e.to_string())
+}
+
+impl ChatArgs {
+    /// The cases to run, validated.
+    fn cases(&self) -> Result<Vec<ChatParams>, Failure> {
+        let base = ChatParams {
+            rooms: self.rooms.unwrap_or(DEFAULT_ROOMS),
+            messages: self.messages.unwrap_or(DEFAULT_MESSAGES),
+            repeat: self.repeat.unwrap_or(DEFAULT_REPEAT),
+            modes: self
+                .modes
+                .as_ref()
+                .map_or_else(ChatMode::available, |m| m.0.clone()),
+            seed: self.seed,
+        };
+        let cases = match self.grid {
+            None => vec![base],
+            Some(ChatGridArg::Paper) => paper_grid(&base, self.repeat),
+        };
+        for c in &cases {
+            c.validate().map_err(|e| Failure::Usage {
+                path: CHAT_PATH,
+                msg: e.to_string(),
+            })?;
+        }
+        Ok(cases)
+    }
+}
+
+/// Runs `bench chat`.
+pub fn run(args: ChatArgs) -> Result<(), Failure> {
+    let cases = args.cases()?;
+    let mut progress = ProgressLine::new(args.quiet);
+    let reports = run_chat_cases(&cases, &mut |p| progress.show(p)).map_err(|e| match e {
+        ChatError::Params(p) => Failure::Usage {
+            path: CHAT_PATH,
+            msg: p.to_string(),
+        },
+        e => Failure::Run(anyhow::Error::new(e).context("the Chat benchmark failed")),
+    })?;
+    progress.finish();
+    let text = match args.grid {
+        None => {
+            let report = &reports[0];
+            if args.json {
+                serde_json::to_string_pretty(report).context("serialising the report")?
+            } else {
+                render_chat_report(report)
+            }
+        }
+        Some(ChatGridArg::Paper) => {
+            let grid = ChatGridReport {
+                grid: "paper".to_string(),
+                machine: reports[0].machine.clone(),
+                cells: reports,
+            };
+            if args.json {
+                serde_json::to_string_pretty(&grid).context("serialising the report")?
+            } else {
+                render_chat_grid(&grid)
+            }
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.trim_end()).context("writing the report")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        chat: ChatArgs,
+    }
+
+    fn cases(args: &[&str]) -> Result<Vec<ChatParams>, String> {
+        let t = T::try_parse_from(std::iter::once("chat").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        t.chat.cases().map_err(|f| match f {
+            Failure::Usage { msg, .. } => msg,
+            Failure::Run(e) => panic!("not a usage error: {e}"),
+        })
+    }
+
+    #[test]
+    fn no_flags_is_the_default_case_with_every_available_mode() {
+        assert_eq!(cases(&[]).unwrap(), vec![ChatParams::default()]);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_flag() {
+        for (args, needle) in [
+            (&["--rooms", "0"][..], "--rooms"),
+            (&["--rooms", "1000"], "--rooms"),
+            (&["--messages", "0"], "--messages"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "vanilla,warp"], "warp"),
+            (&["--modes", "split,split"], "twice"),
+            (&["--grid", "paper", "--rooms", "4"], "--rooms"),
+            (&["--grid", "huge"], "huge"),
+        ] {
+            let err = cases(args).expect_err(&format!("{args:?} was accepted"));
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn grid_is_table_1_with_the_given_modes() {
+        let c = cases(&[
+            "--grid",
+            "paper",
+            "--modes",
+            "vanilla,oracle",
+            "--repeat",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(c.len(), 9);
+        assert!(c
+            .iter()
+            .all(|p| p.repeat == 2 && p.modes == vec![ChatMode::Vanilla, ChatMode::Oracle]));
+        assert_eq!((c[8].rooms, c[8].messages), (30, 1500));
+    }
+}
