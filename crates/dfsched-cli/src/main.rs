@@ -18,11 +18,11 @@
 
 mod agent;
 mod bench;
-mod bench_chat;
 mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
 mod cmd_sim_rq;
+mod run;
 mod topology;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
@@ -58,6 +58,9 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Evaluate the papers' analytic models.
     Model(cmd_model::ModelArgs),
+    /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
+    #[command(long_about = run::LONG_ABOUT)]
+    Run(run::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,10 +68,6 @@ enum BenchCommand {
     /// The data-fragment benchmark (Pinter & Zalmanovici §5.2).
     #[command(long_about = bench::DF_LONG_ABOUT)]
     Df(bench::DfArgs),
-    /// The Chat benchmark (Pinter & Zalmanovici §5.1): rooms of 20 users
-    /// over TCP on loopback.
-    #[command(long_about = bench_chat::CHAT_LONG_ABOUT)]
-    Chat(bench_chat::ChatArgs),
 }
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
@@ -98,13 +97,11 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Df(args),
         } => bench::run(args),
-        Command::Bench {
-            bench: BenchCommand::Chat(args),
-        } => bench_chat::run(args),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

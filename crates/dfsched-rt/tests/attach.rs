@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use dfsched::{Error, Policy, Runtime, RuntimeConfig};
+use dfsched::{CpuSet, Error, Policy, Runtime, RuntimeConfig};
 
 fn quiet_with(policy: Policy) -> RuntimeConfig {
     RuntimeConfig { policy, ..quiet() }
@@ -45,6 +45,34 @@ fn attach_registers_a_thread_once_with_no_df() {
     w.join();
     let s = rt.stats();
     assert_eq!((s.threads_exited, s.threads_active), (1, 0));
+}
+
+#[test]
+fn attached_threads_of_the_process_share_one_home_under_co_thread() {
+    with_two_cpus(
+        "attached_threads_of_the_process_share_one_home_under_co_thread",
+        |_c0, _c1| {
+            let rt = Runtime::start(quiet_with(Policy::CoThread)).unwrap();
+            // 6 registered threads on 2 CPUs: 3 per CPU, heavy load, so the
+            // process's co-thread group lives on one CPU.
+            let workers = attach_all(&rt, 6);
+            let masks: Vec<CpuSet> = workers.iter().map(Worker::mask).collect();
+            assert!(
+                masks.iter().all(|m| *m == masks[0]),
+                "the co-threads were split: {masks:?}"
+            );
+            assert_eq!(masks[0].len(), 1, "heavy load: one CPU, not {}", masks[0]);
+            assert!(masks[0].is_subset(rt.allowed()));
+            // Each is where the engine says, in one group.
+            let groups: Vec<_> = workers
+                .iter()
+                .map(|w| rt.task(w.tid).unwrap().group)
+                .collect();
+            assert!(groups[0].is_some() && groups.iter().all(|g| *g == groups[0]));
+            rt.check_invariants().unwrap();
+            assert_eq!(rt.stats().threads_attached, 6);
+        },
+    );
 }
 
 #[test]

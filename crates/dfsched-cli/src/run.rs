@@ -1,0 +1,304 @@
+//! `dfsched run`: runs an unmodified program under dfsched, through
+//! `LD_PRELOAD` of `libdfsched.so`.
+//!
+//! ```text
+//! dfsched run --policy co-thread -- ./server --port 8080
+//!   1. find libdfsched.so: --lib, then $DFSCHED_LIB, then next to this
+//!      binary (the newer of DIR/libdfsched.so and cargo's DIR/deps/), then
+//!      DIR/../lib/
+//!   2. the child's environment: LD_PRELOAD=<lib>[:<LD_PRELOAD>],
+//!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given;
+//!      checked as the runtime will read it (nothing runs if it is bad)
+//!   3. exec the program: it replaces this process, so its pid, exit status
+//!      and signals are its own
+//! ```
+//!
+//! Exit status, as `env(1)` and `timeout(1)`: the program's own once it
+//! runs; 125 if `dfsched run` itself failed (library not found, a bad
+//! `DFSCHED_*` variable); 126 if the program was found but could not be
+//! executed; 127 if it was not found; 2 for a bad option.
+
+use crate::Failure;
+use clap::{Args, ValueEnum};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Text of `dfsched run --help`.
+pub const LONG_ABOUT: &str = "\
+Run PROGRAM under dfsched, unmodified: libdfsched.so is preloaded \
+(LD_PRELOAD) and every thread the program creates is known to dfsched from \
+its creation and placed by the policy. Children the program starts inherit \
+LD_PRELOAD and the DFSCHED_* variables, and so the policy. A program that \
+also calls the hint API (dfsched_enter, dfsched_hint) gets its hints \
+honoured by the same runtime.
+
+Policies:
+  co-thread      the process's threads form one group (its co-threads): under
+                 heavy load (2 or more runnable threads per CPU) they share one
+                 CPU, under light load one cache domain, spread over its CPUs;
+                 the balancer moves the group whole
+  data-affinity  threads that give no DF are left where the kernel puts them
+                 (the balancer may move them); hinted threads are grouped by DF
+  none           dfsched does nothing: the program runs as without it
+
+libdfsched.so is looked for, in order: --lib PATH; $DFSCHED_LIB; next to the \
+dfsched binary (the newer of DIR/libdfsched.so and DIR/deps/libdfsched.so, \
+where cargo builds it); DIR/../lib/libdfsched.so.
+
+Exit status: the program's own (it replaces dfsched run: same pid, same \
+signals); 125 if dfsched run failed before starting it; 126 if it could not \
+be executed; 127 if it was not found; 2 for a bad option.
+
+Example:
+  cargo build --release
+  target/release/dfsched run --policy co-thread -- ./my-server --threads 8
+  # every thread of my-server, and of the children it starts, is placed by
+  # dfsched; read back with:
+  grep Cpus_allowed_list /proc/$(pidof my-server)/task/*/status";
+
+/// The policy a program runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RunPolicy {
+    /// Threads with no DF are unmanaged; hinted threads group by DF.
+    DataAffinity,
+    /// The process's threads form one co-thread group.
+    CoThread,
+    /// dfsched does nothing.
+    None,
+}
+
+impl RunPolicy {
+    /// As `DFSCHED_POLICY` spells it.
+    fn env_value(self) -> &'static str {
+        match self {
+            RunPolicy::DataAffinity => "data-affinity",
+            RunPolicy::CoThread => "co-thread",
+            RunPolicy::None => "none",
+        }
+    }
+}
+
+/// Flags of `dfsched run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What becomes of threads that give no DF (see above).
+    #[arg(long, value_enum, default_value = "co-thread")]
+    policy: RunPolicy,
+
+    /// Milliseconds between balancer passes; 0 = no balancer thread
+    /// (DFSCHED_BALANCE_INTERVAL_MS; runtime default 100).
+    #[arg(long, value_name = "N")]
+    balance_interval_ms: Option<u64>,
+
+    /// A CPU is imbalanced when its load is this many percent above the
+    /// least-loaded CPU's (DFSCHED_IMBALANCE_PCT; default 25).
+    #[arg(long, value_name = "N")]
+    imbalance_pct: Option<u64>,
+
+    /// Runnable threads per CPU, in thousandths, from which a group's home
+    /// is one CPU (DFSCHED_HEAVY_LOAD_MILLI; default 2000).
+    #[arg(long, value_name = "N")]
+    heavy_load_milli: Option<u64>,
+
+    /// Stuck imbalanced balancer passes before a group is split; 0 = never
+    /// (DFSCHED_SPLIT_AFTER_PASSES; default 10).
+    #[arg(long, value_name = "N")]
+    split_after_passes: Option<u64>,
+
+    /// Moves per balancer pass (DFSCHED_MAX_MOVES_PER_PASS; default 16).
+    #[arg(long, value_name = "N")]
+    max_moves_per_pass: Option<u64>,
+
+    /// Whether each pass counts other processes' runnable threads from
+    /// /proc (DFSCHED_EXTERNAL_LOAD; default true).
+    #[arg(long, value_name = "BOOL")]
+    external_load: Option<bool>,
+
+    /// The libdfsched.so to preload (else $DFSCHED_LIB, else next to this
+    /// binary).
+    #[arg(long, value_name = "PATH")]
+    lib: Option<PathBuf>,
+
+    /// The program and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]"
+    )]
+    command: Vec<OsString>,
+}
+
+/// Exit status when `dfsched run` itself failed.
+const EXIT_FAILED: i32 = 125;
+/// Exit status when the program could not be executed.
+const EXIT_CANNOT_EXEC: i32 = 126;
+/// Exit status when the program was not found.
+const EXIT_NOT_FOUND: i32 = 127;
+
+/// Runs `run`: on success it does not return (the program replaces this
+/// process); failures exit with the statuses in the module doc.
+pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let (program, program_args) = args.command.split_first().expect("clap requires PROGRAM");
+    let lib = match find_lib(args.lib.as_deref(), std::env::var_os("DFSCHED_LIB")) {
+        Ok(lib) => lib,
+        Err(msg) => fail(EXIT_FAILED, &msg),
+    };
+    let vars = dfsched_vars(&args);
+    // The runtime in the program will read the inherited DFSCHED_*
+    // variables with ours on top: check them now, as it will, so a bad one
+    // is said here and nothing runs.
+    let mut seen: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with("DFSCHED_") && !vars.iter().any(|(n, _)| n == k))
+        .collect();
+    seen.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    if let Err(e) = dfsched::RuntimeConfig::from_vars(seen) {
+        fail(
+            EXIT_FAILED,
+            &format!("{e}; nothing was run (check the options and the DFSCHED_* environment)"),
+        );
+    }
+    let preload = prepend_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());
+    tracing::info!(lib = %lib.display(), policy = args.policy.env_value(), "dfsched run: exec");
+    let mut cmd = Command::new(program);
+    cmd.args(program_args).env("LD_PRELOAD", &preload);
+    for (k, v) in &vars {
+        cmd.env(k, v);
+    }
+    // exec returns only on failure.
+    let err = cmd.exec();
+    let shown = Path::new(program).display();
+    match err.kind() {
+        std::io::ErrorKind::NotFound => fail(
+            EXIT_NOT_FOUND,
+            &format!(
+                "program not found: {shown}{}",
+                if program.as_encoded_bytes().contains(&b'/') {
+                    String::new()
+                } else {
+                    " (searched $PATH)".to_string()
+                }
+            ),
+        ),
+        _ => fail(EXIT_CANNOT_EXEC, &format!("cannot execute {shown}: {err}")),
+    }
+}
+
+/// Says `msg` and exits with `status` (the statuses are `dfsched run`'s
+/// own, so they do not go through the CLI's 1/2 convention).
+fn fail(status: i32, msg: &str) -> ! {
+    eprintln!("dfsched run: error: {msg}");
+    std::process::exit(status)
+}
+
+/// The `DFSCHED_*` variables the options ask for.
+fn dfsched_vars(args: &RunArgs) -> Vec<(&'static str, String)> {
+    let mut vars = vec![
+        ("DFSCHED_PRELOAD", "1".to_string()),
+        ("DFSCHED_POLICY", args.policy.env_value().to_string()),
+    ];
+    let numbers = [
+        ("DFSCHED_BALANCE_INTERVAL_MS", args.balance_interval_ms),
+        ("DFSCHED_IMBALANCE_PCT", args.imbalance_pct),
+        ("DFSCHED_HEAVY_LOAD_MILLI", args.heavy_load_milli),
+        ("DFSCHED_SPLIT_AFTER_PASSES", args.split_after_passes),
+        ("DFSCHED_MAX_MOVES_PER_PASS", args.max_moves_per_pass),
+    ];
+    vars.extend(
+        numbers
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?.to_string()))),
+    );
+    if let Some(on) = args.external_load {
+        vars.push(("DFSCHED_EXTERNAL_LOAD", if on { "1" } else { "0" }.into()));
+    }
+    vars
+}
+
+/// `lib` first in an `LD_PRELOAD` list (ld.so takes `:` or spaces between
+/// entries), once.
+fn prepend_preload(lib: &Path, existing: Option<&OsStr>) -> OsString {
+    let mut out = OsString::from(lib.as_os_str());
+    if let Some(rest) = existing {
+        let rest: Vec<&[u8]> = rest
+            .as_encoded_bytes()
+            .split(|b| *b == b':' || *b == b' ')
+            .filter(|e| !e.is_empty() && *e != lib.as_os_str().as_encoded_bytes())
+            .collect();
+        for entry in rest {
+            out.push(":");
+            out.push(OsStr::from_bytes(entry));
+        }
+    }
+    out
+}
+
+/// Finds `libdfsched.so` (see the module doc); the error names every place
+/// looked at.
+fn find_lib(flag: Option<&Path>, env: Option<OsString>) -> Result<PathBuf, String> {
+    let check = |p: &Path, what: &str| -> Result<PathBuf, String> {
+        if p.is_file() {
+            p.canonicalize()
+                .map_err(|e| format!("{what} {}: {e}", p.display()))
+        } else {
+            Err(format!("{what} {} is not a file", p.display()))
+        }
+    };
+    if let Some(p) = flag {
+        return check(p, "--lib");
+    }
+    if let Some(p) = env.filter(|p| !p.is_empty()) {
+        return check(Path::new(&p), "$DFSCHED_LIB");
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the dfsched binary's directory: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let beside = [dir.join("libdfsched.so"), dir.join("deps/libdfsched.so")];
+    let newest = beside
+        .iter()
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p.clone());
+    let installed = dir.join("../lib/libdfsched.so");
+    if let Some(p) = newest.or_else(|| installed.is_file().then(|| installed.clone())) {
+        return check(&p, "library");
+    }
+    Err(format!(
+        "libdfsched.so not found: no --lib, no $DFSCHED_LIB, and none at {}, {} or {} \
+         (build it with `cargo build --release`, or give --lib PATH)",
+        beside[0].display(),
+        beside[1].display(),
+        installed.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_comes_first_in_ld_preload_and_only_once() {
+        let lib = Path::new("/x/libdfsched.so");
+        assert_eq!(prepend_preload(lib, None), "/x/libdfsched.so");
+        assert_eq!(
+            prepend_preload(lib, Some(OsStr::new("/a.so /x/libdfsched.so:/b.so"))),
+            "/x/libdfsched.so:/a.so:/b.so"
+        );
+        assert_eq!(
+            prepend_preload(lib, Some(OsStr::new(""))),
+            "/x/libdfsched.so"
+        );
+    }
+
+    #[test]
+    fn a_missing_library_names_where_it_looked() {
+        let e = find_lib(Some(Path::new("/nonexistent/libdfsched.so")), None).unwrap_err();
+        assert!(e.contains("--lib /nonexistent/libdfsched.so"), "{e}");
+        let e = find_lib(None, Some("/nowhere/lib.so".into())).unwrap_err();
+        assert!(e.contains("$DFSCHED_LIB /nowhere/lib.so"), "{e}");
+    }
+}

@@ -1,0 +1,587 @@
+//! `dfsched run`: unmodified C, C++ and Rust programs (tests/run_fixtures/,
+//! built here with gcc, g++ and rustc) run under `LD_PRELOAD` of
+//! `libdfsched.so`; every thread's `Cpus_allowed_list` is read from
+//! `/proc/PID/task/TID/status` while they spin. Exit statuses, aborts and
+//! forks behave as without dfsched. Tests skip with a message where a
+//! compiler is missing or fewer than 2 CPUs are allowed.
+//!
+//! The placement runs use `--balance-interval-ms 0` (no balancer thread), so
+//! nothing moves while the masks are read: the placement read back is the
+//! one each thread got when it was attached.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+fn dfsched() -> &'static str {
+    env!("CARGO_BIN_EXE_dfsched")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/run_fixtures")
+        .join(name)
+}
+
+/// A per-process scratch directory for the compiled fixtures.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("dfsched-run-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Compiles fixture `src` into `out` with `tool PRE -o out src POST` (link
+/// flags go after the source); the program, or `None` (after saying why)
+/// if the compiler is missing.
+fn compile(tool: &str, pre: &[&str], src: &str, post: &[&str], out: &str) -> Option<PathBuf> {
+    if !have(tool) {
+        eprintln!("SKIP: no {tool} on this machine");
+        return None;
+    }
+    let prog = scratch().join(out);
+    let o = Command::new(tool)
+        .args(pre)
+        .arg("-o")
+        .arg(&prog)
+        .arg(fixture(src))
+        .args(post)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{tool} {src} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(prog)
+}
+
+fn c_program() -> Option<PathBuf> {
+    static P: OnceLock<Option<PathBuf>> = OnceLock::new();
+    P.get_or_init(|| {
+        compile(
+            "gcc",
+            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"],
+            "threads.c",
+            &["-ldl"],
+            "threads_c",
+        )
+    })
+    .clone()
+}
+
+fn cpp_program() -> Option<PathBuf> {
+    static P: OnceLock<Option<PathBuf>> = OnceLock::new();
+    P.get_or_init(|| {
+        compile(
+            "g++",
+            &[
+                "-std=c++17",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-O1",
+                "-pthread",
+            ],
+            "threads.cpp",
+            &[],
+            "threads_cpp",
+        )
+    })
+    .clone()
+}
+
+fn rust_program() -> Option<PathBuf> {
+    static P: OnceLock<Option<PathBuf>> = OnceLock::new();
+    P.get_or_init(|| {
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+        compile(
+            &rustc,
+            &["--edition", "2021", "-O"],
+            "threads.rs",
+            &[],
+            "threads_rs",
+        )
+    })
+    .clone()
+}
+
+/// The CPUs this test may use.
+fn allowed() -> BTreeSet<u32> {
+    dfsched::sys::get_affinity(0)
+        .unwrap()
+        .iter()
+        .map(|c| c.0)
+        .collect()
+}
+
+/// The allowed CPUs if there are at least two, else `None` after saying
+/// why the test skips.
+fn two_cpus(test: &str) -> Option<BTreeSet<u32>> {
+    let cpus = allowed();
+    if cpus.len() < 2 {
+        eprintln!(
+            "SKIP {test}: needs 2 allowed CPUs, this process has {}",
+            cpus.len()
+        );
+        return None;
+    }
+    Some(cpus)
+}
+
+/// Parses a cpulist (`0-2,5`).
+fn cpulist(text: &str) -> BTreeSet<u32> {
+    let mut set = BTreeSet::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => set.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
+            None => {
+                set.insert(part.parse().unwrap());
+            }
+        }
+    }
+    set
+}
+
+/// `Cpus_allowed_list` of thread `tid` of process `pid`.
+fn cpus_allowed(pid: u32, tid: u32) -> BTreeSet<u32> {
+    let path = format!("/proc/{pid}/task/{tid}/status");
+    let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or_else(|| panic!("no Cpus_allowed_list in {path}"));
+    cpulist(line)
+}
+
+/// A command with the test's own dfsched and preload variables removed.
+fn clean(mut cmd: Command) -> Command {
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("DFSCHED_") || k == "LD_PRELOAD")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// `dfsched run ARGS…` as a command (not started).
+fn run_cmd(args: &[&str], program: &Path, program_args: &[&str]) -> Command {
+    let mut cmd = clean(Command::new(dfsched()));
+    cmd.arg("run")
+        .args(args)
+        .arg("--")
+        .arg(program)
+        .args(program_args);
+    cmd
+}
+
+/// A fixture program running under `dfsched run`, its threads spinning.
+struct Running {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    pid: u32,
+    /// The spinning threads' tids, and the main thread's (the pid).
+    tids: Vec<u32>,
+    /// Lines other than pid/tid/ready, in order.
+    extra: Vec<String>,
+}
+
+impl Running {
+    /// Starts the program and reads its output up to its "ready" line.
+    fn start(mut cmd: Command) -> Running {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut r = Running {
+            pid: child.id(),
+            child,
+            stdin,
+            out,
+            tids: Vec::new(),
+            extra: Vec::new(),
+        };
+        loop {
+            let mut line = String::new();
+            if r.out.read_line(&mut line).unwrap() == 0 {
+                let status = r.child.wait().unwrap();
+                panic!("the program ended ({status}) before it was ready");
+            }
+            let line = line.trim();
+            if let Some(pid) = line.strip_prefix("pid ") {
+                // exec keeps the pid: the program is the process we started.
+                assert_eq!(pid.parse::<u32>().unwrap(), r.pid);
+                r.tids.push(r.pid);
+            } else if let Some(tid) = line.strip_prefix("tid ") {
+                r.tids.push(tid.parse().unwrap());
+            } else if line.starts_with("ready") {
+                return r;
+            } else {
+                r.extra.push(line.to_string());
+            }
+        }
+    }
+
+    /// Every thread's (tid, Cpus_allowed_list), main thread first.
+    fn masks(&self) -> Vec<(u32, BTreeSet<u32>)> {
+        self.tids
+            .iter()
+            .map(|&t| (t, cpus_allowed(self.pid, t)))
+            .collect()
+    }
+
+    /// Lines printed after "ready", up to one starting with `prefix`.
+    fn line_starting(&mut self, prefix: &str) -> String {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.out.read_line(&mut line).unwrap() > 0,
+                "no {prefix:?} line"
+            );
+            if let Some(rest) = line.trim().strip_prefix(prefix) {
+                return rest.trim().to_string();
+            }
+        }
+    }
+
+    /// Closes stdin (the program's signal to stop) and waits for it.
+    fn finish(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // A failed assertion must not leave spinning programs behind.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Threads to start so that the machine is heavily loaded (3 per allowed
+/// CPU, at most 48).
+fn heavy_threads(cpus: &BTreeSet<u32>) -> usize {
+    (3 * cpus.len()).min(48)
+}
+
+/// Runs `program` with `n` spinning threads under `--policy co-thread` and
+/// asserts every thread, the main one included, is placed on one and the
+/// same CPU (heavy load: the co-thread group's home is one CPU).
+fn assert_one_home(test: &str, program: Option<PathBuf>, mode: &[&str]) {
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = program else { return };
+    let n = heavy_threads(&cpus).to_string();
+    let args: Vec<&str> = mode.iter().copied().chain([n.as_str()]).collect();
+    let r = Running::start(run_cmd(
+        &["--policy", "co-thread", "--balance-interval-ms", "0"],
+        &program,
+        &args,
+    ));
+    let masks = r.masks();
+    assert_eq!(masks.len(), heavy_threads(&cpus) + 1);
+    let home = &masks[0].1;
+    for (tid, mask) in &masks {
+        assert_eq!(
+            mask, home,
+            "thread {tid} is outside the process's home: {masks:?}"
+        );
+    }
+    assert_eq!(home.len(), 1, "heavy load: one CPU, not {home:?}");
+    assert!(home.is_subset(&cpus));
+    assert!(r.finish().success());
+}
+
+/// Runs `program` under `--policy POLICY` and asserts every thread keeps
+/// the full allowed mask.
+fn assert_full_masks(test: &str, policy: &str, program: Option<PathBuf>, mode: &[&str]) {
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = program else { return };
+    let n = heavy_threads(&cpus).to_string();
+    let args: Vec<&str> = mode.iter().copied().chain([n.as_str()]).collect();
+    let r = Running::start(run_cmd(
+        &["--policy", policy, "--balance-interval-ms", "0"],
+        &program,
+        &args,
+    ));
+    for (tid, mask) in r.masks() {
+        assert_eq!(mask, cpus, "thread {tid} under {policy}");
+    }
+    assert!(r.finish().success());
+}
+
+#[test]
+fn a_c_programs_threads_share_one_home_under_co_thread() {
+    assert_one_home(
+        "a_c_programs_threads_share_one_home_under_co_thread",
+        c_program(),
+        &["spin"],
+    );
+}
+
+#[test]
+fn a_cpp_programs_threads_share_one_home_under_co_thread() {
+    assert_one_home(
+        "a_cpp_programs_threads_share_one_home_under_co_thread",
+        cpp_program(),
+        &[],
+    );
+}
+
+#[test]
+fn a_rust_programs_threads_share_one_home_under_co_thread() {
+    assert_one_home(
+        "a_rust_programs_threads_share_one_home_under_co_thread",
+        rust_program(),
+        &[],
+    );
+}
+
+#[test]
+fn policy_none_leaves_every_thread_its_full_mask() {
+    let test = "policy_none_leaves_every_thread_its_full_mask";
+    assert_full_masks(test, "none", c_program(), &["spin"]);
+    assert_full_masks(test, "none", cpp_program(), &[]);
+    assert_full_masks(test, "none", rust_program(), &[]);
+}
+
+#[test]
+fn data_affinity_leaves_unhinted_threads_unplaced() {
+    assert_full_masks(
+        "data_affinity_leaves_unhinted_threads_unplaced",
+        "data-affinity",
+        c_program(),
+        &["spin"],
+    );
+}
+
+#[test]
+fn the_programs_own_hints_reach_the_same_runtime() {
+    let Some(program) = c_program() else { return };
+    let n = 3;
+    let mut r = Running::start(run_cmd(
+        &["--policy", "co-thread", "--balance-interval-ms", "0"],
+        &program,
+        &["hint", &n.to_string()],
+    ));
+    assert!(
+        !r.extra.iter().any(|l| l.starts_with("hint-failed")),
+        "{:?}",
+        r.extra
+    );
+    let stats: serde_json::Value = serde_json::from_str(&r.line_starting("stats")).unwrap();
+    // One runtime knows every thread: attached at creation, and the hinting
+    // thread registered once, not a second time by its hint.
+    assert_eq!(stats["threads_attached"], n + 1, "{stats}");
+    assert_eq!(stats["threads_registered"], n + 1, "{stats}");
+    assert_eq!(stats["hints"], 1, "{stats}");
+    assert_eq!(stats["refused"]["other"], 0, "{stats}");
+    assert_eq!(stats["preload_attach_failures"], 0, "{stats}");
+    assert!(r.finish().success());
+}
+
+/// The status of `program args` run directly and under `dfsched run`.
+fn statuses(program: &Path, args: &[&str]) -> (ExitStatus, ExitStatus) {
+    let direct = clean(Command::new(program))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let under = run_cmd(&["--policy", "co-thread"], program, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    (direct, under)
+}
+
+#[test]
+fn an_exit_status_passes_through() {
+    let Some(program) = c_program() else { return };
+    for code in ["0", "42"] {
+        let (direct, under) = statuses(&program, &["exit", code]);
+        assert_eq!(direct.code(), Some(code.parse().unwrap()));
+        assert_eq!(under.code(), direct.code());
+    }
+}
+
+#[test]
+fn an_abort_passes_through_as_sigabrt() {
+    let Some(program) = c_program() else { return };
+    let (direct, under) = statuses(&program, &["abort"]);
+    assert_eq!(direct.signal(), Some(SIGABRT));
+    assert_eq!(under.signal(), direct.signal(), "{under:?}");
+}
+
+/// SIGABRT's number on Linux.
+const SIGABRT: i32 = 6;
+
+#[test]
+fn a_forked_child_gets_its_cpus_back_and_a_runtime_of_its_own() {
+    let test = "a_forked_child_gets_its_cpus_back_and_a_runtime_of_its_own";
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = c_program() else { return };
+    let n = heavy_threads(&cpus);
+    let mut child = run_cmd(
+        &["--policy", "co-thread", "--balance-interval-ms", "0"],
+        &program,
+        &["fork", &n.to_string()],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let lines: Vec<String> = out.lines().map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    let find = |prefix: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {lines:?}"))
+            .trim()
+            .to_string()
+    };
+    // The parent's threads were packed on one CPU; the child's only thread
+    // is back on every allowed CPU, as without dfsched.
+    assert_eq!(cpulist(&find("parent-mask")).len(), 1, "{lines:?}");
+    assert_eq!(cpulist(&find("child-mask")), cpus, "{lines:?}");
+    // The child's own runtime knows the child's threads only: its main
+    // thread and the two it started.
+    let stats: serde_json::Value = serde_json::from_str(&find("child-stats")).unwrap();
+    assert_eq!(stats["threads_registered"], 3, "{stats}");
+    assert_eq!(stats["threads_attached"], 3, "{stats}");
+    assert_eq!(stats["preload_attach_failures"], 0, "{stats}");
+    // The child exited 5; the parent passed it on.
+    assert_eq!(find("child-status"), (5 << 8).to_string());
+    assert_eq!(status.code(), Some(5));
+}
+
+#[test]
+fn a_missing_library_is_an_error_naming_where_it_looked() {
+    let o = run_cmd(
+        &["--lib", "/nonexistent/libdfsched.so"],
+        Path::new("true"),
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/nonexistent/libdfsched.so"), "{err}");
+    let mut cmd = run_cmd(&[], Path::new("true"), &[]);
+    cmd.env("DFSCHED_LIB", "/nowhere/libdfsched.so");
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("$DFSCHED_LIB /nowhere/libdfsched.so"));
+}
+
+#[test]
+fn a_missing_program_is_an_error() {
+    let o = run_cmd(&[], Path::new("dfsched-no-such-program"), &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(127));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("program not found: dfsched-no-such-program"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_policy_or_variable_runs_nothing() {
+    let marker = scratch().join("ran");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let o = run_cmd(&["--policy", "cothread"], Path::new("sh"), &["-c", &touch])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("co-thread"));
+    let mut cmd = run_cmd(&[], Path::new("sh"), &["-c", &touch]);
+    cmd.env("DFSCHED_IMBALANCE_PCT", "0");
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DFSCHED_IMBALANCE_PCT"));
+    assert!(!marker.exists(), "the program ran despite the bad setting");
+}
+
+#[test]
+fn the_child_gets_ld_preload_first_and_the_policy_variables() {
+    let mut cmd = run_cmd(
+        &["--policy", "data-affinity", "--heavy-load-milli", "1500"],
+        Path::new("sh"),
+        &[
+            "-c",
+            "echo \"$LD_PRELOAD|$DFSCHED_PRELOAD|$DFSCHED_POLICY|$DFSCHED_HEAVY_LOAD_MILLI\"",
+        ],
+    );
+    cmd.env("LD_PRELOAD", "");
+    let o = cmd.output().unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let fields: Vec<&str> = text.trim().split('|').collect();
+    assert!(fields[0].ends_with("libdfsched.so"), "{text}");
+    assert!(Path::new(fields[0]).is_absolute(), "{text}");
+    assert_eq!(&fields[1..], ["1", "data-affinity", "1500"], "{text}");
+}
+
+#[test]
+fn help_explains_the_policies_and_gives_an_example() {
+    let o = Command::new(dfsched())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "co-thread",
+        "data-affinity",
+        "none",
+        "LD_PRELOAD",
+        "--lib",
+        "Example",
+        "Cpus_allowed_list",
+        "127",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_program_writing_to_stdout_and_stdin_works_unchanged() {
+    // The program's stdin, stdout and status are its own (exec).
+    let mut child = run_cmd(&[], Path::new("cat"), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(o.stdout, b"hello\n");
+}

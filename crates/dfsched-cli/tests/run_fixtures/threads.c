@@ -1,0 +1,159 @@
+/*
+ * A C test program for `dfsched run` (crates/dfsched-cli/tests/run.rs).
+ * It knows nothing of dfsched unless a mode asks for its C ABI, which it
+ * then finds with dlsym (it is preloaded, not linked).
+ *
+ *   threads spin N   N threads spin; prints "pid P", one "tid T" per thread,
+ *                    "ready"; runs until stdin closes, then exits 0
+ *   threads hint N   as spin, and thread 0 calls dfsched_enter(1) before
+ *                    "tid"; after "ready" prints "stats <json>" (and exits
+ *                    3 if the dfsched API is missing)
+ *   threads fork N   N threads spin; prints "parent-mask <cpulist>" of the
+ *                    main thread; then fork: the child prints
+ *                    "child-mask <cpulist>" of its thread before anything
+ *                    else, starts 2 threads, prints "child-stats <json>",
+ *                    exits 5; the parent waits, prints "child-status <s>",
+ *                    and exits with the child's status
+ *   threads exit C   exits with status C
+ *   threads abort    abort()s
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_THREADS 256
+
+static atomic_int stop;
+static atomic_int started;
+static pthread_mutex_t out = PTHREAD_MUTEX_INITIALIZER;
+static int hint_first;
+
+static void say(const char *fmt, long v) {
+    pthread_mutex_lock(&out);
+    printf(fmt, v);
+    fflush(stdout);
+    pthread_mutex_unlock(&out);
+}
+
+static void *spin(void *arg) {
+    long i = (long)arg;
+    if (hint_first && i == 0) {
+        int (*enter)(unsigned long) = (int (*)(unsigned long))dlsym(RTLD_DEFAULT, "dfsched_enter");
+        if (enter == NULL || enter(1) != 0) {
+            say("hint-failed %ld\n", 0);
+        }
+    }
+    say("tid %ld\n", (long)syscall(SYS_gettid));
+    atomic_fetch_add(&started, 1);
+    while (!atomic_load(&stop)) {
+    }
+    return NULL;
+}
+
+static int start(pthread_t *t, int n) {
+    for (long i = 0; i < n; i++) {
+        if (pthread_create(&t[i], NULL, spin, (void *)i) != 0) {
+            perror("pthread_create");
+            exit(2);
+        }
+    }
+    while (atomic_load(&started) < n) {
+        sched_yield();
+    }
+    return n;
+}
+
+static void finish(pthread_t *t, int n) {
+    atomic_store(&stop, 1);
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+    }
+}
+
+static void print_stats(const char *tag) {
+    const char *(*stats)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "dfsched_stats_json");
+    pthread_mutex_lock(&out);
+    printf("%s %s\n", tag, stats ? stats() : "none");
+    fflush(stdout);
+    pthread_mutex_unlock(&out);
+}
+
+static void wait_stdin_eof(void) {
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+}
+
+static void print_mask(const char *tag) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    pthread_mutex_lock(&out);
+    printf("%s ", tag);
+    int first = 1;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (CPU_ISSET(c, &set)) {
+            printf(first ? "%d" : ",%d", c);
+            first = 0;
+        }
+    }
+    printf("\n");
+    fflush(stdout);
+    pthread_mutex_unlock(&out);
+}
+
+int main(int argc, char **argv) {
+    static pthread_t t[MAX_THREADS];
+    const char *mode = argc > 1 ? argv[1] : "spin";
+    int n = argc > 2 ? atoi(argv[2]) : 4;
+    if (n < 0 || n > MAX_THREADS) {
+        n = 4;
+    }
+    if (strcmp(mode, "exit") == 0) {
+        return n;
+    }
+    if (strcmp(mode, "abort") == 0) {
+        abort();
+    }
+    say("pid %ld\n", (long)getpid());
+    hint_first = strcmp(mode, "hint") == 0;
+    start(t, n);
+    if (strcmp(mode, "fork") == 0) {
+        /* The parent's threads are placed; the child must not inherit that. */
+        print_mask("parent-mask");
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            print_mask("child-mask");
+            pthread_t c[2];
+            atomic_store(&started, 0);
+            atomic_store(&stop, 0);
+            hint_first = 0;
+            start(c, 2);
+            print_stats("child-stats");
+            finish(c, 2);
+            _exit(5);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        say("child-status %ld\n", (long)status);
+        finish(t, n);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    say("ready%ld\n", 0);
+    if (hint_first) {
+        print_stats("stats");
+    }
+    wait_stdin_eof();
+    finish(t, n);
+    return 0;
+}
