@@ -5,34 +5,28 @@
 //! on one CPU under heavy load and kept in one cache domain under light
 //! load) lives in the core and the runtime; a benchmark only configures a
 //! runtime with it and calls `attach()` from every thread it wants placed.
-//! While the runtime lacks the policy, [`AVAILABLE`] is false, the modes
-//! that need it are refused when their flags are parsed, and these functions
-//! answer [`CoThreadError::Unavailable`] — never a run that pretends.
+//! In the runtime one process is one application, so all the threads a
+//! benchmark attaches form one co-thread group.
 
 use dfsched::{Runtime, RuntimeConfig};
-
-/// Whether this build's runtime has the co-thread policy and `attach()`.
-pub const AVAILABLE: bool = false;
+use dfsched_core::Policy;
 
 /// Why a co-thread runtime could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CoThreadError {
-    /// The runtime has no co-thread policy in this build.
-    #[error("this build's dfsched runtime has no co-thread policy (Policy::CoThread, attach)")]
-    Unavailable,
     /// The runtime refused.
     #[error(transparent)]
     Runtime(#[from] dfsched::Error),
 }
 
-/// Starts a runtime from `config` with the co-thread policy.
-pub fn start_runtime(config: RuntimeConfig) -> Result<Runtime, CoThreadError> {
-    let _ = config;
-    Err(CoThreadError::Unavailable)
+/// Starts a runtime from `config` (`DFSCHED_*`) with the co-thread policy,
+/// whatever `DFSCHED_POLICY` said.
+pub fn start_runtime(mut config: RuntimeConfig) -> Result<Runtime, CoThreadError> {
+    config.policy = Policy::CoThread;
+    Ok(Runtime::start(config)?)
 }
 
 /// Registers the calling thread with `rt` so that its policy places it.
 pub fn attach(rt: &Runtime) -> Result<(), CoThreadError> {
-    let _ = rt;
-    Err(CoThreadError::Unavailable)
+    Ok(rt.attach()?)
 }

@@ -37,7 +37,11 @@ fn every_available_mode_delivers_every_message_exactly_once() {
         assert!((run.throughput_msgs_per_s - want).abs() <= 1e-6 * want);
         assert_eq!(run.pin_mismatches, 0, "{m}: pins did not hold");
         if m.needs_runtime() {
-            assert!(run.runtime_stats.is_some(), "{m}: runtime stats missing");
+            let stats = run.runtime_stats.as_ref().expect("runtime stats");
+            let attached = stats["threads_attached"].as_u64().unwrap();
+            // co-thread attaches all 2 × 80 threads; dfsched only hints.
+            let want = if *m == ChatMode::CoThread { 160 } else { 0 };
+            assert_eq!(attached, want, "{m}: {stats}");
         }
     }
     let v = serde_json::to_value(r).unwrap();

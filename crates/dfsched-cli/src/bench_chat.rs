@@ -42,7 +42,7 @@ from --seed):
   vanilla    the kernel alone
   dfsched    a fresh dfsched runtime per run; every thread calls enter(room)
   co-thread  a runtime with the co-thread policy; every thread attach()es
-             (refused while this build's runtime lacks the policy)
+             (one process: all rooms form one co-thread group)
   oracle     each room's 80 threads pinned to one CPU, rooms spread evenly
   split      each room's threads dealt round-robin over all allowed CPUs
 
@@ -54,7 +54,7 @@ A run holds ROOMS x 40 + 1 sockets open and runs ROOMS x 80 threads; the
 open-file limit is checked first (ulimit -n).
 
 With no flags: 4 rooms x 1000 messages, 5 runs per mode, about a minute and a
-half on a 2-vCPU machine for the four modes. --grid paper runs Table 1 (rooms
+half on a 2-vCPU machine for the five modes. --grid paper runs Table 1 (rooms
 {10, 20, 30} x messages {500, 1000, 1500}, 3 runs per mode and cell): about
 an hour there.
 
@@ -86,7 +86,7 @@ pub struct ChatArgs {
     repeat: Option<usize>,
 
     /// Comma-separated modes: vanilla, dfsched, co-thread, oracle, split
-    /// [default: all that this build supports].
+    /// [default: all five].
     #[arg(long, value_name = "LIST", value_parser = parse_mode_list)]
     modes: Option<ChatModeList>,
 

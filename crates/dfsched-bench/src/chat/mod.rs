@@ -94,7 +94,8 @@ pub enum ChatMode {
     /// `enter(room + 1)` once, before the start gate.
     Dfsched,
     /// A fresh runtime with the co-thread policy; every thread calls
-    /// `attach()` (the whole process is one co-thread group).
+    /// `attach()` (the whole process is one co-thread group, server and
+    /// client alike: the policy knows processes, not rooms).
     CoThread,
     /// Each room's threads pinned to one CPU, rooms spread evenly.
     Oracle,
@@ -123,13 +124,9 @@ impl ChatMode {
         }
     }
 
-    /// The modes this build can run: `co-thread` only when the runtime has
-    /// the co-thread policy ([`cothread::AVAILABLE`]).
+    /// The modes a run uses when none are named: all of them.
     pub fn available() -> Vec<ChatMode> {
-        ChatMode::ALL
-            .into_iter()
-            .filter(|m| *m != ChatMode::CoThread || cothread::AVAILABLE)
-            .collect()
+        ChatMode::ALL.to_vec()
     }
 
     /// Whether this mode runs a dfsched runtime.
@@ -148,14 +145,10 @@ impl FromStr for ChatMode {
     type Err = ChatParamError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mode = ChatMode::ALL
+        ChatMode::ALL
             .into_iter()
             .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| ChatParamError::UnknownMode(s.trim().to_string()))?;
-        if mode == ChatMode::CoThread && !cothread::AVAILABLE {
-            return Err(ChatParamError::CoThreadUnavailable);
-        }
-        Ok(mode)
+            .ok_or_else(|| ChatParamError::UnknownMode(s.trim().to_string()))
     }
 }
 
@@ -278,12 +271,6 @@ pub enum ChatParamError {
     /// A mode name that does not exist.
     #[error("unknown mode {0:?} (choose from vanilla,dfsched,co-thread,oracle,split)")]
     UnknownMode(String),
-    /// `co-thread` before the runtime has the co-thread policy.
-    #[error(
-        "mode co-thread needs the runtime's co-thread policy (dfsched::Policy::CoThread and \
-         Runtime::attach), which this build does not have yet; leave it out of --modes"
-    )]
-    CoThreadUnavailable,
     /// A mode listed twice.
     #[error("mode {0} is listed twice in --modes")]
     DuplicateMode(ChatMode),
@@ -334,9 +321,6 @@ impl ChatParams {
         for (i, m) in self.modes.iter().enumerate() {
             if self.modes[..i].contains(m) {
                 return Err(ChatParamError::DuplicateMode(*m));
-            }
-            if *m == ChatMode::CoThread && !cothread::AVAILABLE {
-                return Err(ChatParamError::CoThreadUnavailable);
             }
         }
         Ok(())
@@ -464,15 +448,7 @@ mod tests {
             let json = serde_json::to_string(&m).unwrap();
             assert_eq!(json, format!("\"{}\"", m.as_str()));
         }
-        if cothread::AVAILABLE {
-            assert!(ChatMode::available().contains(&ChatMode::CoThread));
-        } else {
-            assert_eq!(
-                parse_chat_modes("vanilla,co-thread"),
-                Err(ChatParamError::CoThreadUnavailable)
-            );
-            assert!(!ChatParams::default().modes.contains(&ChatMode::CoThread));
-        }
+        assert_eq!(ChatParams::default().modes, ChatMode::ALL.to_vec());
     }
 
     #[test]

@@ -233,7 +233,12 @@ fn run_once(
             .expect("the runtime config is read for cases with runtime modes")
     };
     let rt = match mode {
-        ChatMode::Dfsched => Some(Runtime::start(cfg()).map_err(ChatError::Runtime)?),
+        ChatMode::Dfsched => {
+            // `dfsched` is data affinity whatever DFSCHED_POLICY says.
+            let mut cfg = cfg();
+            cfg.policy = dfsched_core::Policy::DataAffinity;
+            Some(Runtime::start(cfg).map_err(ChatError::Runtime)?)
+        }
         ChatMode::CoThread => Some(cothread::start_runtime(cfg()).map_err(ChatError::CoThread)?),
         _ => None,
     };
