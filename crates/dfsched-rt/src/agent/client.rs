@@ -74,11 +74,18 @@ impl Client {
     /// Sends `line` as it is (it should end with a newline) and reads one
     /// reply: for tests that send malformed requests.
     pub fn send_raw(&mut self, line: &[u8]) -> Result<Reply, AgentError> {
-        let io = |e: std::io::Error| AgentError::io(&self.path, e);
-        self.writer.write_all(line).map_err(io)?;
-        match read_line_capped(&mut self.reader, &mut self.buf, MAX_LINE_BYTES)
-            .map_err(|e| AgentError::io(&self.path, e))?
-        {
+        // A write that fails may still have an answer waiting: an agent
+        // that refuses a peer replies at once and closes, so the request
+        // meets a closed socket (EPIPE) while the refusal is in our buffer.
+        let written = self.writer.write_all(line);
+        let read = read_line_capped(&mut self.reader, &mut self.buf, MAX_LINE_BYTES);
+        let read = match (written, read) {
+            (Err(e), Ok(LineRead::Eof) | Err(_)) | (Ok(()), Err(e)) => {
+                return Err(AgentError::io(&self.path, e))
+            }
+            (_, Ok(r)) => r,
+        };
+        match read {
             LineRead::Line => {}
             LineRead::TooLong => {
                 return Err(AgentError::Protocol("the agent's reply is too long".into()))

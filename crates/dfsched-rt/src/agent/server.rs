@@ -8,7 +8,8 @@
 //!   tick (every tick_ms):
 //!     1. drop records whose pid is gone or has changed owner
 //!     2. read /proc/PID/fd of every registered pid (outside the lock)
-//!     3. union-find on shared pipe/socket inodes → sharing sets
+//!     3. union-find on shared pipe/socket inodes → sharing sets; inodes
+//!        also held by an unregistered process do not count (sharing.rs)
 //!     4. each set keeps its id and home while it lives (sharing.rs)
 //! ```
 //!
@@ -409,28 +410,41 @@ fn tick(shared: &Shared) {
     let root = &shared.config.proc_root;
     // 1. Which records are still alive and owned as registered (outside the
     //    lock: /proc reads).
-    let snapshot: Vec<(u64, u32, u32)> = shared
+    let snapshot: Vec<(u64, u32, u32, Option<u64>)> = shared
         .lock()
         .procs
         .iter()
-        .map(|(&id, p)| (id, p.pid, p.uid))
+        .map(|(&id, p)| (id, p.pid, p.uid, p.own_socket_inode))
         .collect();
     let dead: Vec<u64> = snapshot
         .iter()
-        .filter(|&&(_, pid, uid)| owner_of(root, pid) != Some(uid))
-        .map(|&(id, _, _)| id)
+        .filter(|&&(_, pid, uid, _)| owner_of(root, pid) != Some(uid))
+        .map(|&(id, ..)| id)
         .collect();
-    // 2. Their open pipes and sockets.
+    // 2. Their open pipes and sockets, and the components they form
+    //    without the inodes held outside them.
     let pids: BTreeSet<u32> = snapshot
         .iter()
-        .filter(|(id, _, _)| !dead.contains(id))
-        .map(|&(_, pid, _)| pid)
+        .filter(|(id, ..)| !dead.contains(id))
+        .map(|&(_, pid, ..)| pid)
         .collect();
     let fds: BTreeMap<u32, Vec<u64>> = pids
         .iter()
         .map(|&pid| (pid, sharing::shared_inodes(root, pid)))
         .collect();
-    // 3–4. Under the lock: drop the dead, compute sets and homes.
+    let mut ignore: BTreeSet<u64> = snapshot.iter().filter_map(|s| s.3).collect();
+    let mut comps = sharing::components(&fds, &ignore);
+    if !comps.is_empty() {
+        let candidates: BTreeSet<u64> = comps.iter().flat_map(|c| c.inodes.clone()).collect();
+        let mut skip = pids.clone();
+        skip.insert(shared.pid);
+        let outside = sharing::held_outside(root, &skip, &candidates);
+        if !outside.is_empty() {
+            ignore.extend(outside);
+            comps = sharing::components(&fds, &ignore);
+        }
+    }
+    // 3–4. Under the lock: drop the dead, give the sets ids and homes.
     let mut st = shared.lock();
     st.counters.ticks += 1;
     for id in dead {
@@ -438,16 +452,12 @@ fn tick(shared: &Shared) {
             st.counters.dropped_on_exit += 1;
         }
     }
-    // Records that came or went since the snapshot: only pids registered
-    // now take part.
+    // A set member that unregistered since the snapshot leaves its set.
     let live: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
-    let fds: BTreeMap<u32, Vec<u64>> = fds.into_iter().filter(|(p, _)| live.contains(p)).collect();
-    let ignore: BTreeSet<u64> = st
-        .procs
-        .values()
-        .filter_map(|p| p.own_socket_inode)
-        .collect();
-    let comps = sharing::components(&fds, &ignore);
+    for c in &mut comps {
+        c.members.retain(|p| live.contains(p));
+    }
+    comps.retain(|c| c.members.len() >= 2);
     let old = std::mem::take(&mut st.sets);
     let mut sets = Vec::with_capacity(comps.len());
     for comp in comps {

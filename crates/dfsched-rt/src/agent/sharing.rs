@@ -24,8 +24,12 @@
 //!   strictly smaller domain inside it does), so homes do not flap on
 //!   unchanged load.
 //!
-//! Invariants: a home is never empty and always within `A`; inodes listed
-//! as ignored (the agent connections' own sockets) never join processes.
+//! Inodes that never join processes: the agent connections' own sockets
+//! (inherited by a forked child), and inodes also held by a process that is
+//! not registered ([`held_outside`]: the environment, not a channel).
+//!
+//! Invariants: a home is never empty and always within `A`; an ignored
+//! inode never joins processes.
 
 use dfsched_core::{CpuId, CpuSet, Topology};
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +61,48 @@ pub fn parse_fd_link(target: &str) -> Option<u64> {
         .strip_prefix("pipe:[")
         .or_else(|| target.strip_prefix("socket:["))?;
     rest.strip_suffix(']')?.parse().ok()
+}
+
+/// Which of `candidates` some process other than `skip` holds, among the
+/// processes whose `/proc/PID/fd` this process may read (all for root, its
+/// own user's otherwise).
+///
+/// Why: an inode also held outside the registered processes is part of
+/// their environment, not a channel between them — the pipe of the shell's
+/// or the test harness's stderr they all inherited, a build tool's
+/// jobserver pipe. A pipeline `a | b` or a socket pair between a server and
+/// its clients is held by those processes alone once their parent has
+/// closed its copies.
+pub fn held_outside(
+    proc_root: &Path,
+    skip: &BTreeSet<u32>,
+    candidates: &BTreeSet<u64>,
+) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    let Ok(dir) = std::fs::read_dir(proc_root) else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if skip.contains(&pid) {
+            continue;
+        }
+        for ino in shared_inodes(proc_root, pid) {
+            if candidates.contains(&ino) {
+                out.insert(ino);
+            }
+        }
+        if out.len() == candidates.len() {
+            break;
+        }
+    }
+    out
 }
 
 /// A component of the sharing relation: processes and the inodes joining

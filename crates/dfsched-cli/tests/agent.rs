@@ -1,0 +1,537 @@
+//! `dfsched agent` end to end: the socket's permissions, a second agent
+//! refused, a stale socket replaced, malformed and oversized requests
+//! answered with errors that change nothing, a peer of another uid refused,
+//! no state left by a process that exits or is SIGKILLed, two runtimes in
+//! two processes seeing each other's load, and two processes sharing a pipe
+//! placed on one home (read back with `sched_getaffinity`).
+//!
+//! Runtimes run in child processes: this test binary started again with
+//! `AGENT_TEST_CHILD_THREADS` set, which makes [`child_process_body`] the
+//! child's whole life (see there for its line protocol on stdin/stdout).
+//! Every wait is for a state to be reached (bounded by [`DEADLINE`], only so
+//! that a broken build fails instead of hanging); nothing is timed.
+
+use dfsched::agent::{Client, ErrorKind, Status};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
+/// Upper bound on waiting for a state, so a failure cannot hang the suite.
+const DEADLINE: Duration = Duration::from_secs(20);
+/// Set in children; names what the child does.
+const CHILD_ENV: &str = "AGENT_TEST_CHILD_THREADS";
+
+fn is_root() -> bool {
+    // /proc/self belongs to the effective uid.
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
+}
+
+/// A private temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!(
+            "dfsched-agent-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+    fn sock(&self) -> PathBuf {
+        self.0.join("agent.sock")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A detached agent, stopped on drop.
+struct AgentGuard(PathBuf);
+
+impl AgentGuard {
+    fn start(sock: &Path) -> AgentGuard {
+        let out = Command::new(BIN)
+            .args(["agent", "--tick-ms", "20", "--socket"])
+            .arg(sock)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "agent start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        AgentGuard(sock.to_path_buf())
+    }
+    fn status(&self) -> Status {
+        Client::connect(&self.0).unwrap().status().unwrap()
+    }
+    /// Waits until `pred` holds of the agent's status; the last status.
+    fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
+        let start = Instant::now();
+        loop {
+            let s = self.status();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "never reached: {what}; last {s:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["agent", "--stop", "--socket"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+#[test]
+fn socket_is_private_and_a_second_agent_is_refused_then_stop_removes_it() {
+    let dir = TempDir::new("perm");
+    let agent = AgentGuard::start(&dir.sock());
+    let mode = std::fs::metadata(dir.sock()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+    let dir_mode = std::fs::metadata(&dir.0).unwrap().permissions().mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    for args in [&["agent"][..], &["agent", "--foreground"][..]] {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--socket")
+            .arg(dir.sock())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("already running"), "{err}");
+    }
+    assert!(agent.status().processes.is_empty());
+    let out = Command::new(BIN)
+        .args(["agent", "--stop", "--socket"])
+        .arg(dir.sock())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!dir.sock().exists(), "the socket is removed on stop");
+    let out = Command::new(BIN)
+        .args(["agent", "--status", "--socket"])
+        .arg(dir.sock())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no dfsched agent is listening"));
+}
+
+#[test]
+fn a_stale_socket_is_replaced_and_a_shared_directory_refused() {
+    let dir = TempDir::new("stale");
+    drop(std::os::unix::net::UnixListener::bind(dir.sock()).unwrap());
+    assert!(dir.sock().exists(), "a socket file with no listener");
+    let agent = AgentGuard::start(&dir.sock());
+    assert!(agent.status().agent_pid > 0);
+    drop(agent);
+
+    let open = TempDir::new("open");
+    std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(BIN)
+        .args(["agent", "--socket"])
+        .arg(open.sock())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lets others in"), "{err}");
+    assert!(!open.sock().exists());
+}
+
+fn error_kind(reply: dfsched::agent::proto::Reply) -> ErrorKind {
+    match reply {
+        dfsched::agent::proto::Reply::Error(e) => e.kind,
+        other => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
+    let dir = TempDir::new("bad");
+    let agent = AgentGuard::start(&dir.sock());
+    let before = agent.status();
+    let mut c = Client::connect(&dir.sock()).unwrap();
+    let cases: Vec<(Vec<u8>, ErrorKind)> = vec![
+        (b"hello\n".to_vec(), ErrorKind::Malformed),
+        (b"{\"v\":1,\"req\":\"launch\"}\n".to_vec(), ErrorKind::Malformed),
+        (b"{\"v\":9,\"req\":\"status\"}\n".to_vec(), ErrorKind::Version),
+        (
+            br#"{"v":1,"req":{"report":{"load_milli":[[0,1000]],"allowed":"0","own_socket_inode":null,"pid":1}}}
+"#
+            .to_vec(),
+            ErrorKind::Malformed,
+        ),
+        (
+            br#"{"v":1,"req":{"report":{"load_milli":[[4000,1000]],"allowed":"0","own_socket_inode":null}}}
+"#
+            .to_vec(),
+            ErrorKind::Invalid,
+        ),
+        (
+            {
+                let mut long = vec![b' '; 70 * 1024];
+                long.push(b'\n');
+                long
+            },
+            ErrorKind::TooLong,
+        ),
+    ];
+    let n = cases.len() as u64;
+    for (line, kind) in cases {
+        assert_eq!(error_kind(c.send_raw(&line).unwrap()), kind);
+    }
+    // The same connection still works, and nothing was registered.
+    let after = c.status().unwrap();
+    assert!(after.processes.is_empty(), "{after:#?}");
+    assert!(after.sets.is_empty());
+    assert_eq!(after.counters.reports, before.counters.reports);
+    assert_eq!(
+        after.counters.bad_requests,
+        before.counters.bad_requests + n
+    );
+}
+
+#[test]
+fn a_peer_of_another_uid_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the agent as uid 65534");
+        return;
+    }
+    // The agent runs as uid 65534 in a directory of its own; this process
+    // (root) is then a peer of another uid.
+    let dir = TempDir::new("uid");
+    std::os::unix::fs::chown(&dir.0, Some(65534), Some(65534)).unwrap();
+    let run_as_nobody = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .arg("--socket")
+            .arg(dir.sock())
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    /// Stops the uid-65534 agent even if an assertion fails first.
+    struct StopAsNobody<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for StopAsNobody<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["agent", "--stop"]);
+        }
+    }
+    let out = run_as_nobody(&["agent", "--tick-ms", "20"]);
+    let _stop = StopAsNobody(&run_as_nobody);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("Permission denied") {
+            eprintln!("skipped: uid 65534 cannot run {BIN} here: {err}");
+            return;
+        }
+        panic!("agent as 65534: {err}");
+    }
+    let mut c = Client::connect(&dir.sock()).unwrap();
+    match c.status() {
+        Err(dfsched::agent::AgentError::Refused { kind, message }) => {
+            assert_eq!(kind, ErrorKind::Denied);
+            assert!(message.contains("65534"), "{message}");
+        }
+        other => panic!("a root peer of a uid-65534 agent: {other:?}"),
+    }
+    // A peer of the agent's own uid is served, and may stop it.
+    let out = run_as_nobody(&["agent", "--status"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Status = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status.agent_uid, 65534);
+    assert_eq!(status.counters.refused_peers, 1);
+    assert!(status.processes.is_empty());
+    assert!(run_as_nobody(&["agent", "--stop"]).status.success());
+}
+
+/// A child process running a runtime (see [`child_process_body`]).
+struct ChildRt {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ChildRt {
+    /// Starts a child with `threads` registered threads on DF 1, reporting
+    /// to the agent on `sock`, its stderr on `stderr`.
+    fn start(sock: &Path, threads: u32, stderr: Stdio) -> ChildRt {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_process_body",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, threads.to_string())
+            .env("DFSCHED_AGENT", sock)
+            .env("DFSCHED_BALANCE_INTERVAL_MS", "20")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut c = ChildRt {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(c.ask("ready"), "ready");
+        c
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a command line, returns the child's `H3:` answer line.
+    fn ask(&mut self, cmd: &str) -> String {
+        if cmd != "ready" {
+            let stdin = self.stdin.as_mut().unwrap();
+            writeln!(stdin, "{cmd}").unwrap();
+            stdin.flush().unwrap();
+        }
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "child ended");
+            // libtest may print "test child_process_body ... " first.
+            if let Some((_, answer)) = line.trim_end().split_once("H3:") {
+                return answer.to_string();
+            }
+        }
+    }
+
+    fn link(&mut self) -> serde_json::Value {
+        serde_json::from_str(&self.ask("link")).unwrap()
+    }
+}
+
+impl Drop for ChildRt {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The body of a child process, and nothing when run as an ordinary test.
+///
+/// Starts a runtime (configured from the environment, `DFSCHED_AGENT`
+/// included), registers N threads on DF 1 (N from `AGENT_TEST_CHILD_THREADS`)
+/// which then wait, prints `H3:ready`, and answers commands read from stdin:
+/// `link` → the runtime's agent link as JSON; `masks` → the workers'
+/// `sched_getaffinity` masks, space-separated cpulists. Exits at EOF.
+#[test]
+fn child_process_body() {
+    let Ok(threads) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let threads: u32 = threads.parse().unwrap();
+    let rt = dfsched::Runtime::start(dfsched::RuntimeConfig::from_env().unwrap()).unwrap();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
+            std::thread::spawn(move || {
+                rt.enter(1).unwrap();
+                tid_tx.send(dfsched::sys::gettid()).unwrap();
+                let _ = stop_rx.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    let tids: Vec<u64> = (0..threads).map(|_| tid_rx.recv().unwrap()).collect();
+    println!("H3:ready");
+    for line in std::io::stdin().lock().lines() {
+        let answer = match line.unwrap().as_str() {
+            "link" => serde_json::to_string(&rt.agent_link()).unwrap(),
+            "masks" => tids
+                .iter()
+                .map(|&t| dfsched::sys::get_affinity(t).unwrap().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            other => format!("unknown command {other:?}"),
+        };
+        println!("H3:{answer}");
+    }
+    drop(stop_tx);
+    for w in workers {
+        w.join().unwrap();
+    }
+    rt.shutdown();
+}
+
+fn registered(s: &Status, pid: u32) -> bool {
+    s.processes.iter().any(|p| p.pid == pid)
+}
+
+#[test]
+fn a_process_that_exits_or_is_killed_leaves_no_state() {
+    let dir = TempDir::new("exit");
+    let agent = AgentGuard::start(&dir.sock());
+    let mut quits = ChildRt::start(&dir.sock(), 1, Stdio::null());
+    let mut killed = ChildRt::start(&dir.sock(), 1, Stdio::null());
+    let (q, k) = (quits.pid(), killed.pid());
+    agent.wait_for("both registered", |s| registered(s, q) && registered(s, k));
+    // EOF on stdin: the child ends normally.
+    drop(quits.stdin.take());
+    quits.child.wait().unwrap();
+    let s = agent.wait_for("the exited one gone", |s| !registered(s, q));
+    assert!(registered(&s, k));
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let s = agent.wait_for("the killed one gone", |s| !registered(s, k));
+    assert!(s.processes.is_empty(), "{s:#?}");
+    assert!(s.sets.is_empty());
+    assert!(s.counters.dropped_on_close + s.counters.dropped_on_exit >= 2);
+}
+
+#[test]
+fn two_runtimes_in_two_processes_see_each_others_load() {
+    let dir = TempDir::new("load");
+    let agent = AgentGuard::start(&dir.sock());
+    let mut a = ChildRt::start(&dir.sock(), 2, Stdio::null());
+    let mut b = ChildRt::start(&dir.sock(), 1, Stdio::null());
+    let (pa, pb) = (a.pid(), b.pid());
+    let start = Instant::now();
+    let others = |v: &serde_json::Value| -> u64 {
+        v["others_milli"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_u64().unwrap())
+            .sum()
+    };
+    loop {
+        let (la, lb) = (a.link(), b.link());
+        let has = |v: &serde_json::Value, pid: u32| {
+            v["registered"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_u64() == Some(u64::from(pid)))
+        };
+        // Each sees the other's registered threads (and nothing of its
+        // own): B's one thread in A's view, A's two in B's.
+        if others(&la) == 1000 && others(&lb) == 2000 && has(&la, pb) && has(&lb, pa) {
+            assert_eq!(la["connected"], true);
+            assert!(la["set"].is_null(), "no shared pipe, no sharing set: {la}");
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "A {la}, B {lb}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = agent.status();
+    let load = |pid: u32| -> u64 {
+        s.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.load_milli.iter().map(|&(_, m)| m).sum())
+            .unwrap()
+    };
+    assert_eq!((load(pa), load(pb)), (2000, 1000));
+}
+
+#[test]
+fn two_processes_sharing_a_pipe_are_placed_on_one_home() {
+    let allowed = dfsched::sys::get_affinity(0).unwrap();
+    if allowed.len() < 2 {
+        eprintln!("skipped: one allowed CPU, every home is the same");
+        return;
+    }
+    let dir = TempDir::new("share");
+    let agent = AgentGuard::start(&dir.sock());
+    // A's stderr is the read end of a pipe, B's its write end: they hold
+    // one pipe inode, which this process no longer holds once both are
+    // spawned (an inode also held outside the registered processes would
+    // not count). Two threads each make 4 runnable threads: on 2 CPUs at
+    // the default heavy load (2 per CPU) the set's home is one CPU (on
+    // bigger machines, a domain that holds 4 threads).
+    let (read, write) = std::io::pipe().unwrap();
+    let mut a = ChildRt::start(&dir.sock(), 2, Stdio::from(read));
+    let mut b = ChildRt::start(&dir.sock(), 2, Stdio::from(write));
+    let (pa, pb) = (a.pid(), b.pid());
+    let s = agent.wait_for("one sharing set of both", |s| {
+        s.sets.len() == 1
+            && s.sets[0].members == {
+                let mut m = vec![pa, pb];
+                m.sort();
+                m
+            }
+    });
+    let home = s.sets[0].home.clone();
+    assert!(!home.is_empty() && home.is_subset(&allowed));
+    if allowed.len() == 2 {
+        assert_eq!(home.len(), 1, "4 threads on 2 CPUs are heavy load: {home}");
+    }
+    // Both runtimes hear of the home, and every worker of both processes
+    // ends up confined to it. (The engine alone may put a process's threads
+    // on one CPU, so the masks are read after the links name the home.)
+    let start = Instant::now();
+    let want = serde_json::Value::String(home.to_string());
+    loop {
+        let (la, lb) = (a.link(), b.link());
+        let (ma, mb) = (a.ask("masks"), b.ask("masks"));
+        let masks: Vec<dfsched::CpuSet> = ma
+            .split(' ')
+            .chain(mb.split(' '))
+            .map(|m| m.parse().unwrap())
+            .collect();
+        assert_eq!(masks.len(), 4);
+        let told = la["home"] == want && lb["home"] == want;
+        if told && masks.iter().all(|m| m.is_subset(&home)) {
+            assert!(la["allowed_events"].as_u64().unwrap() >= 1, "{la}");
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "home {home}, masks {ma} / {mb}, links {la} / {lb}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The set dissolves when B goes; A's two threads get their own allowed
+    // CPUs back: two more Allowed events after the two that narrowed them.
+    drop(b);
+    agent.wait_for("no set", |s| s.sets.is_empty());
+    let start = Instant::now();
+    loop {
+        let ma = a.ask("masks");
+        let link = a.link();
+        if link["home"].is_null() && link["allowed_events"].as_u64().unwrap() >= 4 {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "masks {ma}, link {link}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
