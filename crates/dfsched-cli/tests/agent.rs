@@ -535,3 +535,21 @@ fn two_processes_sharing_a_pipe_are_placed_on_one_home() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn ensure_running_starts_an_agent_once() {
+    use dfsched::agent::{ensure_running_with, Ensured};
+    let dir = TempDir::new("ensure");
+    let first = ensure_running_with(&dir.sock(), Path::new(BIN)).unwrap();
+    let agent = AgentGuard(dir.sock());
+    assert_eq!(first, Ensured::Started);
+    let pid = agent.status().agent_pid;
+    let again = ensure_running_with(&dir.sock(), Path::new(BIN)).unwrap();
+    assert_eq!(again, Ensured::AlreadyRunning);
+    assert_eq!(agent.status().agent_pid, pid, "the same agent serves");
+    // A directory others may enter is refused with the reason.
+    let open = TempDir::new("ensure-open");
+    std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let err = ensure_running_with(&open.sock(), Path::new(BIN)).unwrap_err();
+    assert!(err.to_string().contains("lets others in"), "{err}");
+}
