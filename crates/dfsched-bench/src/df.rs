@@ -77,6 +77,17 @@ impl Df {
             .fold(0, u64::wrapping_add)
     }
 
+    /// Read-modify-write of every word of line `i mod lines`: a relaxed load
+    /// and a relaxed store of the value plus one per word (one operation of
+    /// the co-thread test program, see [`crate::cothreads`]).
+    #[inline]
+    pub fn rmw_line(&self, i: usize) {
+        let line = &self.lines[i % self.lines.len()];
+        for w in &line.words {
+            w.store(w.load(Relaxed).wrapping_add(1), Relaxed);
+        }
+    }
+
     /// The address of the first line, for alignment checks.
     pub fn as_ptr(&self) -> *const Line {
         self.lines.as_ptr()
@@ -272,6 +283,16 @@ mod tests {
         }
         assert_eq!(writes(1.0, 5, 100), 100);
         assert_eq!(writes(0.0, 5, 100), 0);
+    }
+
+    #[test]
+    fn rmw_line_writes_one_line_and_wraps() {
+        let df = Df::new(64 * 3);
+        df.rmw_line(1);
+        df.rmw_line(4); // line 1 again
+        assert_eq!(df.total(), 16);
+        assert_eq!(df.lines[1].words[7].load(Relaxed), 2);
+        assert_eq!(df.lines[0].words[0].load(Relaxed), 0);
     }
 
     #[test]

@@ -38,6 +38,7 @@
 
 pub mod chat;
 pub mod cothread;
+pub mod cothreads;
 pub mod df;
 mod gate;
 pub mod grid;

@@ -18,6 +18,8 @@
 
 mod agent;
 mod bench;
+mod bench_chat;
+mod bench_cothreads;
 mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
@@ -68,6 +70,16 @@ enum BenchCommand {
     /// The data-fragment benchmark (Pinter & Zalmanovici §5.2).
     #[command(long_about = bench::DF_LONG_ABOUT)]
     Df(bench::DfArgs),
+    /// The Chat benchmark (Pinter & Zalmanovici §5.1): rooms of 20 users
+    /// over TCP on loopback.
+    #[command(long_about = bench_chat::CHAT_LONG_ABOUT)]
+    Chat(bench_chat::ChatArgs),
+    /// The co-thread test program (co-thread paper §IV, Table I).
+    #[command(long_about = bench_cothreads::COTHREADS_LONG_ABOUT)]
+    Cothreads(bench_cothreads::CothreadsArgs),
+    /// One process of `bench cothreads` (run by it, not by people).
+    #[command(hide = true)]
+    CothreadsWorker(bench_cothreads::WorkerFlags),
 }
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
@@ -97,6 +109,15 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Df(args),
         } => bench::run(args),
+        Command::Bench {
+            bench: BenchCommand::Chat(args),
+        } => bench_chat::run(args),
+        Command::Bench {
+            bench: BenchCommand::Cothreads(args),
+        } => bench_cothreads::run(args),
+        Command::Bench {
+            bench: BenchCommand::CothreadsWorker(flags),
+        } => bench_cothreads::run_worker(flags),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),

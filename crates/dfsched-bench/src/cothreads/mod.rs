@@ -1,0 +1,799 @@
+//! The co-thread test program of the co-thread paper (paper 001 §IV,
+//! Table I): `processes` processes of `threads` threads each; every thread
+//! does read-modify-writes on its own process's shared data for `seconds`;
+//! the figure is the number of operations completed.
+//!
+//! **An operation** is a read-modify-write of one 64-byte line of the
+//! process's shared data: each of its eight words loaded and stored plus
+//! one (relaxed atomics, plain `mov`s on x86-64). Thread `t` of `T` starts
+//! at line `t · lines / T` and walks the data line by line, wrapping, so a
+//! process's threads write the same lines as one another.
+//!
+//! **Processes** are separate programs: the parent re-executes a worker
+//! command (the CLI passes its own binary with the hidden subcommand
+//! `bench cothreads-worker`) once per process, with stdin and stdout piped
+//! ([`worker`] has the line protocol). Re-executing rather than forking
+//! keeps every worker a fresh single-threaded program when it starts its
+//! runtime and threads: forking a process that already runs threads (a
+//! test harness, a runtime's balancer) copies locks held by threads that do
+//! not exist in the child. All workers say "ready" before any is told "go",
+//! so all start their timed part together.
+//!
+//! **Modes** ([`CoMode`]): `vanilla` (the kernel alone) and `co-thread`
+//! (each worker starts a runtime with the co-thread policy and attaches
+//! every thread: its threads are one co-thread group). Rounds interleave the
+//! modes as `bench df` does.
+//!
+//! **Table I** sizes: the paper calls the shared data "small", "medium" and
+//! "larger" without numbers, on a machine with 32 KiB L1d and 256 KiB L2 per
+//! core and a 6 MiB shared L3. Our reading: small = 16 KiB (half an L1d),
+//! medium = 128 KiB (half an L2), larger = 1 MiB (four L2s, well inside the
+//! L3) — [`SharedSize`].
+
+pub mod worker;
+
+use crate::cothread::CoThreadError;
+use crate::machine::Machine;
+use crate::report::{describe_machine, KVM_NOTE};
+use crate::runner::{round_order, Progress};
+use crate::stats::{median, ratio, Summary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt::{self, Write as _};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+
+pub use worker::{worker_main, WorkerArgs};
+
+/// Default processes (Table I, test 3).
+pub const DEFAULT_PROCESSES: usize = 9;
+/// Default threads per process (Table I, test 3).
+pub const DEFAULT_THREADS: usize = 3;
+/// Default shared bytes per process: "small".
+pub const DEFAULT_SHARED_BYTES: usize = SharedSize::Small.bytes();
+/// Default seconds each run works (the paper timed 10 s).
+pub const DEFAULT_SECONDS: f64 = 4.0;
+/// Default runs per mode.
+pub const DEFAULT_REPEAT: usize = 5;
+/// Seconds per run in `--grid paper` unless `--seconds` says otherwise.
+pub const PAPER_SECONDS: f64 = 10.0;
+/// Runs per mode and cell of `--grid paper` unless `--repeat` says so.
+pub const PAPER_REPEAT: usize = 3;
+
+/// At most this many processes.
+pub const MAX_PROCESSES: usize = 256;
+/// At most this many threads per process.
+pub const MAX_THREADS: usize = 256;
+/// At most this many shared bytes per process (1 GiB).
+pub const MAX_SHARED_BYTES: usize = 1 << 30;
+/// At most this many seconds per run.
+pub const MAX_SECONDS: f64 = 3600.0;
+
+/// Table I's data sizes, as we read them (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedSize {
+    /// 16 KiB.
+    Small,
+    /// 128 KiB.
+    Medium,
+    /// 1 MiB.
+    Larger,
+}
+
+impl SharedSize {
+    /// Bytes.
+    pub const fn bytes(self) -> usize {
+        match self {
+            SharedSize::Small => 16 * 1024,
+            SharedSize::Medium => 128 * 1024,
+            SharedSize::Larger => 1024 * 1024,
+        }
+    }
+}
+
+/// Table I: (processes, threads per process, shared data size).
+pub const TABLE_I: [(usize, usize, SharedSize); 5] = [
+    (7, 1, SharedSize::Small),
+    (11, 5, SharedSize::Small),
+    (9, 3, SharedSize::Small),
+    (9, 3, SharedSize::Medium),
+    (9, 3, SharedSize::Larger),
+];
+
+/// How the worker processes' threads are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoMode {
+    /// The kernel alone.
+    Vanilla,
+    /// A co-thread runtime per process, every thread attached.
+    CoThread,
+}
+
+impl CoMode {
+    /// Every mode, in the default order.
+    pub const ALL: [CoMode; 2] = [CoMode::Vanilla, CoMode::CoThread];
+
+    /// The mode's name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoMode::Vanilla => "vanilla",
+            CoMode::CoThread => "co-thread",
+        }
+    }
+}
+
+impl fmt::Display for CoMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for CoMode {
+    type Err = CoParamError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CoMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s.trim())
+            .ok_or_else(|| CoParamError::UnknownMode(s.trim().to_string()))
+    }
+}
+
+/// Parses a comma-separated mode list; empty, unknown or repeated names
+/// are errors.
+pub fn parse_co_modes(list: &str) -> Result<Vec<CoMode>, CoParamError> {
+    let mut modes = Vec::new();
+    for name in list.split(',').filter(|s| !s.trim().is_empty()) {
+        let m: CoMode = name.parse()?;
+        if modes.contains(&m) {
+            return Err(CoParamError::DuplicateMode(m));
+        }
+        modes.push(m);
+    }
+    if modes.is_empty() {
+        return Err(CoParamError::NoModes);
+    }
+    Ok(modes)
+}
+
+/// Why parameters were refused. Nothing was run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CoParamError {
+    /// `--processes` out of range.
+    #[error("--processes {0} is not between 1 and {MAX_PROCESSES}")]
+    Processes(usize),
+    /// `--threads` out of range.
+    #[error("--threads {0} is not between 1 and {MAX_THREADS}")]
+    Threads(usize),
+    /// `--shared-bytes` out of range or not whole lines.
+    #[error("--shared-bytes {0} is not a multiple of 64 between 64 and {MAX_SHARED_BYTES}")]
+    SharedBytes(usize),
+    /// `--seconds` out of range.
+    #[error("--seconds {0} is not above 0 and at most {MAX_SECONDS}")]
+    Seconds(f64),
+    /// `--repeat` out of range.
+    #[error("--repeat {0} is not between 1 and 1000")]
+    Repeat(usize),
+    /// No mode.
+    #[error("--modes names no mode (choose from vanilla,co-thread)")]
+    NoModes,
+    /// Unknown mode.
+    #[error("unknown mode {0:?} (choose from vanilla,co-thread)")]
+    UnknownMode(String),
+    /// A mode listed twice.
+    #[error("mode {0} is listed twice in --modes")]
+    DuplicateMode(CoMode),
+}
+
+/// Why the benchmark (or one worker) did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CoThreadsError {
+    /// Bad parameters; nothing ran.
+    #[error(transparent)]
+    Params(#[from] CoParamError),
+    /// The runtime configuration (`DFSCHED_*`) was refused.
+    #[error("dfsched runtime: {0}")]
+    Runtime(#[source] dfsched::Error),
+    /// The co-thread runtime failed.
+    #[error("co-thread runtime: {0}")]
+    CoThread(#[source] CoThreadError),
+    /// A thread could not be created.
+    #[error("could not start a thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// A worker thread panicked.
+    #[error("a worker thread panicked")]
+    WorkerPanicked,
+    /// The worker was not told "go".
+    #[error("the worker was not told to go (its parent ended or said something else)")]
+    NoGo,
+    /// Not every thread ended up attached.
+    #[error("{attached} of {threads} threads were attached")]
+    NotAttached {
+        /// Threads the runtime counted.
+        attached: u64,
+        /// Threads there were.
+        threads: usize,
+    },
+    /// Talking to the parent failed.
+    #[error("writing to the parent: {0}")]
+    Pipe(#[source] std::io::Error),
+    /// A worker process could not be started.
+    #[error("could not start worker process {process} ({program}): {source}")]
+    Start {
+        /// Which process.
+        process: usize,
+        /// The program.
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A worker process failed.
+    #[error("worker process {process} failed: {detail} (its own error is on stderr above)")]
+    Worker {
+        /// Which process.
+        process: usize,
+        /// What the parent saw.
+        detail: String,
+    },
+}
+
+/// What one worker process reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerResult {
+    /// Operations per thread.
+    pub ops: Vec<u64>,
+    /// Seconds from the gate opening to the stop.
+    pub elapsed_s: f64,
+}
+
+/// One case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoParams {
+    /// Worker processes.
+    pub processes: usize,
+    /// Threads per process.
+    pub threads: usize,
+    /// Shared bytes per process.
+    pub shared_bytes: usize,
+    /// Seconds each run works.
+    pub seconds: f64,
+    /// Runs per mode.
+    pub repeat: usize,
+    /// Modes.
+    pub modes: Vec<CoMode>,
+    /// Seed of the per-round mode order.
+    pub seed: u64,
+}
+
+impl Default for CoParams {
+    fn default() -> Self {
+        CoParams {
+            processes: DEFAULT_PROCESSES,
+            threads: DEFAULT_THREADS,
+            shared_bytes: DEFAULT_SHARED_BYTES,
+            seconds: DEFAULT_SECONDS,
+            repeat: DEFAULT_REPEAT,
+            modes: CoMode::ALL.to_vec(),
+            seed: 1,
+        }
+    }
+}
+
+impl CoParams {
+    /// Checks every limit.
+    pub fn validate(&self) -> Result<(), CoParamError> {
+        if !(1..=MAX_PROCESSES).contains(&self.processes) {
+            return Err(CoParamError::Processes(self.processes));
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(CoParamError::Threads(self.threads));
+        }
+        let b = self.shared_bytes;
+        if !(64..=MAX_SHARED_BYTES).contains(&b) || b % 64 != 0 {
+            return Err(CoParamError::SharedBytes(b));
+        }
+        if !(self.seconds > 0.0 && self.seconds <= MAX_SECONDS) {
+            return Err(CoParamError::Seconds(self.seconds));
+        }
+        if !(1..=1000).contains(&self.repeat) {
+            return Err(CoParamError::Repeat(self.repeat));
+        }
+        if self.modes.is_empty() {
+            return Err(CoParamError::NoModes);
+        }
+        for (i, m) in self.modes.iter().enumerate() {
+            if self.modes[..i].contains(m) {
+                return Err(CoParamError::DuplicateMode(*m));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Table I's cells; `base` gives the modes and seed, `seconds` and
+/// `repeat` override [`PAPER_SECONDS`] and [`PAPER_REPEAT`].
+pub fn paper_grid(base: &CoParams, seconds: Option<f64>, repeat: Option<usize>) -> Vec<CoParams> {
+    TABLE_I
+        .iter()
+        .map(|&(processes, threads, size)| CoParams {
+            processes,
+            threads,
+            shared_bytes: size.bytes(),
+            seconds: seconds.unwrap_or(PAPER_SECONDS),
+            repeat: repeat.unwrap_or(PAPER_REPEAT),
+            ..base.clone()
+        })
+        .collect()
+}
+
+/// How to start one worker process: `program` with `args`, to which the
+/// worker's own flags are appended (`--mode`, `--threads`, `--shared-bytes`,
+/// `--seconds`).
+#[derive(Clone, Debug)]
+pub struct WorkerCommand {
+    /// The program (the CLI: its own executable).
+    pub program: PathBuf,
+    /// Arguments before the worker's flags (the CLI: `bench cothreads-worker`).
+    pub args: Vec<OsString>,
+}
+
+/// One run of one mode.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoRun {
+    /// The mode.
+    pub mode: CoMode,
+    /// Round (0-based).
+    pub round: usize,
+    /// Operations of all threads of all processes.
+    pub ops_total: u64,
+    /// Operations per process.
+    pub ops_per_process: Vec<u64>,
+    /// (most − fewest operations of a process) / mean: 0 when every
+    /// process got as far.
+    pub process_spread: f64,
+    /// Median over the processes of the seconds they worked.
+    pub elapsed_s: f64,
+    /// `ops_total` / `elapsed_s`.
+    pub ops_per_s: f64,
+}
+
+/// Runs every case (validated first), each as interleaved rounds, starting
+/// worker processes with `worker`.
+pub fn run_cothread_cases(
+    cases: &[CoParams],
+    worker: &WorkerCommand,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Vec<CoReport>, CoThreadsError> {
+    for c in cases {
+        c.validate()?;
+    }
+    if cases.iter().any(|c| c.modes.contains(&CoMode::CoThread)) {
+        // Refuse a bad DFSCHED_* here rather than in every worker.
+        dfsched::RuntimeConfig::from_env().map_err(CoThreadsError::Runtime)?;
+    }
+    let allowed = crate::os::get_affinity().map_err(|e| CoThreadsError::Runtime(e.source))?;
+    let machine = Machine::describe(&allowed);
+    let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
+    let mut done = 0;
+    let mut reports = Vec::new();
+    for (case, p) in cases.iter().enumerate() {
+        let mut runs = Vec::new();
+        for round in 0..p.repeat {
+            for mode in round_order(&p.modes, p.seed, round) {
+                let run = run_once(p, mode, round, worker)?;
+                done += 1;
+                progress(&Progress {
+                    done,
+                    total,
+                    case,
+                    cases: cases.len(),
+                    mode: mode.as_str(),
+                    round,
+                    wall_s: run.elapsed_s,
+                });
+                runs.push(run);
+            }
+        }
+        reports.push(CoReport::new(p.clone(), machine.clone(), runs));
+    }
+    Ok(reports)
+}
+
+/// Kills (and reaps) every child still running when dropped, so a failed
+/// run leaves no worker behind.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs one mode once: starts the workers, waits for all to be ready,
+/// tells them to go, collects their results.
+fn run_once(
+    p: &CoParams,
+    mode: CoMode,
+    round: usize,
+    worker: &WorkerCommand,
+) -> Result<CoRun, CoThreadsError> {
+    let mut children = Children(Vec::with_capacity(p.processes));
+    for process in 0..p.processes {
+        let child = Command::new(&worker.program)
+            .args(&worker.args)
+            .arg("--mode")
+            .arg(mode.as_str())
+            .arg("--threads")
+            .arg(p.threads.to_string())
+            .arg("--shared-bytes")
+            .arg(p.shared_bytes.to_string())
+            .arg("--seconds")
+            .arg(p.seconds.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|source| CoThreadsError::Start {
+                process,
+                program: worker.program.display().to_string(),
+                source,
+            })?;
+        children.0.push(child);
+    }
+    let failed = |process, detail: String| CoThreadsError::Worker { process, detail };
+    let mut outs = Vec::with_capacity(p.processes);
+    for (i, c) in children.0.iter_mut().enumerate() {
+        let stdout = c.stdout.take().expect("stdout is piped");
+        let mut out = BufReader::new(stdout);
+        let mut line = String::new();
+        out.read_line(&mut line)
+            .map_err(|e| failed(i, format!("reading its output: {e}")))?;
+        if line.trim() != "ready" {
+            return Err(failed(
+                i,
+                format!("it said {:?} instead of ready", line.trim()),
+            ));
+        }
+        outs.push(out);
+    }
+    for (i, c) in children.0.iter_mut().enumerate() {
+        let stdin = c.stdin.as_mut().expect("stdin is piped");
+        writeln!(stdin, "go")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| failed(i, format!("telling it to go: {e}")))?;
+    }
+    let mut results = Vec::with_capacity(p.processes);
+    for (i, out) in outs.iter_mut().enumerate() {
+        let mut line = String::new();
+        out.read_line(&mut line)
+            .map_err(|e| failed(i, format!("reading its result: {e}")))?;
+        let r: WorkerResult = serde_json::from_str(line.trim())
+            .map_err(|e| failed(i, format!("its result {:?} is not JSON: {e}", line.trim())))?;
+        if r.ops.len() != p.threads {
+            return Err(failed(
+                i,
+                format!("{} thread counts for {} threads", r.ops.len(), p.threads),
+            ));
+        }
+        results.push(r);
+    }
+    for (i, c) in children.0.iter_mut().enumerate() {
+        let status = c.wait().map_err(|e| failed(i, format!("waiting: {e}")))?;
+        if !status.success() {
+            return Err(failed(i, format!("it exited with {status}")));
+        }
+    }
+    let per_process: Vec<u64> = results.iter().map(|r| r.ops.iter().sum()).collect();
+    let total: u64 = per_process.iter().sum();
+    let mean = total as f64 / per_process.len() as f64;
+    let (lo, hi) = (
+        *per_process.iter().min().expect("at least one process"),
+        *per_process.iter().max().expect("at least one process"),
+    );
+    let elapsed_s = median(&results.iter().map(|r| r.elapsed_s).collect::<Vec<_>>())
+        .expect("at least one process");
+    Ok(CoRun {
+        mode,
+        round,
+        ops_total: total,
+        ops_per_process: per_process,
+        process_spread: if mean > 0.0 {
+            (hi - lo) as f64 / mean
+        } else {
+            0.0
+        },
+        elapsed_s,
+        ops_per_s: if elapsed_s > 0.0 {
+            total as f64 / elapsed_s
+        } else {
+            0.0
+        },
+    })
+}
+
+/// One mode's runs and their summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoModeReport {
+    /// Operations per run (all processes).
+    pub ops: Summary,
+    /// Operations per second per run.
+    pub ops_per_s: Summary,
+    /// Median of the runs' process spreads.
+    pub median_process_spread: f64,
+    /// Every run.
+    pub runs: Vec<CoRun>,
+}
+
+/// The result of one case. JSON: `{ params, machine, modes: { "<mode>":
+/// { ops: {median,min,max,std_dev}, ops_per_s: {..}, median_process_spread,
+/// runs: [..] } }, ratios: { co_thread_vs_vanilla }, note }`; the ratio is
+/// of median operations (above 1: more work done).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoReport {
+    /// What ran.
+    pub params: CoParams,
+    /// Where.
+    pub machine: Machine,
+    /// Per mode.
+    pub modes: BTreeMap<CoMode, CoModeReport>,
+    /// Ratios of median operations.
+    pub ratios: CoRatios,
+    /// How to read the figures here.
+    pub note: String,
+}
+
+/// Ratios of median operation counts; `None` when a side did not run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoRatios {
+    /// co-thread / vanilla.
+    pub co_thread_vs_vanilla: Option<f64>,
+}
+
+impl CoReport {
+    /// Groups `runs` by mode and summarises them.
+    pub fn new(params: CoParams, machine: Machine, runs: Vec<CoRun>) -> CoReport {
+        let mut by_mode: BTreeMap<CoMode, Vec<CoRun>> = BTreeMap::new();
+        for r in runs {
+            by_mode.entry(r.mode).or_default().push(r);
+        }
+        let modes: BTreeMap<CoMode, CoModeReport> = by_mode
+            .into_iter()
+            .filter_map(|(m, runs)| {
+                let ops: Vec<f64> = runs.iter().map(|r| r.ops_total as f64).collect();
+                let rate: Vec<f64> = runs.iter().map(|r| r.ops_per_s).collect();
+                let spread: Vec<f64> = runs.iter().map(|r| r.process_spread).collect();
+                Some((
+                    m,
+                    CoModeReport {
+                        ops: Summary::of(&ops)?,
+                        ops_per_s: Summary::of(&rate)?,
+                        median_process_spread: median(&spread)?,
+                        runs,
+                    },
+                ))
+            })
+            .collect();
+        let med = |m: CoMode| modes.get(&m).map(|r| r.ops.median);
+        let ratios = CoRatios {
+            co_thread_vs_vanilla: ratio(med(CoMode::CoThread), med(CoMode::Vanilla)),
+        };
+        let note = if machine.hypervisor {
+            KVM_NOTE.to_string()
+        } else {
+            "bare metal (no hypervisor flag)".to_string()
+        };
+        CoReport {
+            params,
+            machine,
+            modes,
+            ratios,
+            note,
+        }
+    }
+}
+
+/// A grid of cases.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoGridReport {
+    /// Which grid (`paper`).
+    pub grid: String,
+    /// Where.
+    pub machine: Machine,
+    /// One report per cell.
+    pub cells: Vec<CoReport>,
+}
+
+/// One line describing a case.
+pub fn describe_co_params(p: &CoParams) -> String {
+    format!(
+        "{} processes × {} threads, {} B shared per process, {} s per run, {} run{} per mode, seed {}",
+        p.processes,
+        p.threads,
+        p.shared_bytes,
+        p.seconds,
+        p.repeat,
+        if p.repeat == 1 { "" } else { "s" },
+        p.seed
+    )
+}
+
+/// The per-mode table of one case.
+pub fn render_co_table(r: &CoReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<9} {:>14} {:>14} {:>14} {:>12} {:>13} {:>8}",
+        "mode", "median ops", "min ops", "max ops", "sd ops", "proc spread", "/vanilla"
+    );
+    let vanilla = r.modes.get(&CoMode::Vanilla).map(|m| m.ops.median);
+    for (mode, m) in &r.modes {
+        let _ = writeln!(
+            out,
+            "{:<9} {:>14.0} {:>14.0} {:>14.0} {:>12.0} {:>12.1}% {:>8}",
+            mode.as_str(),
+            m.ops.median,
+            m.ops.min,
+            m.ops.max,
+            m.ops.std_dev,
+            m.median_process_spread * 100.0,
+            ratio(Some(m.ops.median), vanilla).map_or("-".into(), |x| format!("{x:.3}"))
+        );
+    }
+    out
+}
+
+/// A whole case for people.
+pub fn render_co_report(r: &CoReport) -> String {
+    format!(
+        "dfsched bench cothreads: {}\n{}\n\n{}{}\n",
+        describe_co_params(&r.params),
+        describe_machine(&r.machine),
+        render_co_table(r),
+        r.note
+    )
+}
+
+/// A grid for people: a table per cell, then Table I's layout.
+pub fn render_co_grid(g: &CoGridReport) -> String {
+    let mut out = format!(
+        "dfsched bench cothreads --grid {}: {} cells\n{}\n",
+        g.grid,
+        g.cells.len(),
+        describe_machine(&g.machine)
+    );
+    for (i, c) in g.cells.iter().enumerate() {
+        let _ = write!(
+            out,
+            "\n[cell {}/{}] {}\n{}",
+            i + 1,
+            g.cells.len(),
+            describe_co_params(&c.params),
+            render_co_table(c)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>9} {:>7} {:>12} {:>19}",
+        "processes", "threads", "shared B", "co-thread/vanilla"
+    );
+    for c in &g.cells {
+        let _ = writeln!(
+            out,
+            "{:>9} {:>7} {:>12} {:>19}",
+            c.params.processes,
+            c.params.threads,
+            c.params.shared_bytes,
+            c.ratios
+                .co_thread_vs_vanilla
+                .map_or("-".into(), |x| format!("{x:.3}"))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        g.cells.first().map_or(KVM_NOTE, |c| c.note.as_str())
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_grid_is_table_i() {
+        let cells = paper_grid(&CoParams::default(), None, None);
+        let shape: Vec<(usize, usize, usize)> = cells
+            .iter()
+            .map(|c| (c.processes, c.threads, c.shared_bytes))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (7, 1, 16384),
+                (11, 5, 16384),
+                (9, 3, 16384),
+                (9, 3, 131072),
+                (9, 3, 1048576)
+            ]
+        );
+        assert!(cells.iter().all(|c| c.seconds == PAPER_SECONDS
+            && c.repeat == PAPER_REPEAT
+            && c.validate().is_ok()));
+        let short = paper_grid(&CoParams::default(), Some(0.5), Some(1));
+        assert!(short.iter().all(|c| c.seconds == 0.5 && c.repeat == 1));
+    }
+
+    #[test]
+    fn bad_params_are_refused_naming_the_flag() {
+        let with = |f: fn(&mut CoParams)| {
+            let mut p = CoParams::default();
+            f(&mut p);
+            p.validate()
+        };
+        assert_eq!(with(|_| {}), Ok(()));
+        assert_eq!(with(|p| p.processes = 0), Err(CoParamError::Processes(0)));
+        assert_eq!(with(|p| p.threads = 0), Err(CoParamError::Threads(0)));
+        assert_eq!(
+            with(|p| p.shared_bytes = 100),
+            Err(CoParamError::SharedBytes(100))
+        );
+        assert_eq!(with(|p| p.seconds = 0.0), Err(CoParamError::Seconds(0.0)));
+        assert!(matches!(
+            with(|p| p.seconds = f64::NAN),
+            Err(CoParamError::Seconds(_))
+        ));
+        assert_eq!(with(|p| p.repeat = 0), Err(CoParamError::Repeat(0)));
+        assert_eq!(
+            parse_co_modes("vanilla,vanilla"),
+            Err(CoParamError::DuplicateMode(CoMode::Vanilla))
+        );
+        assert_eq!(
+            parse_co_modes("fast"),
+            Err(CoParamError::UnknownMode("fast".into()))
+        );
+        assert_eq!(parse_co_modes("co-thread").unwrap(), vec![CoMode::CoThread]);
+    }
+
+    fn run(mode: CoMode, ops: u64) -> CoRun {
+        CoRun {
+            mode,
+            round: 0,
+            ops_total: ops,
+            ops_per_process: vec![ops / 2, ops / 2],
+            process_spread: 0.0,
+            elapsed_s: 1.0,
+            ops_per_s: ops as f64,
+        }
+    }
+
+    #[test]
+    fn report_divides_median_operations() {
+        let m = Machine::describe(&"0".parse().unwrap());
+        let r = CoReport::new(
+            CoParams::default(),
+            m,
+            vec![
+                run(CoMode::Vanilla, 100),
+                run(CoMode::CoThread, 120),
+                run(CoMode::Vanilla, 300),
+                run(CoMode::CoThread, 360),
+            ],
+        );
+        assert_eq!(r.ratios.co_thread_vs_vanilla, Some(1.2));
+        let v = serde_json::to_value(&r).unwrap();
+        for key in ["median", "min", "max", "std_dev"] {
+            assert!(v["modes"]["co-thread"]["ops"][key].is_number());
+        }
+        assert!(render_co_report(&r).contains("1.200"));
+    }
+}

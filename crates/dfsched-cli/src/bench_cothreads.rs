@@ -1,0 +1,263 @@
+//! `dfsched bench cothreads` (the co-thread paper's test program, §IV,
+//! Table I) and its hidden worker `dfsched bench cothreads-worker`, which
+//! the benchmark runs once per process by re-executing this binary.
+
+use crate::bench::ProgressLine;
+use crate::Failure;
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use dfsched_bench::cothreads::{
+    paper_grid, parse_co_modes, render_co_grid, render_co_report, run_cothread_cases, worker_main,
+    CoGridReport, CoMode, CoParams, CoThreadsError, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES,
+    DEFAULT_REPEAT, DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
+};
+use std::io::Write;
+
+/// Where `bench cothreads` sits in the command tree, for usage errors.
+const PATH: &[&str] = &["bench", "cothreads"];
+
+/// The long help of `bench cothreads`.
+pub const COTHREADS_LONG_ABOUT: &str = "\
+The co-thread test program (co-thread paper §IV, Table I).
+
+PROCESSES processes of THREADS threads each; every thread does read-modify-
+writes on its own process's shared data of SHARED_BYTES bytes (one operation:
+load and store plus one of each word of one 64-byte line; thread t starts at
+line t x lines / THREADS and walks the data, wrapping) for SECONDS seconds.
+Reported per mode: operations completed (all processes; median, min, max,
+standard deviation), operations per second, and the spread between
+processes ((most - fewest) / mean).
+
+The processes are this binary re-executed with a hidden subcommand
+(bench cothreads-worker), not forks: each worker starts as a fresh
+single-threaded program. All say 'ready' before any is told 'go'.
+
+Modes (interleaved per round, order shuffled from --seed):
+  vanilla    the kernel alone
+  co-thread  each process starts a dfsched runtime with the co-thread policy
+             (DFSCHED_* options apply) and attaches every thread: a process's
+             threads are one group, packed on one CPU under heavy load
+
+--grid paper runs Table I: 7x1 small, 11x5 small, 9x3 small, 9x3 medium,
+9x3 larger, 10 s per run and 3 runs per mode (about 5 minutes). The paper
+gives no sizes; we read small = 16 KiB (half the paper's L1d), medium =
+128 KiB (half its L2), larger = 1 MiB (four L2s, inside its L3).
+
+With no flags: 9 processes x 3 threads, 16 KiB each, 4 s per run, 5 runs per
+mode: about 40 s.
+
+On a KVM guest a wake-up on another vCPU costs tens of µs, and a line that
+bounces between vCPUs costs more than between cores of one socket.";
+
+/// The grids `--grid` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CoGridArg {
+    /// Table I: 7×1 small, 11×5 small, 9×3 small, 9×3 medium, 9×3 larger;
+    /// 10 s per run, 3 runs per mode (about 5 minutes).
+    Paper,
+}
+
+/// Flags of `dfsched bench cothreads`.
+#[derive(Debug, Args)]
+pub struct CothreadsArgs {
+    /// Processes [default: 9].
+    #[arg(long, value_name = "N", conflicts_with = "grid")]
+    processes: Option<usize>,
+
+    /// Threads per process [default: 3].
+    #[arg(long, value_name = "N", conflicts_with = "grid")]
+    threads: Option<usize>,
+
+    /// Bytes of shared data per process, a multiple of 64 [default: 16384].
+    #[arg(long, value_name = "BYTES", conflicts_with = "grid")]
+    shared_bytes: Option<usize>,
+
+    /// Seconds each run works (fractions allowed) [default: 4; with --grid:
+    /// 10].
+    #[arg(long, value_name = "S")]
+    seconds: Option<f64>,
+
+    /// Runs per mode [default: 5; with --grid: 3].
+    #[arg(long, value_name = "N")]
+    repeat: Option<usize>,
+
+    /// Comma-separated modes: vanilla, co-thread.
+    #[arg(long, value_name = "LIST", default_value = "vanilla,co-thread", value_parser = parse_mode_list)]
+    modes: CoModeList,
+
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+
+    /// Run a grid of cases (paper: Table I, about 5 minutes); conflicts
+    /// with --processes, --threads and --shared-bytes.
+    #[arg(long, value_enum, value_name = "GRID")]
+    grid: Option<CoGridArg>,
+
+    /// Seed of the mode order in each round.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// A parsed `--modes` list.
+#[derive(Clone, Debug)]
+pub struct CoModeList(Vec<CoMode>);
+
+fn parse_mode_list(s: &str) -> Result<CoModeList, String> {
+    parse_co_modes(s).map(CoModeList).map_err(|e| e.to_string())
+}
+
+/// Flags of the hidden `dfsched bench cothreads-worker`.
+#[derive(Debug, Args)]
+pub struct WorkerFlags {
+    /// vanilla or co-thread.
+    #[arg(long, value_parser = parse_one_mode)]
+    mode: CoMode,
+    /// Threads.
+    #[arg(long)]
+    threads: usize,
+    /// Shared bytes.
+    #[arg(long)]
+    shared_bytes: usize,
+    /// Seconds of work after "go".
+    #[arg(long)]
+    seconds: f64,
+}
+
+fn parse_one_mode(s: &str) -> Result<CoMode, String> {
+    s.parse()
+        .map_err(|e: dfsched_bench::cothreads::CoParamError| e.to_string())
+}
+
+impl CothreadsArgs {
+    fn cases(&self) -> Result<Vec<CoParams>, Failure> {
+        let base = CoParams {
+            processes: self.processes.unwrap_or(DEFAULT_PROCESSES),
+            threads: self.threads.unwrap_or(DEFAULT_THREADS),
+            shared_bytes: self.shared_bytes.unwrap_or(DEFAULT_SHARED_BYTES),
+            seconds: self.seconds.unwrap_or(DEFAULT_SECONDS),
+            repeat: self.repeat.unwrap_or(DEFAULT_REPEAT),
+            modes: self.modes.0.clone(),
+            seed: self.seed,
+        };
+        let cases = match self.grid {
+            None => vec![base],
+            Some(CoGridArg::Paper) => paper_grid(&base, self.seconds, self.repeat),
+        };
+        for c in &cases {
+            c.validate().map_err(|e| Failure::Usage {
+                path: PATH,
+                msg: e.to_string(),
+            })?;
+        }
+        Ok(cases)
+    }
+}
+
+/// Runs `bench cothreads`.
+pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
+    let cases = args.cases()?;
+    let worker = WorkerCommand {
+        program: std::env::current_exe().context("finding this program to re-execute")?,
+        args: vec!["bench".into(), "cothreads-worker".into()],
+    };
+    let mut progress = ProgressLine::new(args.quiet);
+    let reports =
+        run_cothread_cases(&cases, &worker, &mut |p| progress.show(p)).map_err(|e| match e {
+            CoThreadsError::Params(p) => Failure::Usage {
+                path: PATH,
+                msg: p.to_string(),
+            },
+            e => Failure::Run(anyhow::Error::new(e).context("the co-thread benchmark failed")),
+        })?;
+    progress.finish();
+    let text = match args.grid {
+        None if args.json => {
+            serde_json::to_string_pretty(&reports[0]).context("serialising the report")?
+        }
+        None => render_co_report(&reports[0]),
+        Some(CoGridArg::Paper) => {
+            let grid = CoGridReport {
+                grid: "paper".into(),
+                machine: reports[0].machine.clone(),
+                cells: reports,
+            };
+            if args.json {
+                serde_json::to_string_pretty(&grid).context("serialising the report")?
+            } else {
+                render_co_grid(&grid)
+            }
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.trim_end()).context("writing the report")?;
+    Ok(())
+}
+
+/// Runs the hidden worker: one process of the benchmark.
+pub fn run_worker(flags: WorkerFlags) -> Result<(), Failure> {
+    let args = WorkerArgs {
+        mode: flags.mode,
+        threads: flags.threads,
+        shared_bytes: flags.shared_bytes,
+        seconds: flags.seconds,
+    };
+    let stdin = std::io::stdin().lock();
+    let stdout = std::io::stdout().lock();
+    worker_main(&args, stdin, stdout)
+        .context("cothreads worker")
+        .map_err(Failure::Run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: CothreadsArgs,
+    }
+
+    fn cases(args: &[&str]) -> Result<Vec<CoParams>, String> {
+        let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        t.a.cases().map_err(|f| match f {
+            Failure::Usage { msg, .. } => msg,
+            Failure::Run(e) => panic!("not a usage error: {e}"),
+        })
+    }
+
+    #[test]
+    fn no_flags_is_table_i_test_3() {
+        assert_eq!(cases(&[]).unwrap(), vec![CoParams::default()]);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_flag() {
+        for (args, needle) in [
+            (&["--processes", "0"][..], "--processes"),
+            (&["--threads", "0"], "--threads"),
+            (&["--shared-bytes", "100"], "--shared-bytes"),
+            (&["--seconds", "0"], "--seconds"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "vanilla,x"], "\"x\""),
+            (&["--grid", "paper", "--threads", "2"], "--threads"),
+        ] {
+            let err = cases(args).expect_err(&format!("{args:?} was accepted"));
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn grid_takes_seconds_and_repeat() {
+        let c = cases(&["--grid", "paper", "--seconds", "0.5", "--repeat", "1"]).unwrap();
+        assert_eq!(c.len(), 5);
+        assert!(c.iter().all(|p| p.seconds == 0.5 && p.repeat == 1));
+    }
+}
