@@ -23,26 +23,53 @@
 //!
 //! # Load first: the acceptable CPUs
 //!
-//! The paper's push rules choose among the CPUs the push may go to at all
-//! (those running lower-priority work). Here that is load: with `m` the
-//! least `base` over `A`, a CPU `c` of `A` is **acceptable** unless it
-//! would count as imbalanced against `m` by the balancer's test (both
-//! without the group):
+//! The paper packs a process's co-threads onto one core because the *other
+//! processes* keep the other cores busy. A group that is by itself more than
+//! a CPU's fair share must not be packed: one process of 32 threads on 2
+//! CPUs would get one CPU and leave the other idle. So, with `n = |A|` and
+//! the load on `A` counting the group,
 //!
 //! ```text
-//!   acceptable(c)  ⇔  ¬( base(c) − m ≥ 1000  ∧  base(c)·100 ≥ m·(100 + imbalance_pct) )
+//!   T   = base(A) + r·1000               avg = T / n   (per CPU of A)
+//!   X_c = base(c) + r·1000               (c's load with g packed on it)
 //!
-//!   base ▲                        m = least base on A
-//!        │ ███                    ███ = not acceptable (a whole task and
-//!        │ ███ ▓▓▓                      imbalance_pct above m)
-//!        │ ███ ▓▓▓ ▓▓▓     ▓▓▓    ▓▓▓ = acceptable
-//!        │ ███ ▓▓▓ ▓▓▓ ▓▓▓ ▓▓▓
-//!        └──0───1───2───3───4──►  (CPUs of A)
+//!   acceptable(c) ⇔ ¬ imbalanced(X_c, avg)      — the balancer's own test:
+//!                 ⇔ ¬( X_c − avg ≥ 1000  ∧  X_c·100 ≥ avg·(100 + imbalance_pct) )
 //! ```
 //!
-//! The least-loaded CPU of `A` is always acceptable, so the set `K` of
-//! acceptable CPUs is never empty. Every CPU the group adds to gets the same
-//! `r` tasks, so comparing `base` is comparing the outcomes.
+//! i.e. packing `g` on `c` would not make `c` imbalanced against the
+//! average: a whole task above it *and* `imbalance_pct` (25 %) above it. In
+//! integers (×n, exact): `X_c·n − T ≥ 1000·n ∧ X_c·n·100 ≥ T·(100 + pct)`.
+//!
+//! ```text
+//!   1 process × 32 threads, 2 idle CPUs:   T = 32000, avg = 16000
+//!     X_0 = 32000 ≥ 16000 + 1000 and ≥ 1.25 × 16000   → not acceptable
+//!   9 processes × 3 threads, 2 CPUs, 8 placed 4 + 4: T = 27000, avg = 13500
+//!     X_c = 12000 + 3000 = 15000 < 1.25 × 13500        → acceptable
+//!
+//!   load ▲         avg·1.25 ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄    ░ = base(c)
+//!        │ ▒▒▒          ▒▒▒                         ▒ = r, g packed on c
+//!        │ ▒▒▒  avg ┄┄┄┄▒▒▒┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄
+//!        │ ░░░          ░░░  ░░░  ░░░
+//!        └──0────────────1────2────3──►  (CPUs of A)
+//!            ✗ above       ✓ within
+//! ```
+//!
+//! If some CPU is acceptable, rules 1–5 below choose among the acceptable
+//! CPUs `K` and the group is packed there (heavy load: the home is that
+//! CPU). If none is, the group is **not packed**: `K = A` for rules 1–5,
+//! and the home rule (`home.rs`) walks up from the CPU they prefer to the
+//! smallest cache domain `D` whose CPUs stay within the fair share by the
+//! same test on their average, with `k = |D ∩ A|`:
+//!
+//! ```text
+//!   X_D = base(D ∩ A) + r·1000
+//!   D within ⇔ ¬( X_D·n − T·k ≥ 1000·k·n  ∧  X_D·n·100 ≥ T·k·(100 + pct) )
+//! ```
+//!
+//! For a single CPU that is `acceptable`; the root (`D ∩ A = A`, `X_D = T`)
+//! is always within, so a home always exists. Inside `D` the kernel spreads
+//! the threads, which is vanilla's behaviour for that group.
 //!
 //! # Rules 1–5, among `K`
 //!
@@ -54,6 +81,14 @@
 //!   5. otherwise        → the least-`base` CPU of K = of A
 //! ```
 //!
+//! Under light load the home rule only needs a CPU to start its walk from,
+//! and `K` is as before the fair-share test: the CPUs not imbalanced
+//! against the least-loaded CPU of `A` by the balancer's test, both
+//! without the group (`¬imbalanced(base(c), min_A base)`), never empty.
+//! Under either regime, when `K` is not empty its least-`base` CPU is the
+//! least-`base` CPU of `A` (both tests grow with `base(c)`), so rule 5 is
+//! the same over `K` and over `A`.
+//!
 //! "Nearest" is by cache domain: the fewest steps up from the CPU's leaf to
 //! a domain that holds a CPU of `P` (of `{L}`) — 0 for the CPU itself, 1
 //! for an SMT sibling, 2 for another core of the same LLC on the test
@@ -61,16 +96,18 @@
 //!
 //! # Keeping a home
 //!
-//! Under heavy load a co-thread group keeps its home when it is one CPU of
-//! `A` (as a DF group) *and* that CPU is acceptable; so the group stays with
-//! its co-threads (rule 1) while the load allows, and the CPU a fresh choice
-//! picks is always kept on unchanged load (it is acceptable by
-//! construction). Under light load the keep test is the home rule's.
+//! Under heavy load a co-thread group keeps its home while the home stays
+//! within the fair share by the same test: a one-CPU home while that CPU
+//! is acceptable (so the group stays with its co-threads, rule 1, while the
+//! load allows); a larger home while no CPU of `A` is acceptable, the home
+//! is within and no smaller domain inside it is. A fresh choice passes this
+//! test by construction, so it is always kept on unchanged load (a property
+//! test checks it). Under light load the keep test is the home rule's.
 
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
-use crate::load::{imbalanced, LoadVec};
+use crate::load::{imbalanced, LoadVec, TASK_MILLI};
 use crate::topology::Topology;
 
 /// Where a co-thread group's co-threads are and where the task that set off
@@ -103,11 +140,72 @@ fn least(base: &LoadVec, allowed: &CpuSet) -> u64 {
     base.argmin(allowed).map_or(0, |c| base.get(c))
 }
 
-/// Whether `cpu` is acceptable for a group allowed on `allowed` (see the
-/// module doc): not imbalanced against the least-loaded CPU of `allowed`,
-/// both measured without the group.
-pub(crate) fn acceptable(config: &Config, base: &LoadVec, allowed: &CpuSet, cpu: CpuId) -> bool {
-    allowed.contains(cpu) && !imbalanced(base.get(cpu), least(base, allowed), config.imbalance_pct)
+/// The fair-share test of the module doc: whether a domain whose CPUs in
+/// `A` number `k` and carry `x_milli` with the group on them (`X_D`) is
+/// not imbalanced against the average of `A` — `n` CPUs carrying
+/// `total_milli` (`T`), the group included — by the balancer's test on
+/// their averages. Exact in integers; `k = 0` is never within.
+pub(crate) fn within_share(x_milli: u64, k: u64, total_milli: u64, n: u64, pct: u32) -> bool {
+    if k == 0 {
+        return false;
+    }
+    let (x, k, t, n) = (
+        u128::from(x_milli),
+        u128::from(k),
+        u128::from(total_milli),
+        u128::from(n),
+    );
+    let whole_task_above = x * n >= t * k + u128::from(TASK_MILLI) * k * n;
+    let pct_above = x * n * 100 >= t * k * u128::from(100 + pct);
+    !(whole_task_above && pct_above)
+}
+
+/// The acceptable test for a co-thread group of `runnable` threads
+/// allowed on `allowed` under heavy load (see the module doc), with `T`
+/// summed once: whether packing the group on a CPU would not make it
+/// imbalanced against the average of `allowed`, the group counted. CPUs
+/// outside `allowed` are not acceptable.
+pub(crate) fn acceptable_test<'a>(
+    config: &Config,
+    base: &'a LoadVec,
+    allowed: &'a CpuSet,
+    runnable: u64,
+) -> impl Fn(CpuId) -> bool + 'a {
+    let r = runnable * TASK_MILLI;
+    let total = base.sum(allowed) + r;
+    let n = allowed.len() as u64;
+    let pct = config.imbalance_pct;
+    move |cpu| allowed.contains(cpu) && within_share(base.get(cpu) + r, 1, total, n, pct)
+}
+
+/// Whether `cpu` is acceptable (see [`acceptable_test`]).
+#[cfg(test)]
+pub(crate) fn acceptable(
+    config: &Config,
+    base: &LoadVec,
+    allowed: &CpuSet,
+    runnable: u64,
+    cpu: CpuId,
+) -> bool {
+    acceptable_test(config, base, allowed, runnable)(cpu)
+}
+
+/// Whether some CPU of `allowed` (of the machine) is acceptable: whether a
+/// heavily loaded co-thread group is packed at all.
+pub(crate) fn any_acceptable(
+    topo: &Topology,
+    config: &Config,
+    base: &LoadVec,
+    allowed: &CpuSet,
+    runnable: u64,
+) -> bool {
+    // The least-loaded CPU is acceptable if any is (the test grows with
+    // base(c)).
+    allowed
+        .iter()
+        .filter(|&c| topo.leaf(c).is_some())
+        .min_by_key(|&c| base.get(c))
+        .is_some_and(acceptable_test(config, base, allowed, runnable))
 }
 
 /// Steps up from `cpu`'s leaf to the first domain meeting `set`; `None`
@@ -116,21 +214,46 @@ fn steps_to(topo: &Topology, cpu: CpuId, set: &CpuSet) -> Option<usize> {
     topo.ancestors(cpu).position(|d| d.cpus.intersects(set))
 }
 
-/// The CPU a co-thread group starts from, by rules 1–5 among the acceptable
-/// CPUs of `allowed`, and the rule that chose it. `allowed` is never empty.
+/// The load regime rules 1–5 run under, which decides `K` (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Among {
+    /// Light load: CPUs not imbalanced against the least-loaded one.
+    Light,
+    /// Heavy load, a group of this many runnable threads (at least 1): the
+    /// acceptable CPUs, or all of `A` when none is.
+    Heavy(u64),
+}
+
+/// The CPU a co-thread group starts from, by rules 1–5 among the CPUs `K`
+/// of `allowed` (module doc), and the rule that chose it. `allowed` is
+/// never empty.
 pub(crate) fn pick(
     topo: &Topology,
     config: &Config,
     base: &LoadVec,
     allowed: &CpuSet,
+    among: Among,
     near: Near<'_>,
 ) -> (CpuId, Rule) {
     let m = least(base, allowed);
     let pct = config.imbalance_pct;
+    let heavy = match among {
+        Among::Light => None,
+        Among::Heavy(r) => Some(acceptable_test(config, base, allowed, r)),
+    };
+    let ok = |c: CpuId| match &heavy {
+        None => !imbalanced(base.get(c), m, pct),
+        Some(test) => test(c),
+    };
+    // Under heavy load with no acceptable CPU, K = A.
+    let all = match among {
+        Among::Light => false,
+        Among::Heavy(r) => !any_acceptable(topo, config, base, allowed, r),
+    };
     let k = || {
         allowed
             .iter()
-            .filter(move |&c| topo.leaf(c).is_some() && !imbalanced(base.get(c), m, pct))
+            .filter(move |&c| topo.leaf(c).is_some() && (all || ok(c)))
     };
     // Least (key, base, id); `min_by_key` keeps the first of equal keys,
     // and K is walked in id order.
@@ -156,7 +279,7 @@ pub(crate) fn pick(
             return (c, Rule::NearLastCpu);
         }
     }
-    let c = best_by(&|_| Some(0)).expect("the least-loaded allowed CPU is acceptable");
+    let c = best_by(&|_| Some(0)).expect("K holds the least-loaded allowed CPU");
     (c, Rule::AnyCpu)
 }
 
@@ -192,6 +315,7 @@ mod tests {
             &Config::default(),
             &load(base),
             &set(allowed),
+            Among::Heavy(1),
             near,
         )
     }
@@ -277,26 +401,93 @@ mod tests {
     }
 
     #[test]
-    fn acceptable_is_the_balancers_imbalance_test_against_the_least_loaded() {
+    fn acceptable_is_the_balancers_imbalance_test_against_the_average() {
         let cfg = Config::default(); // 25 %
         let a = set("0-7");
-        // 2 vs 1: a whole task and 100 % above → not acceptable.
+        let ok = |l: &[u64], r: u64, allowed: &CpuSet, c: u32| {
+            acceptable(&cfg, &load(l), allowed, r, CpuId(c))
+        };
+        // One thread on a uniformly loaded machine: 3 vs an average of
+        // 2.125 is less than a whole task above → acceptable anywhere.
+        assert!(ok(&[2000; 8], 1, &a, 0));
+        // Two threads: 4 vs 2.25, a whole task and 78 % above → nowhere.
+        assert!(!ok(&[2000; 8], 2, &a, 0));
+        // 32 threads alone on 2 CPUs: 32 vs 16 → not acceptable.
+        assert!(!ok(&[0, 0], 32, &set("0-1"), 0));
+        // 9 × 3 on 2 CPUs, the other 8 processes 4 + 4: 15 vs 13.5, 11 %
+        // above → acceptable.
+        assert!(ok(&[12000, 12000], 3, &set("0-1"), 1));
+        // Exactly 25 % and exactly a whole task above counts as
+        // imbalanced: T = 8000 on 2 CPUs (avg 4000), X_0 = 5000.
+        assert!(!ok(&[4000, 3000], 1, &set("0-1"), 0));
+        assert!(ok(&[4000, 3000], 1, &set("0-1"), 1));
+        assert!(ok(&[3999, 3001], 1, &set("0-1"), 0), "just under a task");
+        // Only CPUs of A count, for the average and the candidate.
+        let l = [3000, 3000, 0, 0, 0, 0, 0, 0];
+        assert!(ok(&l, 1, &set("0-1"), 0));
+        assert!(!ok(&l, 1, &set("0-1"), 2));
+    }
+
+    #[test]
+    fn within_share_is_acceptable_for_one_cpu_and_always_holds_for_a() {
+        // One CPU: the same as acceptable (X = 5000 vs T = 8000 on 2).
+        assert!(!within_share(5000, 1, 8000, 2, 25));
+        assert!(within_share(4999, 1, 8000, 2, 25));
+        // The whole of A: X = T.
+        for t in [0, 1000, 32_000, 1 << 40] {
+            assert!(within_share(t, 4, t, 4, 25));
+        }
+        // A domain: 2 CPUs of 8 carrying 10 of T = 24 (avg 3): 5 per CPU
+        // is 2 above (≥ 1) and 67 % above → not within; 7 is within.
+        assert!(!within_share(10_000, 2, 24_000, 8, 25));
+        assert!(within_share(7_000, 2, 24_000, 8, 25));
+        assert!(!within_share(0, 0, 0, 8, 25), "no CPU of A");
+    }
+
+    #[test]
+    fn with_no_acceptable_cpu_the_rules_choose_among_all_of_a() {
+        // 2 threads on uniformly loaded CPUs: none acceptable; rule 1 still
+        // finds the co-threads' CPU, rule 2 the last CPU.
+        let base = load(&[2000; 8]);
+        let a = set("0-7");
+        let p = set("5");
+        let pick2 = |p: &CpuSet, last| {
+            let near = Near { cpus: p, last };
+            pick(
+                &eight(),
+                &Config::default(),
+                &base,
+                &a,
+                Among::Heavy(2),
+                near,
+            )
+        };
+        assert!(!any_acceptable(&eight(), &Config::default(), &base, &a, 2));
+        assert_eq!(pick2(&p, Some(CpuId(2))), (CpuId(5), Rule::WithCoThreads));
+        assert_eq!(
+            pick2(&CpuSet::new(), Some(CpuId(2))),
+            (CpuId(2), Rule::LastCpu)
+        );
+        // Under light load K is the old test: not imbalanced against the
+        // least-loaded CPU, whatever the group's size.
         let l = load(&[2000, 1000, 1000, 1000, 1000, 1000, 1000, 1000]);
-        assert!(!acceptable(&cfg, &l, &a, CpuId(0)));
-        assert!(acceptable(&cfg, &l, &a, CpuId(1)));
-        // 5 vs 4: a whole task but only 25 % above... exactly 25 % counts.
-        let l = load(&[5000, 4000, 4000, 4000, 4000, 4000, 4000, 4000]);
-        assert!(!acceptable(&cfg, &l, &a, CpuId(0)));
-        // 6 vs 5: 20 % above → acceptable.
-        let l = load(&[6000, 5000, 5000, 5000, 5000, 5000, 5000, 5000]);
-        assert!(acceptable(&cfg, &l, &a, CpuId(0)));
-        // Less than a whole task above → acceptable, whatever the ratio.
-        let l = load(&[900, 0, 0, 0, 0, 0, 0, 0]);
-        assert!(acceptable(&cfg, &l, &a, CpuId(0)));
-        // Only CPUs of A count, for the minimum and the candidate.
-        let l = load(&[3000, 3000, 0, 0, 0, 0, 0, 0]);
-        assert!(acceptable(&cfg, &l, &set("0-1"), CpuId(0)));
-        assert!(!acceptable(&cfg, &l, &set("0-1"), CpuId(2)));
+        let near = Near {
+            cpus: &p,
+            last: None,
+        };
+        assert_eq!(
+            pick(&eight(), &Config::default(), &l, &a, Among::Light, near),
+            (CpuId(5), Rule::WithCoThreads)
+        );
+        let p0 = set("0");
+        let near = Near {
+            cpus: &p0,
+            last: None,
+        };
+        assert_eq!(
+            pick(&eight(), &Config::default(), &l, &a, Among::Light, near),
+            (CpuId(1), Rule::NearCoThreads)
+        );
     }
 }
 

@@ -101,21 +101,70 @@ fn light_load_starts_from_where_the_co_threads_are() {
 
 #[test]
 fn heavy_load_packs_co_threads_on_one_cpu() {
+    // Other processes keep both CPUs busy (5 each): 3 threads on CPU 0
+    // make 8 against an average of 6.5, within 25 %.
     let mut h = two();
-    h.external(&[2, 2]);
+    h.external(&[5, 5]);
     for t in 1..=3 {
         h.task_at(t, 0, "0-1", None);
     }
     for t in 1..=3 {
         assert_eq!(h.target(t), "0");
     }
-    assert_eq!(h.load(), vec![5000, 2000]);
+    assert_eq!(h.load(), vec![8000, 5000]);
+}
+
+#[test]
+fn heavy_load_does_not_pack_a_group_larger_than_a_cpus_share() {
+    // One process of 32 threads alone on 2 CPUs: packed, it would leave a
+    // CPU idle. Heavy from the 4th thread on, never acceptable on one CPU:
+    // its home is both CPUs, as vanilla spreads it.
+    for threads in [8, 32] {
+        let mut h = two();
+        for t in 1..=threads {
+            h.task_at(t, 0, "0-1", None);
+        }
+        let g = h.e.group(group_of(&h, 0)).unwrap();
+        assert_eq!(g.runnable as u64, threads);
+        for t in 1..=threads {
+            assert_eq!(h.target(t), "0-1", "{threads} threads, task {t}");
+        }
+        assert_eq!(h.load(), vec![threads * 500; 2]);
+        // Kept on balancer passes: no flapping.
+        assert!(h.balance().is_empty());
+        assert_eq!(h.home(1), "0-1");
+    }
+    // Two threads among 2 others per CPU: 4 vs an average of 3 is a whole
+    // task and 33 % above: spread too.
+    let mut h = two();
+    h.external(&[2, 2]);
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    assert_eq!(h.home(1), "0-1");
+}
+
+#[test]
+fn heavy_load_spreads_an_unpackable_group_over_the_smallest_domain_within_its_share() {
+    // 8 CPUs: LLC 0-3 runs 3 others per CPU, LLC 4-7 one. With 4 threads
+    // T = 12 + 4 + 4 = 20 on 8 CPUs (avg 2.5): CPU 4 with the group would
+    // carry 5, 2.5 above → no CPU is acceptable; LLC 4-7 with it carries
+    // 8, 2 per CPU → within. The third thread already outgrows CPU 4.
+    let mut h = eight_flat();
+    h.external(&[3, 3, 3, 3, 1, 1, 1, 1]);
+    for t in 1..=4 {
+        h.task_at(t, 0, "0-7", None);
+    }
+    assert_eq!(h.home(1), "4-7");
+    assert_eq!(
+        h.load(),
+        vec![3000, 3000, 3000, 3000, 2000, 2000, 2000, 2000]
+    );
 }
 
 #[test]
 fn rule_1_a_new_thread_joins_its_co_threads_cpu() {
     let mut h = eight_flat();
-    h.external(&[2; 8]);
+    h.external(&[12; 8]);
     h.task_at(1, 0, "0-7", Some(5));
     // Created on CPU 1, it goes to its co-thread on CPU 5.
     assert_eq!(places(&h.task_at(2, 0, "0-7", Some(1))), p(&[(2, "5")]));
@@ -150,7 +199,7 @@ fn rule_2_a_first_thread_stays_on_its_cpu() {
 #[test]
 fn rule_3_goes_next_to_co_threads_the_task_may_not_join() {
     let mut h = eight_flat();
-    h.external(&[2; 8]);
+    h.external(&[12; 8]);
     h.task_at(1, 0, "0-7", Some(5));
     assert_eq!(h.home(1), "5");
     // Task 2 may not use CPU 5: the group moves to the allowed CPU nearest
@@ -178,7 +227,7 @@ fn rule_5_takes_the_least_loaded_cpu() {
 fn two_applications_take_different_cpus_under_heavy_load() {
     let mut h = two();
     h.ev(Event::AppNew { app: AppId(1) });
-    h.external(&[2, 2]);
+    h.external(&[5, 5]);
     for t in 1..=3 {
         h.task_at(t, 0, "0-1", None);
     }
@@ -186,7 +235,7 @@ fn two_applications_take_different_cpus_under_heavy_load() {
         h.task_at(t, 1, "0-1", None);
     }
     assert_eq!((h.home(1), h.home(4)), ("0".into(), "1".into()));
-    assert_eq!(h.load(), vec![5000, 5000]);
+    assert_eq!(h.load(), vec![8000, 8000]);
 }
 
 #[test]
@@ -234,7 +283,7 @@ fn a_waking_co_thread_rejoins_its_group() {
 #[test]
 fn a_co_thread_waking_to_a_crowded_cpu_takes_its_group_next_door() {
     let mut h = eight_smt();
-    h.external(&[2; 8]);
+    h.external(&[8; 8]);
     h.task_at(1, 0, "0-7", None);
     h.task_at(2, 0, "0-7", None);
     assert_eq!(h.home(1), "0");
@@ -242,7 +291,7 @@ fn a_co_thread_waking_to_a_crowded_cpu_takes_its_group_next_door() {
     // CPU 0 gets crowded while it sleeps; on waking, its co-threads' CPU
     // and its last CPU (both 0) are not acceptable: rule 3, the SMT
     // sibling.
-    h.external(&[6, 2, 2, 2, 2, 2, 2, 2]);
+    h.external(&[12, 8, 8, 8, 8, 8, 8, 8]);
     let d = h.ev(Event::Wake { task: TaskId(2) });
     assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
 }
@@ -307,11 +356,13 @@ fn the_balancer_splits_a_co_thread_group_when_the_imbalance_lasts() {
             ..co_thread()
         },
     );
-    h.external(&[2, 2]);
+    // Packed on CPU 0 (8 against an average of 6.5: acceptable, kept), but
+    // 8 vs 5 is imbalanced and moving the group whole does not help.
+    h.external(&[5, 5]);
     for t in 1..=3 {
         h.task_at(t, 0, "0-1", None);
     }
-    assert_eq!(h.load(), vec![5000, 2000]);
+    assert_eq!(h.load(), vec![8000, 5000]);
     let d = h.balance();
     let gs = h.e.co_thread_groups(AppId(0));
     assert_eq!(gs.len(), 2);
@@ -321,7 +372,7 @@ fn the_balancer_splits_a_co_thread_group_when_the_imbalance_lasts() {
         moved: vec![TaskId(3)],
     }));
     assert_eq!(h.target(3), "1");
-    assert_eq!(h.load(), vec![4000, 3000]);
+    assert_eq!(h.load(), vec![7000, 6000]);
     assert_eq!(h.e.group(gs[1]).unwrap().kind, GroupKind::CoThread);
 }
 
@@ -356,7 +407,7 @@ fn the_policy_cannot_change_on_a_running_engine() {
 #[test]
 fn a_co_thread_allowed_elsewhere_takes_its_group_along() {
     let mut h = two();
-    h.external(&[2, 2]);
+    h.external(&[5, 5]);
     h.task_at(1, 0, "0-1", None);
     h.task_at(2, 0, "0-1", None);
     assert_eq!(h.home(1), "0");
@@ -365,4 +416,64 @@ fn a_co_thread_allowed_elsewhere_takes_its_group_along() {
         allowed: set("1"),
     });
     assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
+}
+
+/// `processes` applications of `threads` threads each, created in the
+/// order a loop starting them gives: every application's first thread,
+/// then every second thread, …; each on CPU 0, as the kernel forks there.
+fn start_interleaved(h: &mut H, processes: u64, threads: u64, allowed: &str) {
+    for app in 1..processes {
+        h.ev(Event::AppNew { app: AppId(app) });
+    }
+    for t in 0..threads {
+        for app in 0..processes {
+            h.task_at(1 + t * processes + app, app, allowed, Some(0));
+        }
+    }
+}
+
+#[test]
+fn nine_processes_of_three_on_two_cpus_get_a_cpu_each_balanced() {
+    // The co-thread paper's Table I shape: each process is a third of a
+    // CPU's share, so the others keep the other CPU busy and it is packed.
+    let mut h = two();
+    start_interleaved(&mut h, 9, 3, "0-1");
+    for _ in 0..3 {
+        h.balance();
+    }
+    for app in 0..9 {
+        let g = h.e.group(group_of(&h, app)).unwrap();
+        let home = h.e.topology().domain(g.home).cpus.clone();
+        assert_eq!(home.len(), 1, "process {app} on {home}");
+    }
+    let l = h.load();
+    let (max, min) = (l[0].max(l[1]), l[0].min(l[1]));
+    assert!(max * 100 <= min * 125, "{l:?}");
+    assert_eq!(l[0] + l[1], 27_000);
+    // Passes on this load change nothing.
+    assert!(h.balance().is_empty());
+    h.e.check_invariants().unwrap();
+}
+
+#[test]
+fn four_processes_of_six_on_eight_cpus_use_every_cpu() {
+    // 24 threads on 8 CPUs: 3 per CPU. Each process is twice a CPU's
+    // share: packed it would strand CPUs, so each lives on a cache domain
+    // within its share and the kernel spreads it there.
+    let mut h = eight_flat();
+    start_interleaved(&mut h, 4, 6, "0-7");
+    for _ in 0..3 {
+        h.balance();
+    }
+    let mut used = crate::CpuSet::new();
+    for t in 1..=24 {
+        used = used.union(h.e.target(TaskId(t)).unwrap());
+    }
+    assert_eq!(used.to_string(), "0-7");
+    assert_eq!(h.load(), vec![3000; 8]);
+    for app in 0..4 {
+        let g = h.e.group(group_of(&h, app)).unwrap();
+        assert!(h.e.topology().domain(g.home).cpus.len() > 1);
+    }
+    h.e.check_invariants().unwrap();
 }

@@ -73,11 +73,30 @@
 //! # Co-thread groups
 //!
 //! A co-thread group (`Shape::near` is `Some`) follows the same rule with
-//! two differences, both in `cothread.rs`: a fresh choice starts from the
-//! CPU its rules 1–5 pick (where its co-threads are, where it last ran, …,
-//! among CPUs the load allows) instead of the least-loaded CPU, and under
-//! heavy load it keeps its CPU only while that CPU stays acceptable for the
-//! load.
+//! these differences, the arithmetic in `cothread.rs`:
+//! - a fresh choice starts from the CPU its rules 1–5 pick (where its
+//!   co-threads are, where it last ran, …) instead of the least-loaded CPU;
+//! - under heavy load a domain holds the group when it stays **within the
+//!   fair share** (`cothread::within_share`): `g` on `D ∩ A` would not make
+//!   those CPUs imbalanced against the average of `A` by the balancer's
+//!   test. For one CPU that is "acceptable". So the walk up from the start
+//!   stops at once — the group is packed on one CPU — when the start is
+//!   acceptable, and otherwise goes up to the smallest domain within its
+//!   share (the root at worst, which always is), then refines inside it as
+//!   under light load:
+//!
+//! ```text
+//!   2 CPUs, idle, 1 process of r threads (heavy from r = 4):
+//!     r = 4..:   X_0 = r·1000 vs avg = r·500 → CPU 0 not acceptable
+//!                root: X = T → within         → home 0-1 (vanilla's spread)
+//!   2 CPUs, 9 processes × 3 threads, the others 4 + 4 on the CPUs:
+//!     X_c = 15000, avg = 13500, 15000 < 1.25 × 13500 → home = one CPU
+//! ```
+//!
+//! - it keeps its home under heavy load while the home is within its share
+//!   and no smaller domain inside it is, and — for a home of several CPUs —
+//!   while no CPU of `A` is acceptable (else it would be packed afresh). A
+//!   fresh choice passes that test by construction.
 
 use crate::config::Config;
 use crate::cothread::{self, Near};
@@ -98,6 +117,24 @@ pub(crate) struct Shape<'a> {
     /// For a co-thread group, where its co-threads are and where the task
     /// being placed last ran (`cothread.rs`); `None` for a DF group.
     pub near: Option<Near<'a>>,
+}
+
+/// What a domain `D` must satisfy to hold a group.
+#[derive(Clone, Copy, Debug)]
+enum Test {
+    /// Every runnable thread has a CPU of its own on `D ∩ A` (light load).
+    Room,
+    /// `D ∩ A` stays within its fair share of `A`'s load, `A` having `cpus`
+    /// CPUs and carrying `total_milli` with the group (a co-thread group
+    /// under heavy load; `cothread::within_share`).
+    Share {
+        /// `T = base(A) + r × 1000`.
+        total_milli: u64,
+        /// `n = |A|`.
+        cpus: u64,
+        /// The balancer's `imbalance_pct`.
+        pct: u32,
+    },
 }
 
 /// The load regime a group is evaluated under.
@@ -139,9 +176,15 @@ impl Shape<'_> {
 
     /// `(base(D ∩ A), |D ∩ A|)` of `d`, found in one walk of its subtree
     /// (bottom-up sums, no allocation), offering every domain strictly
-    /// inside `d` that holds the group to `best`. O(subtree), however many
-    /// of its domains are then compared.
-    fn fit_below(&self, topo: &Topology, d: DomainId, best: &mut Smallest) -> (u64, u64) {
+    /// inside `d` that holds the group by `test` to `best`. O(subtree),
+    /// however many of its domains are then compared.
+    fn fit_below(
+        &self,
+        topo: &Topology,
+        test: Test,
+        d: DomainId,
+        best: &mut Smallest,
+    ) -> (u64, u64) {
         let dom = topo.domain(d);
         if dom.children.is_empty() {
             let c = dom.cpus.first().expect("domains are never empty");
@@ -153,8 +196,8 @@ impl Shape<'_> {
         }
         let mut fit = (0, 0);
         for &child in &dom.children {
-            let (sum, cap) = self.fit_below(topo, child, best);
-            if self.holds((sum, cap)) {
+            let (sum, cap) = self.fit_below(topo, test, child, best);
+            if self.holds(test, (sum, cap)) {
                 best.offer(topo.domain(child).cpus.len(), sum, child);
             }
             fit = (fit.0 + sum, fit.1 + cap);
@@ -162,12 +205,40 @@ impl Shape<'_> {
         fit
     }
 
-    /// Whether a domain holds the group, from its `(base(D ∩ A), |D ∩ A|)`:
-    /// every runnable thread gets a CPU of its own on `D ∩ A`, in whole
-    /// tasks.
+    /// Whether a domain holds the group by `test`, from its
+    /// `(base(D ∩ A), |D ∩ A|)`.
     #[inline]
-    fn holds(&self, (sum, cap): (u64, u64)) -> bool {
-        cap > 0 && sum / TASK_MILLI + self.runnable <= cap
+    fn holds(&self, test: Test, (sum, cap): (u64, u64)) -> bool {
+        match test {
+            // Every runnable thread gets a CPU of its own on D ∩ A, in
+            // whole tasks.
+            Test::Room => cap > 0 && sum / TASK_MILLI + self.runnable <= cap,
+            Test::Share {
+                total_milli,
+                cpus,
+                pct,
+            } => cothread::within_share(
+                sum + self.runnable * TASK_MILLI,
+                cap,
+                total_milli,
+                cpus,
+                pct,
+            ),
+        }
+    }
+
+    /// The test a domain must pass to hold the group: [`Test::Room`] but
+    /// for a co-thread group under heavy load.
+    fn test(&self, config: &Config) -> Test {
+        if self.near.is_some() && self.regime(config) == Regime::Heavy {
+            Test::Share {
+                total_milli: self.base.sum(self.allowed) + self.runnable * TASK_MILLI,
+                cpus: self.allowed.len() as u64,
+                pct: config.imbalance_pct,
+            }
+        } else {
+            Test::Room
+        }
     }
 
     /// The same group counted with at least one runnable member.
@@ -209,22 +280,27 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
     if shape.runnable == 0 {
         return true;
     }
-    match shape.regime(config) {
-        Regime::Heavy => {
-            keeps_heavy(topo, shape.allowed, home)
-                && shape.near.is_none_or(|_| {
-                    let cpu = topo
-                        .domain(home)
-                        .cpus
-                        .first()
-                        .expect("domains are never empty");
-                    cothread::acceptable(config, shape.base, shape.allowed, cpu)
-                })
-        }
-        Regime::Light => {
+    let test = shape.test(config);
+    match (shape.regime(config), test) {
+        (Regime::Heavy, Test::Room) => keeps_heavy(topo, shape.allowed, home),
+        (Regime::Heavy, Test::Share { .. }) => {
             let mut inside = Smallest::default();
-            let fit = shape.fit_below(topo, home, &mut inside);
-            shape.holds(fit) && inside.best.is_none()
+            let fit = shape.fit_below(topo, test, home, &mut inside);
+            shape.holds(test, fit)
+                && inside.best.is_none()
+                && (topo.domain(home).cpus.len() == 1
+                    || !cothread::any_acceptable(
+                        topo,
+                        config,
+                        shape.base,
+                        shape.allowed,
+                        shape.runnable,
+                    ))
+        }
+        (Regime::Light, _) => {
+            let mut inside = Smallest::default();
+            let fit = shape.fit_below(topo, test, home, &mut inside);
+            shape.holds(test, fit) && inside.best.is_none()
         }
     }
 }
@@ -239,23 +315,29 @@ pub(crate) fn choose(
     start: Option<CpuId>,
 ) -> DomainId {
     let shape = shape.at_least_one();
+    let regime = shape.regime(config);
     let c = start
         .filter(|c| shape.allowed.contains(*c) && topo.leaf(*c).is_some())
         .or_else(|| {
             let near = shape.near?;
-            Some(cothread::pick(topo, config, shape.base, shape.allowed, near).0)
+            let among = match regime {
+                Regime::Heavy => cothread::Among::Heavy(shape.runnable),
+                Regime::Light => cothread::Among::Light,
+            };
+            Some(cothread::pick(topo, config, shape.base, shape.allowed, among, near).0)
         })
         .or_else(|| shape.base.argmin(shape.allowed))
         .expect("a group's allowed CPUs are never empty");
     let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
-    if shape.regime(config) == Regime::Heavy {
-        return leaf;
+    let test = shape.test(config);
+    if regime == Regime::Heavy && matches!(test, Test::Room) {
+        return leaf; // a DF group: one CPU
     }
     // Walk up from c, growing (base, capacity) by the siblings' CPUs at
     // each step: O(|D|) to find D, not O(machine).
     let mut d = topo.domain(leaf);
     let mut fit = shape.fit_of(d);
-    while !shape.holds(fit) {
+    while !shape.holds(test, fit) {
         let Some(parent) = d.parent.map(|p| topo.domain(p)) else {
             break; // nothing holds the group: the root
         };
@@ -266,7 +348,7 @@ pub(crate) fn choose(
         d = parent;
     }
     let mut inside = Smallest::default();
-    shape.fit_below(topo, d.id, &mut inside);
+    shape.fit_below(topo, test, d.id, &mut inside);
     inside.best.map_or(d.id, |(_, _, id)| id)
 }
 
@@ -462,6 +544,61 @@ mod tests {
             near: None,
         };
         assert!(!keeps(&t, &cfg, &shape, dom("5")), "CPU 5 is outside A");
+    }
+
+    #[test]
+    fn co_thread_keep_test_under_heavy_load_is_the_fair_share() {
+        let t = Topology::test(1, 1, 2, 1);
+        let cfg = Config::default();
+        let a = set("0-1");
+        let none = CpuSet::new();
+        let near = Near {
+            cpus: &none,
+            last: None,
+        };
+        let keeps_at = |l: &LoadVec, r: u64, home: &str, co_thread: bool| {
+            let shape = Shape {
+                base: l,
+                allowed: &a,
+                runnable: r,
+                near: co_thread.then_some(near),
+            };
+            keeps(&t, &cfg, &shape, t.smallest_holding(&set(home)))
+        };
+        // 8 threads alone: not one CPU (8 vs an average of 4), the machine.
+        let idle = load(&[0, 0]);
+        assert!(!keeps_at(&idle, 8, "0", true));
+        assert!(keeps_at(&idle, 8, "0-1", true));
+        assert_eq!(fresh_co(&t, &idle, 8), "0-1");
+        // A DF group of 8 keeps its CPU: the paper's rule, unchanged.
+        assert!(keeps_at(&idle, 8, "0", false));
+        // 3 threads beside 8 others per CPU: a CPU is acceptable (11 vs
+        // 9.5), so it is kept and the machine is not.
+        let l = load(&[8000, 8000]);
+        assert!(keeps_at(&l, 3, "1", true));
+        assert!(!keeps_at(&l, 3, "0-1", true));
+        assert_eq!(fresh_co(&t, &l, 3), "0");
+        // The CPU stops being kept when the load makes it unacceptable:
+        // 3 + 8 against an average of 8.5 (other CPU at 3).
+        let l = load(&[8000, 3000]);
+        assert!(!keeps_at(&l, 3, "0", true));
+        assert!(keeps_at(&l, 3, "1", true));
+    }
+
+    /// A fresh home for a co-thread group with no co-threads placed yet.
+    fn fresh_co(topo: &Topology, base: &LoadVec, r: u64) -> String {
+        let a = topo.cpus().clone();
+        let none = CpuSet::new();
+        let shape = Shape {
+            base,
+            allowed: &a,
+            runnable: r,
+            near: Some(Near {
+                cpus: &none,
+                last: None,
+            }),
+        };
+        cpus_of(topo, choose(topo, &Config::default(), &shape, None))
     }
 
     #[test]
