@@ -70,6 +70,10 @@ pub struct DfBenchArgs {
     /// Benchmark threads.
     #[arg(long, default_value_t = 32)]
     threads: u32,
+    /// Processes the threads are dealt to (thread i to process i mod P),
+    /// each its own application: under co-thread, a co-thread group each.
+    #[arg(long, default_value_t = 1)]
+    processes: u32,
     /// Distinct DFs.
     #[arg(long, default_value_t = 4)]
     dfs: u32,
@@ -220,6 +224,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         cores,
         smt: if a.cpus > 0 { 1 } else { a.smt },
         threads: a.threads,
+        processes: a.processes,
         dfs: a.dfs,
         df_bytes: a.df_bytes,
         passes: a.passes,
@@ -248,6 +253,9 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         "df-bench: {} CPUs, {} threads, {} DFs of {} bytes, {} passes, {}% written; private {} KiB, LLC {} KiB",
         result.cpus, a.threads, a.dfs, a.df_bytes, a.passes, a.write_pct, a.private_kib, a.llc_kib
     )?;
+    if a.processes > 1 {
+        writeln!(out, "threads dealt to {} processes", a.processes)?;
+    }
     writeln!(
         out,
         "{:<11} {:>14} {:>8} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10} {:>8} {:>11}",

@@ -147,3 +147,19 @@ fn df_bench_runs_the_co_thread_policy_with_hints_withheld() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("co-thread"));
 }
+
+#[test]
+fn df_bench_deals_threads_to_processes() {
+    let mut args = TINY_BENCH.to_vec();
+    args.extend(["--policies", "co-thread", "--processes", "2"]);
+    let v: Value = serde_json::from_str(&stdout(&dfsched(&args))).unwrap();
+    assert_eq!(v["params"]["processes"], 2);
+    let report = &v["results"][0]["report"];
+    assert_eq!(report["processes"].as_array().unwrap().len(), 2);
+    // More processes than threads is refused with the parameter's name.
+    let mut args = TINY_BENCH.to_vec();
+    args.extend(["--processes", "100000"]);
+    let out = dfsched(&args);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("processes"));
+}
