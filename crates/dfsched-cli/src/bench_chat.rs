@@ -53,10 +53,10 @@ processes took, and throughput ratios to vanilla (above 1 = faster).
 A run holds ROOMS x 40 + 1 sockets open and runs ROOMS x 80 threads; the
 open-file limit is checked first (ulimit -n).
 
-With no flags: 4 rooms x 1000 messages, 5 runs per mode, about a minute and a
-half on a 2-vCPU machine for the five modes. --grid paper runs Table 1 (rooms
-{10, 20, 30} x messages {500, 1000, 1500}, 3 runs per mode and cell): about
-an hour there.
+With no flags: 4 rooms x 1000 messages, 5 runs per mode: 38 s for the five
+modes on a 2-vCPU KVM guest. --grid paper runs Table 1 (rooms {10, 20, 30} x
+messages {500, 1000, 1500}, 3 runs per mode and cell): 1.0e9 deliveries in
+all, about 20 minutes there (estimated from the default case's throughput).
 
 On a KVM guest a wake-up on another vCPU costs tens of µs (an IPI and a halt
 exit), so packing communicating threads on one CPU looks better there than on
@@ -66,7 +66,7 @@ bare metal.";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ChatGridArg {
     /// Table 1 of the paper: rooms {10, 20, 30} × messages {500, 1000,
-    /// 1500}, 3 runs per mode and cell (about an hour on a 2-vCPU machine).
+    /// 1500}, 3 runs per mode and cell (about 20 minutes on a 2-vCPU machine).
     Paper,
 }
 
@@ -94,7 +94,7 @@ pub struct ChatArgs {
     #[arg(long)]
     json: bool,
 
-    /// Run a grid of cases (paper: Table 1, about an hour here); conflicts
+    /// Run a grid of cases (paper: Table 1, about 20 minutes here); conflicts
     /// with --rooms and --messages.
     #[arg(long, value_enum, value_name = "GRID")]
     grid: Option<ChatGridArg>,
