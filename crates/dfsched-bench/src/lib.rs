@@ -1,6 +1,10 @@
 //! dfsched-bench: the data-fragment (DF) benchmark of Pinter & Zalmanovici
 //! §5.2, run under four placements so that dfsched can be judged against the
-//! kernel alone, the best static placement, and the worst.
+//! kernel alone, the best static placement, and the worst. Beside it: the
+//! Chat benchmark of §5.1 ([`chat`]) and the co-thread paper's test program
+//! ([`cothreads`]), which reuse its start gate (`gate`), interleaved
+//! rounds ([`runner::round_order`]), statistics ([`stats`]) and machine
+//! description ([`machine`]).
 //!
 //! Vocabulary:
 //! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
