@@ -5,9 +5,16 @@
 //! forks behave as without dfsched. Tests skip with a message where a
 //! compiler is missing or fewer than 2 CPUs are allowed.
 //!
-//! The placement runs use `--balance-interval-ms 0` (no balancer thread), so
-//! nothing moves while the masks are read: the placement read back is the
-//! one each thread got when it was attached.
+//! A process alone on the machine keeps its co-thread group within its fair
+//! share, which on a 2-CPU machine is both CPUs: nothing to see. So the
+//! co-thread runs share the machine with "hogs": 6 spinning threads of
+//! another process pinned to the second CPU (not under dfsched). The
+//! machine is then heavily loaded, the runtime's balancer counts the hogs
+//! from `/proc`, and the program's co-thread group fits its share on the
+//! first CPU alone: every thread of it must end up there. The test polls
+//! the masks until they settle (a correctness wait, bounded at 30 s, not a
+//! timing assertion). Runs that expect no placement use
+//! `--balance-interval-ms 0`, so nothing can move while the masks are read.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -202,8 +209,19 @@ struct Running {
 }
 
 impl Running {
-    /// Starts the program and reads its output up to its "ready" line.
-    fn start(mut cmd: Command) -> Running {
+    /// Starts the program and reads its output up to its "ready" line. The
+    /// program must be the process started (`dfsched run` execs it).
+    fn start(cmd: Command) -> Running {
+        Self::start_inner(cmd, true)
+    }
+
+    /// As [`Running::start`], for a program started by the process started
+    /// (a grandchild): its pid is the one it prints.
+    fn start_descendant(cmd: Command) -> Running {
+        Self::start_inner(cmd, false)
+    }
+
+    fn start_inner(mut cmd: Command, same_pid: bool) -> Running {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -227,9 +245,13 @@ impl Running {
             }
             let line = line.trim();
             if let Some(pid) = line.strip_prefix("pid ") {
-                // exec keeps the pid: the program is the process we started.
-                assert_eq!(pid.parse::<u32>().unwrap(), r.pid);
-                r.tids.push(r.pid);
+                let pid: u32 = pid.parse().unwrap();
+                if same_pid {
+                    // exec keeps the pid: the program is the process we started.
+                    assert_eq!(pid, r.pid);
+                }
+                r.pid = pid;
+                r.tids.push(pid);
             } else if let Some(tid) = line.strip_prefix("tid ") {
                 r.tids.push(tid.parse().unwrap());
             } else if line.starts_with("ready") {
@@ -269,47 +291,96 @@ impl Running {
     }
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        // A failed assertion must not leave spinning programs behind.
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Threads to start so that the machine is heavily loaded (3 per allowed
 /// CPU, at most 48).
 fn heavy_threads(cpus: &BTreeSet<u32>) -> usize {
     (3 * cpus.len()).min(48)
 }
 
-/// Runs `program` with `n` spinning threads under `--policy co-thread` and
-/// asserts every thread, the main one included, is placed on one and the
-/// same CPU (heavy load: the co-thread group's home is one CPU).
-fn assert_one_home(test: &str, program: Option<PathBuf>, mode: &[&str]) {
-    let Some(cpus) = two_cpus(test) else { return };
-    let Some(program) = program else { return };
-    let n = heavy_threads(&cpus).to_string();
-    let args: Vec<&str> = mode.iter().copied().chain([n.as_str()]).collect();
-    let r = Running::start(run_cmd(
-        &["--policy", "co-thread", "--balance-interval-ms", "0"],
-        &program,
-        &args,
-    ));
-    let masks = r.masks();
-    assert_eq!(masks.len(), heavy_threads(&cpus) + 1);
-    let home = &masks[0].1;
-    for (tid, mask) in &masks {
+/// 6 spinning threads of a process pinned to one CPU, not under dfsched.
+/// Held only to be dropped: dropping it stops them.
+struct Hogs {
+    _process: Running,
+}
+
+impl Hogs {
+    /// Starts them on `cpu`; `None` (after saying why) without gcc or
+    /// taskset.
+    fn start(cpu: u32) -> Option<Hogs> {
+        let program = c_program()?;
+        if !have("taskset") {
+            eprintln!("SKIP: no taskset on this machine");
+            return None;
+        }
+        let mut cmd = clean(Command::new("taskset"));
+        cmd.args(["-c", &cpu.to_string()])
+            .arg(program)
+            .args(["spin", "6"]);
+        Some(Hogs {
+            _process: Running::start(cmd),
+        })
+    }
+}
+
+/// The first two allowed CPUs, hogs on the second, or `None` after saying
+/// why the test skips.
+fn busy_second_cpu(test: &str) -> Option<(u32, u32, Hogs)> {
+    let cpus = two_cpus(test)?;
+    let mut it = cpus.iter();
+    let (first, second) = (*it.next().unwrap(), *it.next().unwrap());
+    Some((first, second, Hogs::start(second)?))
+}
+
+/// `dfsched run --policy co-thread … -- program args` confined (with
+/// taskset) to `first` and `second`.
+fn co_thread_on(first: u32, second: u32, program: &Path, args: &[&str]) -> Command {
+    let mut cmd = clean(Command::new("taskset"));
+    cmd.args(["-c", &format!("{first},{second}"), dfsched(), "run"])
+        .args(["--policy", "co-thread", "--"])
+        .arg(program)
+        .args(args);
+    cmd
+}
+
+/// Polls `r`'s masks until every thread is on `cpu` alone (at most 30 s);
+/// returns the last masks read.
+fn settle_on(r: &Running, cpu: u32) -> Vec<(u32, BTreeSet<u32>)> {
+    let want = BTreeSet::from([cpu]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let masks = r.masks();
+        if masks.iter().all(|(_, m)| *m == want) || std::time::Instant::now() > deadline {
+            return masks;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Asserts every thread of `masks` is on `cpu` alone.
+fn assert_all_on(masks: &[(u32, BTreeSet<u32>)], cpu: u32) {
+    for (tid, mask) in masks {
         assert_eq!(
-            mask, home,
-            "thread {tid} is outside the process's home: {masks:?}"
+            *mask,
+            BTreeSet::from([cpu]),
+            "thread {tid} is not in the process's home, CPU {cpu}: {masks:?}"
         );
     }
-    assert_eq!(home.len(), 1, "heavy load: one CPU, not {home:?}");
-    assert!(home.is_subset(&cpus));
+}
+
+/// Runs `program` (3 spinning threads) under `--policy co-thread` beside
+/// hogs on the second CPU, and asserts every thread, the main one
+/// included, ends up on the first CPU: the process's one home.
+fn assert_one_home(test: &str, program: Option<PathBuf>, mode: &[&str]) {
+    let Some(program) = program else { return };
+    let Some((first, second, hogs)) = busy_second_cpu(test) else {
+        return;
+    };
+    let args: Vec<&str> = mode.iter().copied().chain(["3"]).collect();
+    let r = Running::start(co_thread_on(first, second, &program, &args));
+    assert_eq!(r.tids.len(), 4);
+    assert_all_on(&settle_on(&r, first), first);
     assert!(r.finish().success());
+    drop(hogs);
 }
 
 /// Runs `program` under `--policy POLICY` and asserts every thread keeps
@@ -400,6 +471,104 @@ fn the_programs_own_hints_reach_the_same_runtime() {
     assert!(r.finish().success());
 }
 
+#[test]
+fn a_program_started_by_the_program_inherits_the_policy() {
+    let test = "a_program_started_by_the_program_inherits_the_policy";
+    let Some(program) = c_program() else { return };
+    let Some((first, second, hogs)) = busy_second_cpu(test) else {
+        return;
+    };
+    // sh forks and execs the C program (the `; exit` keeps sh from exec'ing
+    // it in place): the grandchild gets LD_PRELOAD and DFSCHED_* from sh.
+    let r = Running::start_descendant(co_thread_on(
+        first,
+        second,
+        Path::new("sh"),
+        &["-c", "\"$0\" spin 3; exit $?", program.to_str().unwrap()],
+    ));
+    assert_eq!(r.tids.len(), 4);
+    assert_all_on(&settle_on(&r, first), first);
+    assert!(r.finish().success());
+    drop(hogs);
+}
+
+#[test]
+fn when_dfsched_cannot_start_the_threads_run_unplaced_and_it_is_counted() {
+    let Some(program) = c_program() else { return };
+    let cpus = allowed();
+    let n = 4;
+    // A sysfs root with no topology: the runtime cannot start in the
+    // program (dfsched run only checks the variables' form).
+    let mut cmd = run_cmd(
+        &["--policy", "co-thread", "--balance-interval-ms", "0"],
+        &program,
+        &["stats", &n.to_string()],
+    );
+    cmd.env("DFSCHED_SYSFS_ROOT", scratch().join("no-sysfs-here"));
+    cmd.stderr(Stdio::piped());
+    let mut r = Running::start(cmd);
+    assert_eq!(r.tids.len(), n + 1, "every thread ran");
+    for (tid, mask) in r.masks() {
+        assert_eq!(mask, cpus, "thread {tid} was placed");
+    }
+    // No runtime, so no counters: the C ABI says NULL (and why, below).
+    assert_eq!(r.line_starting("stats"), "NULL");
+    let last = r.line_starting("last-error");
+    assert!(last.contains("no-sysfs-here"), "{last}");
+    // Closing stdin ends the program, and with it its stderr.
+    drop(r.stdin.take());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut r.child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = r.child.wait().unwrap();
+    assert!(status.success());
+    assert!(stderr.contains("dfsched: not started"), "{stderr}");
+}
+
+#[test]
+fn a_thread_dfsched_cannot_place_runs_anyway_and_is_counted() {
+    let test = "a_thread_dfsched_cannot_place_runs_anyway_and_is_counted";
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = c_program() else { return };
+    if !have("taskset") {
+        eprintln!("SKIP {test}: no taskset");
+        return;
+    }
+    let mut cpus = cpus.iter();
+    let (first, second) = (*cpus.next().unwrap(), *cpus.next().unwrap());
+    // The runtime starts in a main thread confined to `first`, so its CPUs
+    // are {first}; a thread created on `second` alone has no CPU dfsched
+    // may use: its attach fails, and it runs where it was created.
+    let mut cmd = clean(Command::new("taskset"));
+    cmd.args([
+        "-c",
+        &first.to_string(),
+        dfsched(),
+        "run",
+        "--policy",
+        "co-thread",
+    ])
+    .arg("--")
+    .arg(&program)
+    .args(["outside", &second.to_string()]);
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {text}"))
+            .trim()
+            .to_string()
+    };
+    let err = line("outside-error");
+    assert!(err.contains("hold no CPU"), "{err}");
+    let stats: serde_json::Value = serde_json::from_str(&line("stats")).unwrap();
+    assert_eq!(stats["preload_attach_failures"], 1, "{stats}");
+    // The main thread (and the refused one, which exited since) only.
+    assert_eq!(stats["threads_attached"], 1, "{stats}");
+    assert_eq!(stats["refused"]["no_cpu"], 1, "{stats}");
+}
+
 /// The status of `program args` run directly and under `dfsched run`.
 fn statuses(program: &Path, args: &[&str]) -> (ExitStatus, ExitStatus) {
     let direct = clean(Command::new(program))
@@ -442,21 +611,17 @@ const SIGABRT: i32 = 6;
 #[test]
 fn a_forked_child_gets_its_cpus_back_and_a_runtime_of_its_own() {
     let test = "a_forked_child_gets_its_cpus_back_and_a_runtime_of_its_own";
-    let Some(cpus) = two_cpus(test) else { return };
     let Some(program) = c_program() else { return };
-    let n = heavy_threads(&cpus);
-    let mut child = run_cmd(
-        &["--policy", "co-thread", "--balance-interval-ms", "0"],
-        &program,
-        &["fork", &n.to_string()],
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let lines: Vec<String> = out.lines().map(Result::unwrap).collect();
-    let status = child.wait().unwrap();
+    let Some((first, second, hogs)) = busy_second_cpu(test) else {
+        return;
+    };
+    let mut r = Running::start(co_thread_on(first, second, &program, &["fork", "3"]));
+    // The parent's threads packed on the first CPU, then the fork.
+    assert_all_on(&settle_on(&r, first), first);
+    drop(r.stdin.take());
+    let lines: Vec<String> = (&mut r.out).lines().map(Result::unwrap).collect();
+    let status = r.child.wait().unwrap();
+    drop(hogs);
     let find = |prefix: &str| {
         lines
             .iter()
@@ -465,10 +630,14 @@ fn a_forked_child_gets_its_cpus_back_and_a_runtime_of_its_own() {
             .trim()
             .to_string()
     };
-    // The parent's threads were packed on one CPU; the child's only thread
-    // is back on every allowed CPU, as without dfsched.
-    assert_eq!(cpulist(&find("parent-mask")).len(), 1, "{lines:?}");
-    assert_eq!(cpulist(&find("child-mask")), cpus, "{lines:?}");
+    // The forking thread was on the first CPU; the child's only thread is
+    // back on both CPUs it may use, as without dfsched.
+    assert_eq!(cpulist(&find("parent-mask")), BTreeSet::from([first]));
+    assert_eq!(
+        cpulist(&find("child-mask")),
+        BTreeSet::from([first, second]),
+        "{lines:?}"
+    );
     // The child's own runtime knows the child's threads only: its main
     // thread and the two it started.
     let stats: serde_json::Value = serde_json::from_str(&find("child-stats")).unwrap();

@@ -8,9 +8,12 @@
 //!             attach the main thread
 //!  program: pthread_create(t, attr, start, arg) ─► ours
 //!     ACTIVE and not dfsched's own thread? → attach the creator (a no-op
-//!       once attached), then the real pthread_create(t, attr, trampoline,
-//!       Box{start, arg})
-//!     new thread: trampoline → attach itself → start(arg)
+//!       once attached), note its mask as dfsched set it and its allowed
+//!       CPUs, then the real pthread_create(t, attr, trampoline,
+//!       Box{start, arg, masks})
+//!     new thread: trampoline → mask inherited from dfsched's placement of
+//!       the creator? back to the creator's allowed CPUs → attach itself →
+//!       start(arg)
 //!     its exit: the thread-local destructor tells the runtime (thread.rs)
 //! ```
 //!
@@ -26,6 +29,12 @@
 //!   cached.
 //! - Threads dfsched creates itself (the balancer) are not attached: a
 //!   thread-local flag marks their creation.
+//! - A new thread inherits its creator's mask, and the creator's mask is
+//!   dfsched's placement of it: left so, the new thread's allowed CPUs would
+//!   be that placement for good (dfsched never widens a thread beyond the
+//!   mask it found). So a thread whose mask is exactly the placement it
+//!   inherited is first given back its creator's allowed CPUs; a mask the
+//!   program chose (`pthread_attr_setaffinity_np`) differs and is kept.
 //! - The hint API in the same process reaches the same global runtime, so
 //!   a program's own hints are honoured (a hinted thread leaves the
 //!   co-thread group for its DF's group).
@@ -43,6 +52,7 @@
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
+use dfsched_core::CpuSet;
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -73,6 +83,9 @@ static ATTACH_FAILURES: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     /// Set while dfsched itself creates a thread (the balancer).
     static INTERNAL_SPAWN: Cell<bool> = const { Cell::new(false) };
+    /// Set when attaching this thread failed: it is not tried again (nor
+    /// counted again) at each thread it creates.
+    static ATTACH_FAILED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Threads that ran unplaced because attaching them failed, in this
@@ -100,12 +113,17 @@ fn spawning_internally() -> bool {
 }
 
 /// Attaches the calling thread to the global runtime; a failure is counted
-/// and becomes the thread's last error, never a panic or an abort.
+/// once per thread and becomes the thread's last error, never a panic or an
+/// abort. A thread whose attach failed is not tried again.
 fn attach_quietly() {
+    if ATTACH_FAILED.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
     let result = std::panic::catch_unwind(crate::global::attach)
         .unwrap_or_else(|_| Err(Error::Internal("panic while attaching a thread".into())));
     if let Err(e) = result {
         ATTACH_FAILURES.fetch_add(1, Ordering::Relaxed);
+        let _ = ATTACH_FAILED.try_with(|f| f.set(true));
         crate::ffi::set_last_error(&e.to_string());
     }
 }
@@ -191,6 +209,29 @@ fn real_create() -> Option<PthreadCreate> {
 struct Start {
     routine: StartRoutine,
     arg: *mut c_void,
+    /// The creator's mask as dfsched set it, and its allowed CPUs, if
+    /// dfsched placed it.
+    inherited: Option<(CpuSet, CpuSet)>,
+}
+
+/// The calling thread's mask as dfsched set it and its allowed CPUs, if
+/// the global runtime placed it.
+fn creator_masks() -> Option<(CpuSet, CpuSet)> {
+    std::panic::catch_unwind(|| crate::global().ok()?.masks_set_and_allowed())
+        .ok()
+        .flatten()
+}
+
+/// In a new thread: if its mask is the one dfsched set on its creator (it
+/// inherited a placement), gives it its creator's allowed CPUs back.
+fn undo_inherited_placement(inherited: Option<(CpuSet, CpuSet)>) {
+    let Some((placed, allowed)) = inherited else {
+        return;
+    };
+    if crate::sys::get_affinity(0).is_ok_and(|now| now == placed) {
+        // A failure leaves the thread confined, as without this step.
+        let _ = crate::sys::set_affinity(0, &allowed);
+    }
 }
 
 /// The new thread's first frame when dfsched wraps it: attach, then the
@@ -198,7 +239,12 @@ struct Start {
 unsafe extern "C-unwind" fn trampoline(start: *mut c_void) -> *mut c_void {
     // SAFETY: `start` is the Box<Start> our pthread_create leaked for this
     // thread alone; it is taken back exactly once, here.
-    let Start { routine, arg } = *unsafe { Box::from_raw(start.cast::<Start>()) };
+    let Start {
+        routine,
+        arg,
+        inherited,
+    } = *unsafe { Box::from_raw(start.cast::<Start>()) };
+    undo_inherited_placement(inherited);
     attach_quietly();
     // Nothing owned is live across this call, so a pthread_exit or a
     // cancellation may unwind through this frame.
@@ -232,6 +278,7 @@ pub unsafe extern "C" fn pthread_create(
     let boxed = Box::into_raw(Box::new(Start {
         routine: start,
         arg,
+        inherited: creator_masks(),
     }));
     // SAFETY: the caller's `thread` and `attr`; our trampoline with the box
     // it takes back.

@@ -463,6 +463,12 @@ impl Runtime {
     /// without dfsched. `None` if it is not registered, dfsched did not
     /// place it, or someone else changed its mask since.
     pub(crate) fn mask_without_dfsched(&self) -> Option<CpuSet> {
+        self.masks_set_and_allowed().map(|(_, allowed)| allowed)
+    }
+
+    /// The calling thread's mask as dfsched set it and its allowed CPUs,
+    /// under the same conditions as [`Runtime::mask_without_dfsched`].
+    pub(crate) fn masks_set_and_allowed(&self) -> Option<(CpuSet, CpuSet)> {
         let inner = &self.owner.inner;
         if !inner.config.enabled || inner.is_shut_down() {
             return None;
@@ -474,7 +480,7 @@ impl Runtime {
         if now != rec.last_set {
             return None;
         }
-        st.engine.task(TaskId(tid)).map(|v| v.allowed)
+        st.engine.task(TaskId(tid)).map(|v| (now, v.allowed))
     }
 }
 

@@ -51,28 +51,62 @@ fn attach_registers_a_thread_once_with_no_df() {
 fn attached_threads_of_the_process_share_one_home_under_co_thread() {
     with_two_cpus(
         "attached_threads_of_the_process_share_one_home_under_co_thread",
-        |_c0, _c1| {
+        |c0, c1| {
             let rt = Runtime::start(quiet_with(Policy::CoThread)).unwrap();
-            // 6 registered threads on 2 CPUs: 3 per CPU, heavy load, so the
-            // process's co-thread group lives on one CPU.
-            let workers = attach_all(&rt, 6);
+            // Other processes keep c1 busy with 6 runnable threads: the
+            // machine is heavily loaded, and the process's co-thread group
+            // fits its share on c0 alone, so all of it goes there.
+            rt.set_external_load(&[(c1, 6)]).unwrap();
+            let workers = attach_all(&rt, 4);
             let masks: Vec<CpuSet> = workers.iter().map(Worker::mask).collect();
             assert!(
-                masks.iter().all(|m| *m == masks[0]),
-                "the co-threads were split: {masks:?}"
+                masks.iter().all(|m| *m == set_of(&[c0])),
+                "the co-threads are not all on {c0}: {masks:?}"
             );
-            assert_eq!(masks[0].len(), 1, "heavy load: one CPU, not {}", masks[0]);
-            assert!(masks[0].is_subset(rt.allowed()));
             // Each is where the engine says, in one group.
             let groups: Vec<_> = workers
                 .iter()
                 .map(|w| rt.task(w.tid).unwrap().group)
                 .collect();
             assert!(groups[0].is_some() && groups.iter().all(|g| *g == groups[0]));
+            assert_masks_match_engine(&rt, &workers);
             rt.check_invariants().unwrap();
-            assert_eq!(rt.stats().threads_attached, 6);
+            assert_eq!(rt.stats().threads_attached, 4);
         },
     );
+}
+
+#[test]
+fn a_lone_processs_co_threads_share_one_home_within_its_cpus() {
+    with_two_cpus(
+        "a_lone_processs_co_threads_share_one_home_within_its_cpus",
+        |_c0, _c1| {
+            let rt = Runtime::start(quiet_with(Policy::CoThread)).unwrap();
+            // 6 threads on 2 CPUs and nothing else: one group, one home (the
+            // engine keeps a group within its fair share, so here the home
+            // may be both CPUs), every thread exactly where the engine put it.
+            let workers = attach_all(&rt, 6);
+            let masks: Vec<CpuSet> = workers.iter().map(Worker::mask).collect();
+            assert!(masks.iter().all(|m| *m == masks[0]), "{masks:?}");
+            assert!(masks[0].is_subset(rt.allowed()));
+            let groups: Vec<_> = workers
+                .iter()
+                .map(|w| rt.task(w.tid).unwrap().group)
+                .collect();
+            assert!(groups[0].is_some() && groups.iter().all(|g| *g == groups[0]));
+            assert_masks_match_engine(&rt, &workers);
+        },
+    );
+}
+
+/// Asserts each worker's kernel mask is where the engine placed it.
+fn assert_masks_match_engine(rt: &Runtime, workers: &[Worker]) {
+    for w in workers {
+        let view = rt.task(w.tid).unwrap();
+        // Never placed: the engine's home is the thread's allowed set.
+        let placed = view.placed.unwrap_or(view.allowed);
+        assert_eq!(w.mask(), placed, "tid {}", w.tid);
+    }
 }
 
 #[test]

@@ -8,8 +8,17 @@
  *   threads hint N   as spin, and thread 0 calls dfsched_enter(1) before
  *                    "tid"; after "ready" prints "stats <json>" (and exits
  *                    3 if the dfsched API is missing)
- *   threads fork N   N threads spin; prints "parent-mask <cpulist>" of the
- *                    main thread; then fork: the child prints
+ *   threads stats N  as spin; after "ready" prints "stats <json>" and
+ *                    "last-error <the main thread's dfsched_last_error()>"
+ *   threads outside C
+ *                    starts one thread whose mask is CPU C alone (set at
+ *                    creation through its attributes), which prints
+ *                    "outside-error <its dfsched_last_error()>" and
+ *                    "outside-mask <cpulist>"; then the main thread prints
+ *                    "stats <json>" and exits 0
+ *   threads fork N   N threads spin; prints "ready" and waits for stdin to
+ *                    close; prints "parent-mask <cpulist>" of the main
+ *                    thread; then fork: the child prints
  *                    "child-mask <cpulist>" of its thread before anything
  *                    else, starts 2 threads, prints "child-stats <json>",
  *                    exits 5; the parent waits, prints "child-status <s>",
@@ -82,9 +91,20 @@ static void finish(pthread_t *t, int n) {
 static void print_stats(const char *tag) {
     const char *(*stats)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "dfsched_stats_json");
     pthread_mutex_lock(&out);
-    printf("%s %s\n", tag, stats ? stats() : "none");
+    const char *json = stats ? stats() : "none";
+    printf("%s %s\n", tag, json ? json : "NULL");
     fflush(stdout);
     pthread_mutex_unlock(&out);
+}
+
+static void *outside(void *arg) {
+    (void)arg;
+    const char *(*last)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "dfsched_last_error");
+    pthread_mutex_lock(&out);
+    printf("outside-error %s\n", last ? last() : "(no dfsched)");
+    fflush(stdout);
+    pthread_mutex_unlock(&out);
+    return NULL;
 }
 
 static void wait_stdin_eof(void) {
@@ -124,11 +144,29 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "abort") == 0) {
         abort();
     }
+    if (strcmp(mode, "outside") == 0) {
+        pthread_attr_t attr;
+        cpu_set_t one;
+        pthread_t o;
+        CPU_ZERO(&one);
+        CPU_SET(n, &one);
+        pthread_attr_init(&attr);
+        pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+        if (pthread_create(&o, &attr, outside, NULL) != 0) {
+            perror("pthread_create");
+            return 2;
+        }
+        pthread_join(o, NULL);
+        print_stats("stats");
+        return 0;
+    }
     say("pid %ld\n", (long)getpid());
     hint_first = strcmp(mode, "hint") == 0;
     start(t, n);
     if (strcmp(mode, "fork") == 0) {
         /* The parent's threads are placed; the child must not inherit that. */
+        say("ready%ld\n", 0);
+        wait_stdin_eof();
         print_mask("parent-mask");
         fflush(stdout);
         pid_t child = fork();
@@ -150,8 +188,15 @@ int main(int argc, char **argv) {
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
     say("ready%ld\n", 0);
-    if (hint_first) {
+    if (hint_first || strcmp(mode, "stats") == 0) {
         print_stats("stats");
+    }
+    if (strcmp(mode, "stats") == 0) {
+        const char *(*last)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "dfsched_last_error");
+        pthread_mutex_lock(&out);
+        printf("last-error %s\n", last ? last() : "(no dfsched)");
+        fflush(stdout);
+        pthread_mutex_unlock(&out);
     }
     wait_stdin_eof();
     finish(t, n);
