@@ -161,6 +161,7 @@ impl Ctx<'_> {
             st: &mut trial_state,
             out: &mut trial_out,
             scratch: &mut *self.scratch,
+            pinned: &mut *self.pinned,
         };
         let rehomes_before = trial.st.stats.rehomes;
         // The copy has the same slots: the same groups, in id order.

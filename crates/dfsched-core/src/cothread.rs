@@ -20,6 +20,34 @@
 //! - `L` — the CPU the task that set off the evaluation last ran on: its
 //!   `TaskNew::cpu` until the engine first places it on a single CPU, that
 //!   CPU after. Unknown for an evaluation no task set off (the balancer's).
+//! - `pin(c)` — the load **pinned** on `c`: external runnable tasks on `c`
+//!   plus `g`'s others' runnable tasks targeted at `c` alone (other groups'
+//!   members homed on that one CPU, unmanaged tasks moved there). Spread
+//!   tasks — targeted at several CPUs — are not in it; `inside(D)` counts
+//!   them in the smallest cache domain `D` holding their target (by their
+//!   share on `A`), so that `Σ_{c∈A} pin(c) + Σ_D inside(D) = base(A)`
+//!   ([`Pinned`]).
+//!
+//! # Why pinned load
+//!
+//! Judging a CPU by `base(c)` counts every spread task's fraction on every
+//! CPU it may run on, as if it were stuck there. When every process is
+//! exactly a CPU's share — 8 processes × 3 threads on 8 CPUs, 2 × 4 on 2
+//! — the groups spread while their threads start (light load, or packing
+//! not yet within the share), and once the load is heavy each group sees
+//! the others' fractions everywhere: 7 groups × 3/8 ≈ 2.6 per CPU, so
+//! packed it would carry 5.6 against an average of 3, no CPU is
+//! acceptable, and all of them stay spread for good (the simulator ran
+//! 8 × 3 on 8 never-sleeping threads in 263k cycles against vanilla's
+//! 134k). But spread threads are not stuck: a spread group can still be
+//! packed elsewhere, and the kernel balances spread threads around packed
+//! ones. So the acceptable and keep tests count only what cannot move:
+//! `pin(c)`. With everything spread, `pin = 0` and re-evaluation in
+//! group-id order (the balancer's step 0) packs the first group on a CPU
+//! (3 vs an average of 3), which then pins 3 there, so the next takes
+//! another CPU, and so on: one process per CPU in one pass, each keeping
+//! its CPU after (its own CPU pins nothing of the others). The average
+//! stays the whole runnable load of `A`, spread tasks included.
 //!
 //! # Load first: the acceptable CPUs
 //!
@@ -31,23 +59,26 @@
 //!
 //! ```text
 //!   T   = base(A) + r·1000               avg = T / n   (per CPU of A)
-//!   X_c = base(c) + r·1000               (c's load with g packed on it)
+//!   X_c = pin(c) + r·1000                (c's fixed load with g on it)
 //!
 //!   acceptable(c) ⇔ ¬ imbalanced(X_c, avg)      — the balancer's own test:
 //!                 ⇔ ¬( X_c − avg ≥ 1000  ∧  X_c·100 ≥ avg·(100 + imbalance_pct) )
 //! ```
 //!
 //! i.e. packing `g` on `c` would not make `c` imbalanced against the
-//! average: a whole task above it *and* `imbalance_pct` (25 %) above it. In
-//! integers (×n, exact): `X_c·n − T ≥ 1000·n ∧ X_c·n·100 ≥ T·(100 + pct)`.
+//! average by what is pinned there: a whole task above it *and*
+//! `imbalance_pct` (25 %) above it. In integers (×n, exact):
+//! `X_c·n − T ≥ 1000·n ∧ X_c·n·100 ≥ T·(100 + pct)`.
 //!
 //! ```text
 //!   1 process × 32 threads, 2 idle CPUs:   T = 32000, avg = 16000
 //!     X_0 = 32000 ≥ 16000 + 1000 and ≥ 1.25 × 16000   → not acceptable
-//!   9 processes × 3 threads, 2 CPUs, 8 placed 4 + 4: T = 27000, avg = 13500
+//!   9 processes × 3 threads, 2 CPUs, 8 packed 4 + 4: T = 27000, avg = 13500
 //!     X_c = 12000 + 3000 = 15000 < 1.25 × 13500        → acceptable
+//!   8 processes × 3 threads, 8 CPUs, the 7 others spread: T = 24000,
+//!     avg = 3000, X_c = 0 + 3000                         → acceptable
 //!
-//!   load ▲         avg·1.25 ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄    ░ = base(c)
+//!   load ▲         avg·1.25 ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄    ░ = pin(c)
 //!        │ ▒▒▒          ▒▒▒                         ▒ = r, g packed on c
 //!        │ ▒▒▒  avg ┄┄┄┄▒▒▒┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄
 //!        │ ░░░          ░░░  ░░░  ░░░
@@ -63,13 +94,15 @@
 //! same test on their average, with `k = |D ∩ A|`:
 //!
 //! ```text
-//!   X_D = base(D ∩ A) + r·1000
+//!   X_D = pin(D ∩ A) + Σ inside(D') over D' ⊆ D + r·1000
 //!   D within ⇔ ¬( X_D·n − T·k ≥ 1000·k·n  ∧  X_D·n·100 ≥ T·k·(100 + pct) )
 //! ```
 //!
-//! For a single CPU that is `acceptable`; the root (`D ∩ A = A`, `X_D = T`)
-//! is always within, so a home always exists. Inside `D` the kernel spreads
-//! the threads, which is vanilla's behaviour for that group.
+//! i.e. the load that must run on `D`: pinned on its CPUs, or spread over
+//! CPUs inside it. For a single CPU that is `acceptable`; the root
+//! (`D ∩ A = A`, `X_D = T`) is always within, so a home always exists.
+//! Inside `D` the kernel spreads the threads, which is vanilla's behaviour
+//! for that group.
 //!
 //! # Rules 1–5, among `K`
 //!
@@ -78,16 +111,16 @@
 //!   2. L ∈ K            → L                            (where it last ran)
 //!   3. P ≠ ∅            → the CPU of K nearest to P    (close to co-threads)
 //!   4. L known          → the CPU of K nearest to L    (close to its cache)
-//!   5. otherwise        → the least-`base` CPU of K = of A
+//!   5. otherwise        → the least-`base` CPU of K
 //! ```
 //!
 //! Under light load the home rule only needs a CPU to start its walk from,
 //! and `K` is as before the fair-share test: the CPUs not imbalanced
 //! against the least-loaded CPU of `A` by the balancer's test, both
 //! without the group (`¬imbalanced(base(c), min_A base)`), never empty.
-//! Under either regime, when `K` is not empty its least-`base` CPU is the
-//! least-`base` CPU of `A` (both tests grow with `base(c)`), so rule 5 is
-//! the same over `K` and over `A`.
+//! Rules 1, 3, 4 and 5 still order CPUs by `base` (where the kernel will
+//! find the least to share); only which CPUs are in `K` is judged by
+//! pinned load.
 //!
 //! "Nearest" is by cache domain: the fewest steps up from the CPU's leaf to
 //! a domain that holds a CPU of `P` (of `{L}`) — 0 for the CPU itself, 1
@@ -106,18 +139,95 @@
 
 use crate::config::Config;
 use crate::cpuset::CpuSet;
-use crate::ids::CpuId;
+use crate::ids::{CpuId, DomainId};
 use crate::load::{imbalanced, LoadVec, TASK_MILLI};
 use crate::topology::Topology;
 
-/// Where a co-thread group's co-threads are and where the task that set off
-/// the evaluation last ran: `P` and `L` of the module doc.
+/// Where a co-thread group's co-threads are, where the task that set off
+/// the evaluation last ran, and the load that is pinned where it is: `P`,
+/// `L` and `pin` of the module doc.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Near<'a> {
     /// `P`: the targets of the group's other members; may be empty.
     pub cpus: &'a CpuSet,
     /// `L`: the CPU the task last ran on, if known.
     pub last: Option<CpuId>,
+    /// `pin` and `inside`, without the group's runnable members (and the
+    /// mover of the event), on the same load as the home rule's `base`.
+    pub pinned: &'a Pinned,
+}
+
+/// The load the heavy-load tests judge a co-thread group by (module doc,
+/// "Why pinned load"): per CPU, what cannot go elsewhere — external runnable
+/// tasks and runnable tasks targeted at that CPU alone (`pin`); per cache
+/// domain, the runnable tasks spread over several CPUs whose target lies
+/// inside it and in none of its children (`inside`), each counted by its
+/// share on `A`. Both leave out the group being homed and the mover of the
+/// event, as `base` does, so that `Σ_{c∈A} pin(c) + Σ_D inside(D) =
+/// base(A)`.
+///
+/// Reused from evaluation to evaluation (the engine keeps one): refilling
+/// it allocates nothing once it has the machine's size.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pinned {
+    /// `pin(c)` at index `c`, in thousandths.
+    cpu: Vec<u64>,
+    /// `inside(D)` at index `D`, in thousandths.
+    inside: Vec<u64>,
+}
+
+impl Pinned {
+    /// Empties it for `topo`: no load anywhere.
+    pub(crate) fn reset(&mut self, topo: &Topology) {
+        let len = topo.cpus().iter().last().map_or(0, |c| c.0 as usize + 1);
+        self.cpu.clear();
+        self.cpu.resize(len, 0);
+        self.inside.clear();
+        self.inside.resize(topo.domains().len(), 0);
+    }
+
+    /// Adds load that can only run on `cpu` (a CPU of the machine).
+    #[inline]
+    pub(crate) fn add_cpu(&mut self, cpu: CpuId, milli: u64) {
+        self.cpu[cpu.0 as usize] += milli;
+    }
+
+    /// Adds load spread over several CPUs inside `d` and in none of its
+    /// children, `milli` being its share on `A`.
+    #[inline]
+    pub(crate) fn add_inside(&mut self, d: DomainId, milli: u64) {
+        self.inside[d.0 as usize] += milli;
+    }
+
+    /// `pin(cpu)` (0 for a CPU the machine lacks).
+    #[inline]
+    pub(crate) fn cpu(&self, cpu: CpuId) -> u64 {
+        self.cpu.get(cpu.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// `inside(d)`.
+    #[inline]
+    pub(crate) fn inside(&self, d: DomainId) -> u64 {
+        self.inside.get(d.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// `Σ_{c∈A} pin(c) + Σ_D inside(D)`: `base(A)` when it was filled
+    /// right.
+    pub(crate) fn sum_on(&self, allowed: &CpuSet) -> u64 {
+        allowed.iter().map(|c| self.cpu(c)).sum::<u64>() + self.inside.iter().sum::<u64>()
+    }
+
+    /// A load where everything is pinned: `pin = base`, nothing spread (as
+    /// when all of it is external).
+    #[cfg(test)]
+    pub(crate) fn all_of(base: &LoadVec, topo: &Topology) -> Pinned {
+        let mut p = Pinned::default();
+        p.reset(topo);
+        for c in topo.cpus().iter() {
+            p.add_cpu(c, base.get(c));
+        }
+        p
+    }
 }
 
 /// Which of rules 1–5 chose a CPU.
@@ -168,6 +278,7 @@ pub(crate) fn within_share(x_milli: u64, k: u64, total_milli: u64, n: u64, pct: 
 pub(crate) fn acceptable_test<'a>(
     config: &Config,
     base: &'a LoadVec,
+    pinned: &'a Pinned,
     allowed: &'a CpuSet,
     runnable: u64,
 ) -> impl Fn(CpuId) -> bool + 'a {
@@ -175,7 +286,7 @@ pub(crate) fn acceptable_test<'a>(
     let total = base.sum(allowed) + r;
     let n = allowed.len() as u64;
     let pct = config.imbalance_pct;
-    move |cpu| allowed.contains(cpu) && within_share(base.get(cpu) + r, 1, total, n, pct)
+    move |cpu| allowed.contains(cpu) && within_share(pinned.cpu(cpu) + r, 1, total, n, pct)
 }
 
 /// Whether `cpu` is acceptable (see [`acceptable_test`]).
@@ -183,11 +294,12 @@ pub(crate) fn acceptable_test<'a>(
 pub(crate) fn acceptable(
     config: &Config,
     base: &LoadVec,
+    pinned: &Pinned,
     allowed: &CpuSet,
     runnable: u64,
     cpu: CpuId,
 ) -> bool {
-    acceptable_test(config, base, allowed, runnable)(cpu)
+    acceptable_test(config, base, pinned, allowed, runnable)(cpu)
 }
 
 /// Whether some CPU of `allowed` (of the machine) is acceptable: whether a
@@ -196,16 +308,17 @@ pub(crate) fn any_acceptable(
     topo: &Topology,
     config: &Config,
     base: &LoadVec,
+    pinned: &Pinned,
     allowed: &CpuSet,
     runnable: u64,
 ) -> bool {
-    // The least-loaded CPU is acceptable if any is (the test grows with
-    // base(c)).
+    // The CPU with the least pinned load is acceptable if any is (the test
+    // grows with pin(c)).
     allowed
         .iter()
         .filter(|&c| topo.leaf(c).is_some())
-        .min_by_key(|&c| base.get(c))
-        .is_some_and(acceptable_test(config, base, allowed, runnable))
+        .min_by_key(|&c| pinned.cpu(c))
+        .is_some_and(acceptable_test(config, base, pinned, allowed, runnable))
 }
 
 /// Steps up from `cpu`'s leaf to the first domain meeting `set`; `None`
@@ -239,7 +352,7 @@ pub(crate) fn pick(
     let pct = config.imbalance_pct;
     let heavy = match among {
         Among::Light => None,
-        Among::Heavy(r) => Some(acceptable_test(config, base, allowed, r)),
+        Among::Heavy(r) => Some(acceptable_test(config, base, near.pinned, allowed, r)),
     };
     let ok = |c: CpuId| match &heavy {
         None => !imbalanced(base.get(c), m, pct),
@@ -248,7 +361,7 @@ pub(crate) fn pick(
     // Under heavy load with no acceptable CPU, K = A.
     let all = match among {
         Among::Light => false,
-        Among::Heavy(r) => !any_acceptable(topo, config, base, allowed, r),
+        Among::Heavy(r) => !any_acceptable(topo, config, base, near.pinned, allowed, r),
     };
     let k = || {
         allowed
@@ -279,7 +392,7 @@ pub(crate) fn pick(
             return (c, Rule::NearLastCpu);
         }
     }
-    let c = best_by(&|_| Some(0)).expect("K holds the least-loaded allowed CPU");
+    let c = best_by(&|_| Some(0)).expect("K is never empty");
     (c, Rule::AnyCpu)
 }
 
@@ -306,14 +419,17 @@ mod tests {
 
     fn pick_on(base: &[u64], allowed: &str, p: &str, last: Option<u32>) -> (CpuId, Rule) {
         let p = if p.is_empty() { CpuSet::new() } else { set(p) };
+        let base = load(base);
+        let pinned = Pinned::all_of(&base, &eight());
         let near = Near {
             cpus: &p,
             last: last.map(CpuId),
+            pinned: &pinned,
         };
         pick(
             &eight(),
             &Config::default(),
-            &load(base),
+            &base,
             &set(allowed),
             Among::Heavy(1),
             near,
@@ -405,7 +521,10 @@ mod tests {
         let cfg = Config::default(); // 25 %
         let a = set("0-7");
         let ok = |l: &[u64], r: u64, allowed: &CpuSet, c: u32| {
-            acceptable(&cfg, &load(l), allowed, r, CpuId(c))
+            let base = load(l);
+            let topo = Topology::test(1, 1, l.len() as u32, 1);
+            let pinned = Pinned::all_of(&base, &topo);
+            acceptable(&cfg, &base, &pinned, allowed, r, CpuId(c))
         };
         // One thread on a uniformly loaded machine: 3 vs an average of
         // 2.125 is less than a whole task above → acceptable anywhere.
@@ -451,8 +570,13 @@ mod tests {
         let base = load(&[2000; 8]);
         let a = set("0-7");
         let p = set("5");
+        let pinned = Pinned::all_of(&base, &eight());
         let pick2 = |p: &CpuSet, last| {
-            let near = Near { cpus: p, last };
+            let near = Near {
+                cpus: p,
+                last,
+                pinned: &pinned,
+            };
             pick(
                 &eight(),
                 &Config::default(),
@@ -462,7 +586,14 @@ mod tests {
                 near,
             )
         };
-        assert!(!any_acceptable(&eight(), &Config::default(), &base, &a, 2));
+        assert!(!any_acceptable(
+            &eight(),
+            &Config::default(),
+            &base,
+            &pinned,
+            &a,
+            2
+        ));
         assert_eq!(pick2(&p, Some(CpuId(2))), (CpuId(5), Rule::WithCoThreads));
         assert_eq!(
             pick2(&CpuSet::new(), Some(CpuId(2))),
@@ -471,9 +602,11 @@ mod tests {
         // Under light load K is the old test: not imbalanced against the
         // least-loaded CPU, whatever the group's size.
         let l = load(&[2000, 1000, 1000, 1000, 1000, 1000, 1000, 1000]);
+        let pinned = Pinned::all_of(&l, &eight());
         let near = Near {
             cpus: &p,
             last: None,
+            pinned: &pinned,
         };
         assert_eq!(
             pick(&eight(), &Config::default(), &l, &a, Among::Light, near),
@@ -483,6 +616,7 @@ mod tests {
         let near = Near {
             cpus: &p0,
             last: None,
+            pinned: &pinned,
         };
         assert_eq!(
             pick(&eight(), &Config::default(), &l, &a, Among::Light, near),

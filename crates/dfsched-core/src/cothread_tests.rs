@@ -477,3 +477,94 @@ fn four_processes_of_six_on_eight_cpus_use_every_cpu() {
     }
     h.e.check_invariants().unwrap();
 }
+
+/// Starts `processes × threads` as [`start_interleaved`] does, but with
+/// the heavy-load threshold out of reach (light load throughout: every
+/// group is homed on a cache domain, spread over its CPUs), then restores
+/// the default threshold: the spread picture heavy load left before
+/// groups were judged by their pinned load.
+fn start_spread(h: &mut H, processes: u64, threads: u64, allowed: &str) {
+    let light = Config {
+        heavy_load_milli: 1_000_000,
+        ..co_thread()
+    };
+    h.e.set_config(light).unwrap();
+    start_interleaved(h, processes, threads, allowed);
+    for app in 0..processes {
+        let g = h.e.group(group_of(h, app)).unwrap();
+        let home = &h.e.topology().domain(g.home).cpus;
+        assert!(home.len() > 1, "process {app} starts on {home}");
+    }
+    h.e.set_config(co_thread()).unwrap();
+}
+
+/// Asserts one process per CPU: every group homed on one CPU, no two on
+/// the same, `per_cpu` runnable tasks on each.
+fn assert_one_process_per_cpu(h: &H, processes: u64, per_cpu: u64) {
+    let mut cpus = crate::CpuSet::new();
+    for app in 0..processes {
+        let g = h.e.group(group_of(h, app)).unwrap();
+        let home = &h.e.topology().domain(g.home).cpus;
+        assert_eq!(home.len(), 1, "process {app} on {home}");
+        assert!(!home.is_subset(&cpus), "two processes on {home}");
+        cpus = cpus.union(home);
+    }
+    assert_eq!(cpus.len() as u64, processes);
+    assert_eq!(h.load(), vec![per_cpu * 1000; processes as usize]);
+}
+
+#[test]
+fn spread_processes_of_one_cpus_share_are_packed_one_per_cpu_in_one_pass() {
+    // Each process exactly a CPU's share: 8 × 3 on 8 CPUs, 2 × 4 on 2.
+    // Started spread, each group used to see the others' fractional shares
+    // on every CPU (7 × 3/8 ≈ 2.6 per CPU beside its own 3) and stay
+    // spread for good. Judged by pinned load — nothing is pinned while
+    // all are spread — the balancer's step 0 packs them in group-id order,
+    // each on a CPU no earlier one took, in one pass; further passes
+    // change nothing.
+    for (mut h, processes, threads, allowed) in [(eight_flat(), 8, 3, "0-7"), (two(), 2, 4, "0-1")]
+    {
+        start_spread(&mut h, processes, threads, allowed);
+        let d = h.balance();
+        assert!(!d.is_empty());
+        assert_one_process_per_cpu(&h, processes, threads);
+        let report = h.e.last_balance().unwrap();
+        assert!(!report.rehoming_discarded, "{report:?}");
+        for _ in 0..4 {
+            assert!(h.balance().is_empty(), "{processes} × {threads} flaps");
+        }
+        assert_one_process_per_cpu(&h, processes, threads);
+    }
+}
+
+#[test]
+fn processes_of_one_cpus_share_started_in_turn_end_one_per_cpu() {
+    // The same shapes started as a program starts them (every process's
+    // first thread, then every second thread, …) under the default
+    // threshold: one process per CPU after a pass, and stable.
+    for (mut h, processes, threads, allowed) in [(eight_flat(), 8, 3, "0-7"), (two(), 2, 4, "0-1")]
+    {
+        start_interleaved(&mut h, processes, threads, allowed);
+        h.balance();
+        assert_one_process_per_cpu(&h, processes, threads);
+        for _ in 0..4 {
+            assert!(h.balance().is_empty(), "{processes} × {threads} flaps");
+        }
+    }
+}
+
+#[test]
+fn spread_load_does_not_keep_a_new_process_from_being_packed() {
+    // 8 CPUs, 7 processes of 3 spread over their cache domains (light
+    // start), then an eighth of 3 arrives under heavy load: the others'
+    // 21 threads could run anywhere in their domains, nothing is pinned,
+    // so it is packed on one CPU at once.
+    let mut h = eight_flat();
+    start_spread(&mut h, 7, 3, "0-7");
+    h.ev(Event::AppNew { app: AppId(7) });
+    for t in 0..3 {
+        h.task_at(100 + t, 7, "0-7", Some(0));
+    }
+    assert_eq!(h.home(100).len(), 1, "{}", h.home(100));
+    assert_eq!(h.target(102), h.home(100));
+}

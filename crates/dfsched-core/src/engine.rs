@@ -8,6 +8,7 @@
 
 use crate::balancer::BalanceReport;
 use crate::config::{Config, ConfigError};
+use crate::cothread::Pinned;
 use crate::cpuset::CpuSet;
 use crate::error::CoreError;
 use crate::event::{Decision, Event};
@@ -112,6 +113,8 @@ pub struct Engine {
     /// Where the home rule builds its load vectors, reused from event to
     /// event so that evaluating a group allocates nothing; not state.
     scratch: LoadVec,
+    /// Where the co-thread rule builds its pinned load, likewise.
+    pinned: Pinned,
 }
 
 impl Engine {
@@ -121,6 +124,7 @@ impl Engine {
         Ok(Engine {
             st: State::new(&topology),
             scratch: LoadVec::zero(topology.cpus()),
+            pinned: Pinned::default(),
             topo: topology,
             config,
             last_balance: None,
@@ -142,6 +146,7 @@ impl Engine {
             st: &mut self.st,
             out,
             scratch: &mut self.scratch,
+            pinned: &mut self.pinned,
         };
         match event {
             Event::AppNew { app } => cx.app_new(app),

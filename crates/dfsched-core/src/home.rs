@@ -79,7 +79,10 @@
 //! - under heavy load a domain holds the group when it stays **within the
 //!   fair share** (`cothread::within_share`): `g` on `D ∩ A` would not make
 //!   those CPUs imbalanced against the average of `A` by the balancer's
-//!   test. For one CPU that is "acceptable". So the walk up from the start
+//!   test, `D`'s own load being what must run there — load pinned on its
+//!   CPUs and tasks spread inside it (`cothread::Pinned`), not the
+//!   fractions of tasks that may run elsewhere too (`cothread.rs`, "Why
+//!   pinned load"). For one CPU that is "acceptable". So the walk up from the start
 //!   stops at once — the group is packed on one CPU — when the start is
 //!   acceptable, and otherwise goes up to the smallest domain within its
 //!   share (the root at worst, which always is), then refines inside it as
@@ -99,7 +102,7 @@
 //!   fresh choice passes that test by construction.
 
 use crate::config::Config;
-use crate::cothread::{self, Near};
+use crate::cothread::{self, Near, Pinned};
 use crate::cpuset::CpuSet;
 use crate::ids::{CpuId, DomainId};
 use crate::load::{LoadVec, TASK_MILLI};
@@ -121,13 +124,16 @@ pub(crate) struct Shape<'a> {
 
 /// What a domain `D` must satisfy to hold a group.
 #[derive(Clone, Copy, Debug)]
-enum Test {
+enum Test<'p> {
     /// Every runnable thread has a CPU of its own on `D ∩ A` (light load).
     Room,
     /// `D ∩ A` stays within its fair share of `A`'s load, `A` having `cpus`
     /// CPUs and carrying `total_milli` with the group (a co-thread group
-    /// under heavy load; `cothread::within_share`).
+    /// under heavy load; `cothread::within_share`), `D`'s own load being
+    /// the load pinned inside it, not its `base`.
     Share {
+        /// The pinned load (`cothread::Pinned`).
+        pinned: &'p Pinned,
         /// `T = base(A) + r × 1000`.
         total_milli: u64,
         /// `n = |A|`.
@@ -159,19 +165,31 @@ impl Regime {
     }
 }
 
-impl Shape<'_> {
+impl<'a> Shape<'a> {
     /// The regime, counting the group's own runnable members.
     pub(crate) fn regime(&self, config: &Config) -> Regime {
         let total = self.base.sum(self.allowed) + self.runnable * TASK_MILLI;
         Regime::of(config, total, self.allowed.len())
     }
 
-    /// `(base(D ∩ A), |D ∩ A|)` of one domain, by walking its CPUs.
-    fn fit_of(&self, d: &Domain) -> (u64, u64) {
-        d.cpus
-            .iter()
-            .filter(|c| self.allowed.contains(*c))
-            .fold((0, 0), |(sum, cap), c| (sum + self.base.get(c), cap + 1))
+    /// `(load(D ∩ A), |D ∩ A|)` of one domain, its load as `test` counts
+    /// it: `base` for [`Test::Room`]; for [`Test::Share`] the load pinned
+    /// on its CPUs plus the spread load inside it (`inside` of it and of
+    /// every domain below it).
+    fn fit_of(&self, topo: &Topology, test: Test<'_>, d: &Domain) -> (u64, u64) {
+        let on_cpus = |load: &dyn Fn(CpuId) -> u64| {
+            d.cpus
+                .iter()
+                .filter(|c| self.allowed.contains(*c))
+                .fold((0, 0), |(sum, cap), c| (sum + load(c), cap + 1))
+        };
+        match test {
+            Test::Room => on_cpus(&|c| self.base.get(c)),
+            Test::Share { pinned, .. } => {
+                let (sum, cap) = on_cpus(&|c| pinned.cpu(c));
+                (sum + inside_below(topo, pinned, d), cap)
+            }
+        }
     }
 
     /// `(base(D ∩ A), |D ∩ A|)` of `d`, found in one walk of its subtree
@@ -181,20 +199,27 @@ impl Shape<'_> {
     fn fit_below(
         &self,
         topo: &Topology,
-        test: Test,
+        test: Test<'_>,
         d: DomainId,
         best: &mut Smallest,
     ) -> (u64, u64) {
         let dom = topo.domain(d);
         if dom.children.is_empty() {
             let c = dom.cpus.first().expect("domains are never empty");
+            let load = match test {
+                Test::Room => self.base.get(c),
+                Test::Share { pinned, .. } => pinned.cpu(c) + pinned.inside(d),
+            };
             return if self.allowed.contains(c) {
-                (self.base.get(c), 1)
+                (load, 1)
             } else {
                 (0, 0)
             };
         }
-        let mut fit = (0, 0);
+        let mut fit = match test {
+            Test::Room => (0, 0),
+            Test::Share { pinned, .. } => (pinned.inside(d), 0),
+        };
         for &child in &dom.children {
             let (sum, cap) = self.fit_below(topo, test, child, best);
             if self.holds(test, (sum, cap)) {
@@ -208,7 +233,7 @@ impl Shape<'_> {
     /// Whether a domain holds the group by `test`, from its
     /// `(base(D ∩ A), |D ∩ A|)`.
     #[inline]
-    fn holds(&self, test: Test, (sum, cap): (u64, u64)) -> bool {
+    fn holds(&self, test: Test<'_>, (sum, cap): (u64, u64)) -> bool {
         match test {
             // Every runnable thread gets a CPU of its own on D ∩ A, in
             // whole tasks.
@@ -217,6 +242,7 @@ impl Shape<'_> {
                 total_milli,
                 cpus,
                 pct,
+                ..
             } => cothread::within_share(
                 sum + self.runnable * TASK_MILLI,
                 cap,
@@ -229,20 +255,20 @@ impl Shape<'_> {
 
     /// The test a domain must pass to hold the group: [`Test::Room`] but
     /// for a co-thread group under heavy load.
-    fn test(&self, config: &Config) -> Test {
-        if self.near.is_some() && self.regime(config) == Regime::Heavy {
-            Test::Share {
+    fn test(&self, config: &Config) -> Test<'a> {
+        match self.near {
+            Some(near) if self.regime(config) == Regime::Heavy => Test::Share {
+                pinned: near.pinned,
                 total_milli: self.base.sum(self.allowed) + self.runnable * TASK_MILLI,
                 cpus: self.allowed.len() as u64,
                 pct: config.imbalance_pct,
-            }
-        } else {
-            Test::Room
+            },
+            _ => Test::Room,
         }
     }
 
     /// The same group counted with at least one runnable member.
-    fn at_least_one(&self) -> Shape<'_> {
+    fn at_least_one(&self) -> Shape<'a> {
         Shape {
             runnable: self.runnable.max(1),
             ..*self
@@ -283,7 +309,7 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
     let test = shape.test(config);
     match (shape.regime(config), test) {
         (Regime::Heavy, Test::Room) => keeps_heavy(topo, shape.allowed, home),
-        (Regime::Heavy, Test::Share { .. }) => {
+        (Regime::Heavy, Test::Share { pinned, .. }) => {
             let mut inside = Smallest::default();
             let fit = shape.fit_below(topo, test, home, &mut inside);
             shape.holds(test, fit)
@@ -293,6 +319,7 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
                         topo,
                         config,
                         shape.base,
+                        pinned,
                         shape.allowed,
                         shape.runnable,
                     ))
@@ -336,20 +363,32 @@ pub(crate) fn choose(
     // Walk up from c, growing (base, capacity) by the siblings' CPUs at
     // each step: O(|D|) to find D, not O(machine).
     let mut d = topo.domain(leaf);
-    let mut fit = shape.fit_of(d);
+    let mut fit = shape.fit_of(topo, test, d);
     while !shape.holds(test, fit) {
         let Some(parent) = d.parent.map(|p| topo.domain(p)) else {
             break; // nothing holds the group: the root
         };
         for &sib in parent.children.iter().filter(|&&s| s != d.id) {
-            let (sum, cap) = shape.fit_of(topo.domain(sib));
+            let (sum, cap) = shape.fit_of(topo, test, topo.domain(sib));
             fit = (fit.0 + sum, fit.1 + cap);
+        }
+        if let Test::Share { pinned, .. } = test {
+            fit.0 += pinned.inside(parent.id);
         }
         d = parent;
     }
     let mut inside = Smallest::default();
     shape.fit_below(topo, test, d.id, &mut inside);
     inside.best.map_or(d.id, |(_, _, id)| id)
+}
+
+/// `Σ inside` over `d` and every domain below it.
+fn inside_below(topo: &Topology, pinned: &Pinned, d: &Domain) -> u64 {
+    pinned.inside(d.id)
+        + d.children
+            .iter()
+            .map(|&c| inside_below(topo, pinned, topo.domain(c)))
+            .sum::<u64>()
 }
 
 /// Re-evaluates a group: `current` if it is kept, else a fresh choice.
@@ -552,11 +591,13 @@ mod tests {
         let cfg = Config::default();
         let a = set("0-1");
         let none = CpuSet::new();
-        let near = Near {
-            cpus: &none,
-            last: None,
-        };
         let keeps_at = |l: &LoadVec, r: u64, home: &str, co_thread: bool| {
+            let pinned = Pinned::all_of(l, &t);
+            let near = Near {
+                cpus: &none,
+                last: None,
+                pinned: &pinned,
+            };
             let shape = Shape {
                 base: l,
                 allowed: &a,
@@ -589,6 +630,7 @@ mod tests {
     fn fresh_co(topo: &Topology, base: &LoadVec, r: u64) -> String {
         let a = topo.cpus().clone();
         let none = CpuSet::new();
+        let pinned = Pinned::all_of(base, topo);
         let shape = Shape {
             base,
             allowed: &a,
@@ -596,6 +638,7 @@ mod tests {
             near: Some(Near {
                 cpus: &none,
                 last: None,
+                pinned: &pinned,
             }),
         };
         cpus_of(topo, choose(topo, &Config::default(), &shape, None))
@@ -629,6 +672,8 @@ mod tests {
             co_thread in any::<bool>(),
             near_bits in 0u32..0xffff,
             last in proptest::option::of(0u32..17),
+            pinned_milli in proptest::collection::vec(0u64..6000, 16),
+            up in proptest::collection::vec(0usize..4, 16),
         ) {
             let t = [
                 Topology::test(1, 1, 2, 1),
@@ -643,7 +688,26 @@ mod tests {
             // Half the cases are co-thread groups with co-threads on
             // `near_bits` and a last CPU (the rules 1–5 start).
             let p: CpuSet = (0..n as u32).filter(|i| near_bits & (1 << i) != 0).map(CpuId).collect();
-            let near = co_thread.then_some(Near { cpus: &p, last: last.map(CpuId) });
+            // Some of each CPU's load (`pinned_milli`, at most all of it)
+            // is pinned there; the rest is spread inside one of its
+            // domains above its leaf (by `up`), counted there when the
+            // CPU is in A — so the pinned view adds up to base(A), as the
+            // engine's does.
+            let mut pinned = Pinned::default();
+            pinned.reset(&t);
+            for c in t.cpus().iter() {
+                let i = c.0 as usize;
+                let pin = pinned_milli[i].min(l.get(c));
+                pinned.add_cpu(c, pin);
+                // Spread load is never inside a leaf alone (a task on one
+                // CPU is pinned there).
+                let above: Vec<_> = t.ancestors(c).skip(1).map(|d| d.id).collect();
+                let d = above[up[i] % above.len()];
+                if a.contains(c) {
+                    pinned.add_inside(d, l.get(c) - pin);
+                }
+            }
+            let near = co_thread.then_some(Near { cpus: &p, last: last.map(CpuId), pinned: &pinned });
             let shape = Shape { base: &l, allowed: &a, runnable: r, near };
             let cfg = Config::default();
             let home = choose(&t, &cfg, &shape, None);

@@ -43,7 +43,7 @@
 //! the balancer are written on top of it.
 
 use crate::config::Config;
-use crate::cothread::Near;
+use crate::cothread::{Near, Pinned};
 use crate::cpuset::CpuSet;
 use crate::engine::Stats;
 use crate::event::Decision;
@@ -232,6 +232,8 @@ pub(crate) struct Ctx<'a> {
     /// The home rule's `base` is built here, so that evaluating a group
     /// allocates nothing. Its content means nothing between uses.
     pub scratch: &'a mut LoadVec,
+    /// The co-thread rule's pinned load is built here, for the same reason.
+    pub pinned: &'a mut Pinned,
 }
 
 /// What a group's re-evaluation needs before any load vector is built.
@@ -326,6 +328,60 @@ impl<'s> View<'s> {
             runnable,
             load_on_a_milli: on_a,
         }
+    }
+
+    /// Writes into `pinned` the load pinned where it is (`cothread.rs`,
+    /// "Why pinned load") without a group's runnable members and without
+    /// `mover`, spread load counted by its share on `allowed` (`A`): the
+    /// same load as [`View::base_without`], sorted by where it may run.
+    /// O(CPUs + groups × distinct allowed sets); allocates only the first
+    /// time `pinned` is used.
+    ///
+    /// Under `Policy::CoThread`, the only policy with co-thread groups,
+    /// every task is in a group (invariant 1) but the mover of an event,
+    /// which is left out anyway: the groups' censuses hold every other
+    /// engine task. Should an unmanaged task be runnable all the same, the
+    /// sums disagree with `base(A)` and the tasks are walked.
+    pub(crate) fn pinned_without(
+        self,
+        group: Option<GroupSlot>,
+        mover: Option<TaskSlot>,
+        allowed: &CpuSet,
+        base_on_a_milli: u64,
+        pinned: &mut Pinned,
+    ) {
+        pinned.reset(self.topo);
+        let topo = self.topo;
+        let add = |pinned: &mut Pinned, target: &CpuSet, n: u64| {
+            if target.len() == 1 {
+                let c = target.first().expect("one CPU");
+                pinned.add_cpu(c, n * TASK_MILLI);
+            } else {
+                let d = topo.smallest_holding(target);
+                pinned.add_inside(d, n * share_within(target, allowed));
+            }
+        };
+        for c in topo.cpus().iter() {
+            let n = self.st.external.get(c.0 as usize).copied().unwrap_or(0);
+            pinned.add_cpu(c, u64::from(n) * TASK_MILLI);
+        }
+        for (_, slot, grp) in self.st.groups.iter() {
+            if Some(slot) == group || grp.runnable == 0 {
+                continue;
+            }
+            for (a, _, r) in self.census_of(Some(slot)).filter(|c| c.2 > 0) {
+                add(pinned, &self.member_target(slot, a), u64::from(r));
+            }
+        }
+        if pinned.sum_on(allowed) != base_on_a_milli {
+            let mover = mover.map(|m| self.st.tasks.id(m));
+            for (id, _, t) in self.st.tasks.iter() {
+                if t.group.is_none() && t.runnable && Some(id) != mover {
+                    add(pinned, &t.target, 1);
+                }
+            }
+        }
+        debug_assert_eq!(pinned.sum_on(allowed), base_on_a_milli);
     }
 
     /// Σ load over `set`; O(1) for the whole machine.
@@ -423,7 +479,16 @@ impl Ctx<'_> {
             return current;
         }
         let near = co_thread.then(|| (view.co_thread_cpus(g), last));
-        by_the_rule(view, self.config, &facts, g, mover, near, self.scratch)
+        by_the_rule(
+            view,
+            self.config,
+            &facts,
+            g,
+            mover,
+            near,
+            self.scratch,
+            self.pinned,
+        )
     }
 
     /// A fresh home for a new group of `kind` made of `mover` alone.
@@ -436,9 +501,15 @@ impl Ctx<'_> {
         let facts = view.facts(None, Some(mover), true);
         view.base_without(None, Some(mover), self.scratch);
         let none = CpuSet::new();
-        let near = (kind == GroupKind::CoThread).then(|| Near {
+        let co_thread = kind == GroupKind::CoThread;
+        if co_thread {
+            let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
+            view.pinned_without(None, Some(mover), &facts.allowed, base_on_a, self.pinned);
+        }
+        let near = co_thread.then(|| Near {
             cpus: &none,
             last: view.st.tasks[mover].last_cpu,
+            pinned: &*self.pinned,
         });
         let shape = Shape {
             base: &*self.scratch,
@@ -622,6 +693,7 @@ impl Ctx<'_> {
 /// that its locals do not widen the hint path's stack frames (each line of
 /// stack a hint writes is a cache miss after the thread moved).
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn by_the_rule(
     view: View<'_>,
     config: &Config,
@@ -630,13 +702,23 @@ fn by_the_rule(
     mover: Option<TaskSlot>,
     near: Option<(CpuSet, Option<CpuId>)>,
     scratch: &mut LoadVec,
+    pinned: &mut Pinned,
 ) -> DomainId {
     view.base_without(Some(g), mover, scratch);
+    if near.is_some() {
+        let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
+        view.pinned_without(Some(g), mover, &facts.allowed, base_on_a, pinned);
+    }
+    let pinned = &*pinned;
     let shape = Shape {
         base: &*scratch,
         allowed: &facts.allowed,
         runnable: facts.runnable,
-        near: near.as_ref().map(|(cpus, last)| Near { cpus, last: *last }),
+        near: near.as_ref().map(|(cpus, last)| Near {
+            cpus,
+            last: *last,
+            pinned,
+        }),
     };
     home::evaluate(view.topo, config, &shape, view.st.groups[g].home)
 }

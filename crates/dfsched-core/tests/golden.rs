@@ -239,7 +239,7 @@ impl Run {
 }
 
 #[test]
-fn co_thread_two_processes_of_four_threads_on_two_cpus_stay_spread() {
+fn co_thread_two_processes_of_four_threads_on_two_cpus_get_a_cpu_each() {
     // Two unmodified processes (no hints) start their threads in turn, each
     // thread on CPU 0 as the kernel forks them there.
     let mut r = Run::co_thread();
@@ -251,19 +251,28 @@ fn co_thread_two_processes_of_four_threads_on_two_cpus_stay_spread() {
     // (rule 2); app 1's takes CPU 1, since CPU 0 now carries a whole task
     // more (rule 4: the nearest acceptable CPU). App 0's second thread
     // widens its group to the machine (it already runs there: no Place for
-    // it). With app 1's second the load is heavy, but packed on one CPU app
-    // 1 would carry 3 against an average of 2 (a whole task and 50 % above:
-    // not acceptable), so it spreads too; and so on for every later thread
-    // of either: each group alone is a CPU's share, the other one spread
-    // over both CPUs. Both stay spread — vanilla's placement, never a CPU
-    // left idle (packing is for groups the others' load makes fit).
+    // it). With app 1's second the load is heavy (4 on 2 CPUs) and CPUs are
+    // judged by their pinned load: app 0 is spread, so nothing is pinned
+    // anywhere, and app 1 on CPU 1 would carry 2 against an average of 2:
+    // it stays packed there (task 3 joins it). App 0's third thread: CPU 1
+    // has app 1's 2 pinned, CPU 0 nothing; 3 on CPU 0 against an average
+    // of 2.5 is acceptable (on CPU 1 it would be 5), so app 0 is packed
+    // there (rule 1: its co-threads are on both CPUs). Every later thread
+    // joins its process's CPU: 4 + 4, one process per CPU, and the
+    // balancer has nothing to do.
     let want = "\
 place task0 on 0
 place task1 on 1
 place task0 on 0-1
-place task1 on 0-1";
+place task3 on 1
+place task0 on 0
+place task2 on 0
+place task4 on 0
+place task5 on 1
+place task6 on 0
+place task7 on 1";
     assert_eq!(joined(&r.log), want);
-    for (app, cpu) in [(0, "0-1"), (1, "0-1")] {
+    for (app, cpu) in [(0, "0"), (1, "1")] {
         let gs = r.e.co_thread_groups(AppId(app));
         assert_eq!(gs.len(), 1);
         let g = r.e.group(gs[0]).unwrap();
