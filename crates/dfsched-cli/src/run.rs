@@ -37,9 +37,12 @@ honoured by the same runtime.
 
 Policies:
   co-thread      the process's threads form one group (its co-threads): under
-                 heavy load (2 or more runnable threads per CPU) they share one
-                 CPU, under light load one cache domain, spread over its CPUs;
-                 the balancer moves the group whole
+                 heavy load (2 or more runnable threads per CPU, other
+                 processes' included) they share one CPU if the group fits
+                 that CPU's fair share (else the smallest cache domain that
+                 does); under light load one cache domain, spread over its
+                 CPUs; the balancer moves the group whole. A process alone on
+                 the machine may so keep every CPU
   data-affinity  threads that give no DF are left where the kernel puts them
                  (the balancer may move them); hinted threads are grouped by DF
   none           dfsched does nothing: the program runs as without it
