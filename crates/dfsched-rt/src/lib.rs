@@ -111,10 +111,10 @@
 //!
 //! Measured on the 2-vCPU KVM development guest with criterion
 //! (`cargo bench -p dfsched-benches --bench hint`, medians; the guest was
-//! shared with other builds, the benchmark ran at autogroup nice −19):
-//! `hint/same_df` 13.8 ns; a pair of moves costs 27.32 µs through bare
-//! `sched_setaffinity` and 35.09 µs through `dfsched_hint`, side by side,
-//! so dfsched's own share is ≈ 3.9 µs per move. Most of a move is the
+//! quiet, the benchmark at autogroup nice −19; 2026-11-22):
+//! `hint/same_df` 9.6 ns; a pair of moves costs 32.75 µs through bare
+//! `sched_setaffinity` and 38.69 µs through `dfsched_hint`, side by side,
+//! so dfsched's own share is ≈ 3.0 µs per move. Most of a move is the
 //! kernel's migration and the halt exit of the woken vCPU; of dfsched's
 //! share, the engine's `Hint` is ≈ 0.27 µs warm
 //! (`engine/hint_switch_known_df` in `--bench engine`), the rest is the
