@@ -126,7 +126,7 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Binds the socket (see [`super::bind_private`] for the rules): fails
+    /// Binds the socket (the rules are in the `agent` module doc): fails
     /// with [`AgentError::AlreadyRunning`] if a live agent holds the path.
     pub fn bind(config: AgentConfig) -> Result<Agent, AgentError> {
         let (listener, lock) = super::bind_private(&config.socket)?;
