@@ -296,24 +296,37 @@ pub fn render_report(r: &BenchReport) -> String {
     )
 }
 
+/// The part every benchmark's grid rendering shares: the heading
+/// (`dfsched bench <bench> --grid <grid>: N cells`, the machine), then each
+/// cell's parameters and table. `cells` gives each cell's described
+/// parameters and its rendered table, in order.
+pub(crate) fn render_grid_cells(
+    bench: &str,
+    grid: &str,
+    machine: &Machine,
+    cells: impl ExactSizeIterator<Item = (String, String)>,
+) -> String {
+    let n = cells.len();
+    let mut out = format!(
+        "dfsched bench {bench} --grid {grid}: {n} cells\n{}\n",
+        describe_machine(machine)
+    );
+    for (i, (params, table)) in cells.enumerate() {
+        let _ = write!(out, "\n[cell {}/{n}] {params}\n{table}", i + 1);
+    }
+    out
+}
+
 /// A grid for people: a table per cell, then the ratios side by side.
 pub fn render_grid(g: &GridReport) -> String {
-    let mut out = format!(
-        "dfsched bench df --grid {}: {} cells\n{}\n",
-        g.grid,
-        g.cells.len(),
-        describe_machine(&g.machine)
+    let mut out = render_grid_cells(
+        "df",
+        &g.grid,
+        &g.machine,
+        g.cells
+            .iter()
+            .map(|c| (describe_params(&c.params), render_table(c))),
     );
-    for (i, c) in g.cells.iter().enumerate() {
-        let _ = write!(
-            out,
-            "\n[cell {}/{}] {}\n{}",
-            i + 1,
-            g.cells.len(),
-            describe_params(&c.params),
-            render_table(c)
-        );
-    }
     let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
     let _ = writeln!(
         out,

@@ -24,7 +24,7 @@
 use super::{ChatMode, ChatParams};
 use crate::chat::run::ChatRun;
 use crate::machine::Machine;
-use crate::report::{describe_machine, BUSY_SHARE, KVM_NOTE};
+use crate::report::{describe_machine, render_grid_cells, BUSY_SHARE, KVM_NOTE};
 use crate::stats::{median, ratio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -264,22 +264,14 @@ pub fn render_chat_report(r: &ChatReport) -> String {
 
 /// A grid for people: a table per cell, then Table 1's layout.
 pub fn render_chat_grid(g: &ChatGridReport) -> String {
-    let mut out = format!(
-        "dfsched bench chat --grid {}: {} cells\n{}\n",
-        g.grid,
-        g.cells.len(),
-        describe_machine(&g.machine)
+    let mut out = render_grid_cells(
+        "chat",
+        &g.grid,
+        &g.machine,
+        g.cells
+            .iter()
+            .map(|c| (describe_chat_params(&c.params), render_chat_table(c))),
     );
-    for (i, c) in g.cells.iter().enumerate() {
-        let _ = write!(
-            out,
-            "\n[cell {}/{}] {}\n{}",
-            i + 1,
-            g.cells.len(),
-            describe_chat_params(&c.params),
-            render_chat_table(c)
-        );
-    }
     let _ = writeln!(
         out,
         "\n{:>5} {:>8} {:>18} {:>18} {:>16} {:>16}",

@@ -34,7 +34,7 @@ pub mod worker;
 
 use crate::cothread::CoThreadError;
 use crate::machine::Machine;
-use crate::report::{describe_machine, KVM_NOTE};
+use crate::report::{describe_machine, render_grid_cells, KVM_NOTE};
 use crate::runner::{round_order, Progress};
 use crate::stats::{median, ratio, Summary};
 use serde::{Deserialize, Serialize};
@@ -664,22 +664,14 @@ pub fn render_co_report(r: &CoReport) -> String {
 
 /// A grid for people: a table per cell, then Table I's layout.
 pub fn render_co_grid(g: &CoGridReport) -> String {
-    let mut out = format!(
-        "dfsched bench cothreads --grid {}: {} cells\n{}\n",
-        g.grid,
-        g.cells.len(),
-        describe_machine(&g.machine)
+    let mut out = render_grid_cells(
+        "cothreads",
+        &g.grid,
+        &g.machine,
+        g.cells
+            .iter()
+            .map(|c| (describe_co_params(&c.params), render_co_table(c))),
     );
-    for (i, c) in g.cells.iter().enumerate() {
-        let _ = write!(
-            out,
-            "\n[cell {}/{}] {}\n{}",
-            i + 1,
-            g.cells.len(),
-            describe_co_params(&c.params),
-            render_co_table(c)
-        );
-    }
     let _ = writeln!(
         out,
         "\n{:>9} {:>7} {:>12} {:>19}",
