@@ -9,9 +9,21 @@
 //!   2. the child's environment: LD_PRELOAD=<lib>[:<LD_PRELOAD>],
 //!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given;
 //!      checked as the runtime will read it (nothing runs if it is bad)
-//!   3. exec the program: it replaces this process, so its pid, exit status
+//!   3. the agent: unless dfsched is off for the program (policy none,
+//!      DFSCHED_DISABLE, no balancer, DFSCHED_AGENT=off / --no-agent), make
+//!      sure a `dfsched agent` listens on the socket the program's runtime
+//!      will use (DFSCHED_AGENT: auto = the default socket, or a path),
+//!      starting one if none does; if that fails, one warning line and on
+//!   4. exec the program: it replaces this process, so its pid, exit status
 //!      and signals are its own
 //! ```
+//!
+//! The agent is an optimisation, never a condition: whatever happens to it,
+//! the program runs, with its own exit status. A started agent is detached
+//! (adopted by init, its own process group, standard streams on
+//! `/dev/null`), so `dfsched run` leaves no child behind and the agent
+//! outlives the program to serve the next one. When it works nothing is
+//! printed: the program's stderr is the user's.
 //!
 //! Exit status, as `env(1)` and `timeout(1)`: the program's own once it
 //! runs; 125 if `dfsched run` itself failed (library not found, a bad
@@ -20,6 +32,7 @@
 
 use crate::Failure;
 use clap::{Args, ValueEnum};
+use dfsched::agent::AgentMode;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -50,6 +63,21 @@ Policies:
 libdfsched.so is looked for, in order: --lib PATH; $DFSCHED_LIB; next to the \
 dfsched binary (the newer of DIR/libdfsched.so and DIR/deps/libdfsched.so, \
 where cargo builds it); DIR/../lib/libdfsched.so.
+
+The agent: processes under dfsched share one view of the machine's load \
+through a per-user coordinator, `dfsched agent`, so that two of them do not \
+pile their threads onto the same CPU, and processes that share a pipe or a \
+socket are placed together. Each program's runtime reports to it once per \
+balancer pass over a Unix socket (mode 0600 in a 0700 directory): \
+$XDG_RUNTIME_DIR/dfsched/agent.sock, or /tmp/dfsched-$UID/agent.sock \
+without XDG_RUNTIME_DIR, or the absolute path in $DFSCHED_AGENT. dfsched \
+run starts the agent there when none listens (detached: it outlives the \
+program and serves the next ones), and prints nothing when that works; if \
+it cannot, it prints one warning and runs the program anyway, which then \
+uses its own /proc sample of the load. No agent is started for --policy \
+none, DFSCHED_DISABLE=1, --balance-interval-ms 0 (no balancer to talk to \
+it) or --no-agent / DFSCHED_AGENT=off. See its state with `dfsched agent \
+--status`, stop it with `dfsched agent --stop`.
 
 Exit status: the program's own (it replaces dfsched run: same pid, same \
 signals); 125 if dfsched run failed before starting it; 126 if it could not \
@@ -120,6 +148,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "BOOL")]
     external_load: Option<bool>,
 
+    /// Neither start nor use `dfsched agent`: the program's runtime judges
+    /// the load from its own /proc sample alone (DFSCHED_AGENT=off).
+    #[arg(long)]
+    no_agent: bool,
+
     /// The libdfsched.so to preload (else $DFSCHED_LIB, else next to this
     /// binary).
     #[arg(long, value_name = "PATH")]
@@ -159,11 +192,21 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         .filter(|(k, _)| k.starts_with("DFSCHED_") && !vars.iter().any(|(n, _)| n == k))
         .collect();
     seen.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    if let Err(e) = dfsched::RuntimeConfig::from_vars(seen) {
-        fail(
+    let config = match dfsched::RuntimeConfig::from_vars(seen) {
+        Ok(config) => config,
+        Err(e) => fail(
             EXIT_FAILED,
             &format!("{e}; nothing was run (check the options and the DFSCHED_* environment)"),
-        );
+        ),
+    };
+    if let Some(socket) = agent_socket(&config) {
+        // The agent only improves placement: the program runs without it.
+        if let Err(e) = dfsched::agent::ensure_running(&socket) {
+            eprintln!(
+                "dfsched run: warning: could not start the agent ({}); continuing without it",
+                one_line(&e.to_string())
+            );
+        }
     }
     let preload = prepend_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());
     tracing::info!(lib = %lib.display(), policy = args.policy.env_value(), "dfsched run: exec");
@@ -219,7 +262,35 @@ fn dfsched_vars(args: &RunArgs) -> Vec<(&'static str, String)> {
     if let Some(on) = args.external_load {
         vars.push(("DFSCHED_EXTERNAL_LOAD", if on { "1" } else { "0" }.into()));
     }
+    if args.no_agent {
+        vars.push(("DFSCHED_AGENT", "off".into()));
+    }
     vars
+}
+
+/// `text` on one line: its non-blank lines joined with `; ` (the agent's
+/// reasons may span lines; the warning is one).
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The socket of the agent the program's runtime will talk to, read from
+/// the configuration it will start with; `None` when it will not talk to
+/// one: dfsched off (policy none, `DFSCHED_DISABLE`), no balancer thread
+/// (the link runs from its passes), or `DFSCHED_AGENT=off`.
+fn agent_socket(config: &dfsched::RuntimeConfig) -> Option<PathBuf> {
+    if !config.enabled || config.balance_interval_ms == 0 {
+        return None;
+    }
+    match &config.agent {
+        AgentMode::Off => None,
+        AgentMode::Auto => Some(dfsched::agent::default_socket_path()),
+        AgentMode::Path(p) => Some(p.clone()),
+    }
 }
 
 /// `lib` first in an `LD_PRELOAD` list (ld.so takes `:` or spaces between
@@ -295,6 +366,42 @@ mod tests {
             prepend_preload(lib, Some(OsStr::new(""))),
             "/x/libdfsched.so"
         );
+    }
+
+    fn config(vars: &[(&str, &str)]) -> dfsched::RuntimeConfig {
+        dfsched::RuntimeConfig::from_vars(vars.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn the_agent_socket_is_the_one_the_runtime_will_use() {
+        assert_eq!(
+            agent_socket(&config(&[("DFSCHED_POLICY", "co-thread")])),
+            Some(dfsched::agent::default_socket_path())
+        );
+        assert_eq!(
+            agent_socket(&config(&[("DFSCHED_AGENT", "/x/a.sock")])),
+            Some(PathBuf::from("/x/a.sock"))
+        );
+    }
+
+    #[test]
+    fn no_agent_is_wanted_when_the_runtime_will_not_talk_to_one() {
+        for vars in [
+            [("DFSCHED_AGENT", "off"), ("DFSCHED_POLICY", "co-thread")],
+            [("DFSCHED_AGENT", "/x/a.sock"), ("DFSCHED_POLICY", "none")],
+            [("DFSCHED_AGENT", "/x/a.sock"), ("DFSCHED_DISABLE", "1")],
+            [
+                ("DFSCHED_AGENT", "auto"),
+                ("DFSCHED_BALANCE_INTERVAL_MS", "0"),
+            ],
+        ] {
+            assert_eq!(agent_socket(&config(&vars)), None, "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn the_warning_is_one_line() {
+        assert_eq!(one_line("a failed:\n  error: x\n\n"), "a failed:; error: x");
     }
 
     #[test]
