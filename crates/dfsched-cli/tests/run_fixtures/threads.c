@@ -23,6 +23,12 @@
  *                    else, starts 2 threads, prints "child-stats <json>",
  *                    exits 5; the parent waits, prints "child-status <s>",
  *                    and exits with the child's status
+ *   threads crash N  as spin, but abort()s when stdin closes
+ *   threads orphan N as spin; on the first input from stdin, forks and
+ *                    exits 0 at once (its threads with it): the child
+ *                    prints "child-pid C", starts 2 spinning threads,
+ *                    prints "child-ready", and runs, outliving its parent,
+ *                    until stdin closes; then it exits 0
  *   threads exit C   exits with status C
  *   threads abort    abort()s
  */
@@ -187,6 +193,30 @@ int main(int argc, char **argv) {
         finish(t, n);
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
+    if (strcmp(mode, "orphan") == 0) {
+        say("ready%ld\n", 0);
+        char buf[64];
+        if (read(0, buf, sizeof buf) <= 0) {
+            return 0;
+        }
+        pid_t child = fork();
+        if (child < 0) {
+            perror("fork");
+            return 2;
+        }
+        if (child == 0) {
+            pthread_t c[2];
+            say("child-pid %ld\n", (long)getpid());
+            atomic_store(&started, 0);
+            atomic_store(&stop, 0);
+            start(c, 2);
+            say("child-ready%ld\n", 0);
+            wait_stdin_eof();
+            finish(c, 2);
+            return 0;
+        }
+        return 0;
+    }
     say("ready%ld\n", 0);
     if (hint_first || strcmp(mode, "stats") == 0) {
         print_stats("stats");
@@ -199,6 +229,9 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&out);
     }
     wait_stdin_eof();
+    if (strcmp(mode, "crash") == 0) {
+        abort();
+    }
     finish(t, n);
     return 0;
 }
