@@ -52,7 +52,15 @@
  *                                    a group's home is one CPU (2000; >= 1000)
  *   DFSCHED_MAX_MOVES_PER_PASS=N     moves per balancer pass (16; >= 1)
  *   DFSCHED_EXTERNAL_LOAD=0|1        count other processes' runnable threads
- *                                    per CPU from /proc before each pass (1)
+ *                                    per CPU before each pass, from the
+ *                                    agent's shared /proc scan, else from
+ *                                    our own (1)
+ *   DFSCHED_EXTERNAL_WINDOW=N        the load of processes not under dfsched
+ *                                    counts per CPU as its minimum over the
+ *                                    last N samples (one per pass), so a
+ *                                    momentary burst (a build, a shell) is
+ *                                    ignored and lasting load is seen after
+ *                                    N passes; 1 = no damping (3; 1..100)
  *   DFSCHED_SYSFS_ROOT=DIR           where sys/devices/system/... is read (/)
  *   DFSCHED_AGENT=auto|off|PATH      the `dfsched agent` to share the load
  *                                    view with (its Unix socket); auto: the

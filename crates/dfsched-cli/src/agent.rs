@@ -4,11 +4,15 @@
 //! the command line.
 //!
 //! ```text
-//! dfsched agent [--socket PATH]               start a detached agent, return once it listens
-//! dfsched agent [--socket PATH] --foreground  run it in this process (logs on stderr)
+//! dfsched agent [--socket PATH] [--idle-exit SECS]               start a detached agent, return once it listens
+//! dfsched agent [--socket PATH] [--idle-exit SECS] --foreground  run it in this process (logs on stderr)
 //! dfsched agent [--socket PATH] --status      print its state as JSON
 //! dfsched agent [--socket PATH] --stop        ask it to end, wait until it has
 //! ```
+//!
+//! An agent runs until stopped unless given `--idle-exit`; one started on
+//! demand (`dfsched run`, through `dfsched::agent::ensure_running`) gets
+//! `--idle-exit 30`.
 //!
 //! Exit codes as every subcommand: 1 when no agent answers (`--status`,
 //! `--stop`) or one already runs (starting), with the reason on stderr.
@@ -16,13 +20,23 @@
 use crate::Failure;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use dfsched::agent::{self, Agent, AgentConfig, Client};
+use dfsched::agent::{self, Agent, AgentConfig, Client, SpawnOptions};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Flags of `dfsched agent`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+The agent is one per user and machine: processes under dfsched report their \
+load to it on each balancer pass and get back everyone else's, including one \
+shared /proc scan of the processes not under dfsched, and a common home when \
+they share pipes or sockets.
+
+Lifetime: an agent started with this command runs until `--stop`, unless \
+`--idle-exit SECS` is given: it then ends by itself once no process has been \
+connected for SECS seconds, removing its socket and lock file. An agent \
+started on demand by `dfsched run` gets `--idle-exit 30`.")]
 pub struct AgentArgs {
     /// The socket: default $XDG_RUNTIME_DIR/dfsched/agent.sock, or
     /// /tmp/dfsched-$UID/agent.sock without XDG_RUNTIME_DIR. Its directory
@@ -48,6 +62,21 @@ pub struct AgentArgs {
     #[arg(long, value_name = "MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     tick_ms: u64,
+
+    /// End once no process has been connected for SECS seconds (socket and
+    /// lock file removed). Without it the agent runs until --stop.
+    #[arg(long, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    idle_exit: Option<u64>,
+
+    /// How old, in milliseconds, the agent's shared /proc scan of the
+    /// processes not under dfsched may be before a report takes a new one;
+    /// 0 scans on every report. The default, half the runtimes' 100 ms
+    /// balancer interval, costs at most two scans per interval however
+    /// many processes report.
+    #[arg(long, value_name = "MS", default_value_t = agent::DEFAULT_SCAN_FRESH_MS,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    scan_fresh_ms: u64,
 }
 
 /// How long `--stop` waits for the agent to stop listening.
@@ -86,13 +115,20 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
     if args.foreground {
         let mut config = AgentConfig::new(socket.clone()).context("dfsched agent")?;
         config.tick_ms = args.tick_ms;
+        config.scan_fresh_ms = args.scan_fresh_ms;
+        config.idle_exit = args.idle_exit.map(Duration::from_secs);
         let agent = Agent::bind(config).context("dfsched agent")?;
         tracing::info!(socket = %socket.display(), pid = std::process::id(), "dfsched agent listening");
         agent.run().context("dfsched agent")?;
         return Ok(());
     }
     let exe = std::env::current_exe().context("finding the dfsched executable")?;
-    let pid = agent::spawn_detached(&exe, &socket, args.tick_ms).context("dfsched agent")?;
+    let options = SpawnOptions {
+        tick_ms: args.tick_ms,
+        scan_fresh_ms: args.scan_fresh_ms,
+        idle_exit_secs: args.idle_exit,
+    };
+    let pid = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;
     eprintln!(
         "dfsched agent started (pid {pid}), listening on {}",
         socket.display()

@@ -174,20 +174,36 @@ fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
     let agent = AgentGuard::start(&dir.sock());
     let before = agent.status();
     let mut c = Client::connect(&dir.sock()).unwrap();
+    // Lines of this protocol version but malformed or invalid, and lines of
+    // another version (an old runtime's are refused, not misread).
+    let v = dfsched::agent::proto::PROTOCOL_VERSION;
+    let line = |text: String| format!("{text}\n").into_bytes();
     let cases: Vec<(Vec<u8>, ErrorKind)> = vec![
         (b"hello\n".to_vec(), ErrorKind::Malformed),
-        (b"{\"v\":1,\"req\":\"launch\"}\n".to_vec(), ErrorKind::Malformed),
+        (line(format!(r#"{{"v":{v},"req":"launch"}}"#)), ErrorKind::Malformed),
         (b"{\"v\":9,\"req\":\"status\"}\n".to_vec(), ErrorKind::Version),
         (
-            br#"{"v":1,"req":{"report":{"load_milli":[[0,1000]],"allowed":"0","own_socket_inode":null,"pid":1}}}
+            br#"{"v":1,"req":{"report":{"load_milli":[[0,1000]],"allowed":"0","own_socket_inode":null}}}
 "#
             .to_vec(),
+            ErrorKind::Version,
+        ),
+        (
+            line(format!(
+                r#"{{"v":{v},"req":{{"report":{{"load_milli":[[0,1000]],"allowed":"0","own_socket_inode":null,"pid":1}}}}}}"#
+            )),
             ErrorKind::Malformed,
         ),
         (
-            br#"{"v":1,"req":{"report":{"load_milli":[[4000,1000]],"allowed":"0","own_socket_inode":null}}}
-"#
-            .to_vec(),
+            line(format!(
+                r#"{{"v":{v},"req":{{"report":{{"load_milli":[[4000,1000]],"allowed":"0","own_socket_inode":null}}}}}}"#
+            )),
+            ErrorKind::Invalid,
+        ),
+        (
+            line(format!(
+                r#"{{"v":{v},"req":{{"update":{{"load_milli":[[4000,1000]],"allowed":"0","own_socket_inode":null}}}}}}"#
+            )),
             ErrorKind::Invalid,
         ),
         (
@@ -208,6 +224,11 @@ fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
     assert!(after.processes.is_empty(), "{after:#?}");
     assert!(after.sets.is_empty());
     assert_eq!(after.counters.reports, before.counters.reports);
+    assert_eq!(after.counters.updates, before.counters.updates);
+    assert_eq!(
+        after.counters.scans, before.counters.scans,
+        "no scan for a refusal"
+    );
     assert_eq!(
         after.counters.bad_requests,
         before.counters.bad_requests + n

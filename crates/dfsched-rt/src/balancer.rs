@@ -5,10 +5,12 @@
 //! ```text
 //!   ┌──────────── sleep on the condvar (interval, or until shutdown) ◄─────┐
 //!   ▼                                                                      │
-//!   1. sample other processes' runnable threads per CPU from /proc        │
+//!   1. the agent's view (others' load, unmanaged load), else our own      │
+//!      /proc scan; the unmanaged part through the window (external.rs)    │
 //!      (optional; outside the engine's mutex)                             │
 //!   2. lock; Event::ExternalLoad { sample }; Event::Balance { now }        │
-//!   3. carry out GroupMoved / GroupSplit / TaskMoved → Place per member ───┘
+//!   3. carry out GroupMoved / GroupSplit / TaskMoved → Place per member   │
+//!   4. if anything moved: report the new load to the agent at once ───────┘
 //! ```
 //!
 //! Shutdown sets the stop flag under the condvar's mutex and notifies, so a
@@ -16,6 +18,7 @@
 //! balancer's clock is the runtime's age: the engine reads no clock itself.
 
 use crate::error::Error;
+use crate::external::Source;
 use crate::runtime::Inner;
 use dfsched_core::{CpuId, Event, Nanos};
 use std::sync::{Arc, PoisonError};
@@ -60,30 +63,37 @@ fn run(inner: &Inner, interval: Duration) {
 
 impl Inner {
     /// One balancer pass: external-load sample (if configured), then the
-    /// engine's `Balance`, then its moves carried out.
+    /// engine's `Balance`, then its moves carried out, then (if any) the new
+    /// load reported to the agent.
     pub(crate) fn balance_pass(&self) -> Result<(), Error> {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        // The agent's view first: its registered pids are left out of the
-        // /proc sample, their load comes with the view (agent/link.rs).
+        // The agent's view first: it carries the unmanaged load from the
+        // agent's shared scan, and when it does not, its registered pids are
+        // left out of our own scan (their load comes with the view).
         let agent = self.agent_exchange();
         let sample = self.config.external_load.then(|| {
-            self.sampler
+            self.external
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .sample_except(|pid| pid == self.pid || agent.skips(pid))
-                .map(|runnable| agent.merge(runnable))
+                .sample(self.pid, &agent)
         });
         let now = Nanos(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
         let mut st = self.lock()?;
+        let moves_before = moves(&st.stats);
         match sample {
-            Some(Ok(runnable)) => {
-                let runnable: Vec<(CpuId, u32)> = runnable
+            Some(Ok(sample)) => {
+                let runnable: Vec<(CpuId, u32)> = sample
+                    .runnable
                     .into_iter()
                     .filter(|(cpu, _)| self.topology.cpus().contains(*cpu))
                     .collect();
                 st.stats.external_load_samples += 1;
+                match sample.source {
+                    Source::Agent => st.stats.external_load_agent_samples += 1,
+                    Source::OwnScan => st.stats.external_load_own_scans += 1,
+                }
                 st.stats.external_runnable = runnable.iter().map(|&(_, n)| u64::from(n)).sum();
                 if st.handle(Event::ExternalLoad { runnable }).is_err() {
                     st.stats.balancer_errors += 1;
@@ -109,6 +119,16 @@ impl Inner {
         // Whatever the external load changed is carried out even if the
         // pass itself was refused.
         self.apply(&mut st, None);
+        let moved = moves(&st.stats) != moves_before;
+        drop(st);
+        if moved {
+            self.agent_update();
+        }
         result.map_err(Error::from)
     }
+}
+
+/// Moves carried out so far (group moves, splits, thread moves).
+fn moves(stats: &crate::stats::RuntimeStats) -> u64 {
+    stats.group_moves + stats.splits + stats.task_moves
 }

@@ -12,7 +12,8 @@
 //! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `10` | `0`.. |
 //! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
 //! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
-//! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU from `/proc` | `1` | as `DFSCHED_DISABLE` |
+//! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU (from the agent's shared `/proc` scan, else from our own) | `1` | as `DFSCHED_DISABLE` |
+//! | `DFSCHED_EXTERNAL_WINDOW` | the load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
@@ -49,6 +50,13 @@ use std::path::PathBuf;
 pub const DEFAULT_BALANCE_INTERVAL_MS: u64 = 100;
 /// The longest balancer interval accepted: one hour.
 pub const MAX_BALANCE_INTERVAL_MS: u64 = 3_600_000;
+/// The default external-load window, in samples: ~300 ms at the default
+/// interval, long against a shell command's or a compiler job's moment of
+/// runnability, short enough that load that lasts is seen within a third
+/// of a second (see [`crate::external`]).
+pub const DEFAULT_EXTERNAL_WINDOW: u32 = 3;
+/// The longest external-load window accepted, in samples.
+pub const MAX_EXTERNAL_WINDOW: u32 = 100;
 
 /// Every variable the runtime reads, in the order of the module doc's table.
 pub const ENV_VARS: &[&str] = &[
@@ -61,6 +69,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_HEAVY_LOAD_MILLI",
     "DFSCHED_MAX_MOVES_PER_PASS",
     "DFSCHED_EXTERNAL_LOAD",
+    "DFSCHED_EXTERNAL_WINDOW",
     "DFSCHED_AGENT",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
@@ -93,6 +102,12 @@ pub struct RuntimeConfig {
     /// Whether each balancer pass first counts other processes' runnable
     /// threads per CPU (a `/proc` scan) and tells the engine. Default true.
     pub external_load: bool,
+    /// The load of processes not under dfsched enters the engine as its
+    /// per-CPU minimum over this many samples (one per pass); 1 takes each
+    /// sample as it is. Other dfsched processes' load (from the agent) is
+    /// never damped. Default [`DEFAULT_EXTERNAL_WINDOW`];
+    /// `1..=`[`MAX_EXTERNAL_WINDOW`]. `DFSCHED_EXTERNAL_WINDOW`.
+    pub external_window: u32,
     /// Whether and where to reach `dfsched agent` (`DFSCHED_AGENT`).
     /// Default [`crate::agent::AgentMode::Auto`]. With `external_load` off,
     /// the agent's load view is not used either, but sharing-set homes are.
@@ -112,6 +127,7 @@ impl Default for RuntimeConfig {
             preload: false,
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
             external_load: true,
+            external_window: DEFAULT_EXTERNAL_WINDOW,
             agent: crate::agent::AgentMode::Auto,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
@@ -198,6 +214,15 @@ impl RuntimeConfig {
         match var {
             "DFSCHED_DISABLE" => self.enabled = !parse_bool(value).map_err(&bad)?,
             "DFSCHED_EXTERNAL_LOAD" => self.external_load = parse_bool(value).map_err(&bad)?,
+            "DFSCHED_EXTERNAL_WINDOW" => {
+                let n = parse_u64(value).map_err(&bad)?;
+                if !(1..=u64::from(MAX_EXTERNAL_WINDOW)).contains(&n) {
+                    return Err(bad(format!(
+                        "a number of samples from 1 to {MAX_EXTERNAL_WINDOW}"
+                    )));
+                }
+                self.external_window = n as u32;
+            }
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
             "DFSCHED_PRELOAD" => self.preload = parse_bool(value).map_err(&bad)?,
             "DFSCHED_POLICY" => match parse_policy(value).map_err(&bad)? {
@@ -278,6 +303,12 @@ impl RuntimeConfig {
         if self.sysfs_root.as_os_str().is_empty() {
             return Err("sysfs_root must not be empty".into());
         }
+        if !(1..=MAX_EXTERNAL_WINDOW).contains(&self.external_window) {
+            return Err(format!(
+                "external_window must be from 1 to {MAX_EXTERNAL_WINDOW} samples, not {}",
+                self.external_window
+            ));
+        }
         Ok(())
     }
 }
@@ -333,6 +364,7 @@ mod tests {
         let cfg = RuntimeConfig::from_vars(Vec::<(String, String)>::new()).unwrap();
         assert_eq!(cfg, RuntimeConfig::default());
         assert_eq!(cfg.balance_interval_ms, 100);
+        assert_eq!(cfg.external_window, 3);
         assert!(cfg.enabled && cfg.external_load);
         assert_eq!(cfg.sysfs_root, PathBuf::from("/"));
         assert!(cfg.validate().is_ok());
@@ -348,6 +380,7 @@ mod tests {
             ("DFSCHED_HEAVY_LOAD_MILLI", "1500"),
             ("DFSCHED_MAX_MOVES_PER_PASS", "4"),
             ("DFSCHED_EXTERNAL_LOAD", "off"),
+            ("DFSCHED_EXTERNAL_WINDOW", "5"),
             ("DFSCHED_SYSFS_ROOT", "/tmp/fixture"),
             ("PATH", "ignored"),
         ])
@@ -359,6 +392,7 @@ mod tests {
         assert_eq!(cfg.engine.heavy_load_milli, 1500);
         assert_eq!(cfg.engine.max_moves_per_pass, 4);
         assert!(!cfg.external_load);
+        assert_eq!(cfg.external_window, 5);
         assert_eq!(cfg.sysfs_root, PathBuf::from("/tmp/fixture"));
         assert!(
             RuntimeConfig::from_vars([("DFSCHED_DISABLE", "0")])
@@ -380,6 +414,9 @@ mod tests {
             ("DFSCHED_SPLIT_AFTER_PASSES", "x"),
             ("DFSCHED_DISABLE", "maybe"),
             ("DFSCHED_EXTERNAL_LOAD", "2"),
+            ("DFSCHED_EXTERNAL_WINDOW", "0"),
+            ("DFSCHED_EXTERNAL_WINDOW", "101"),
+            ("DFSCHED_EXTERNAL_WINDOW", "three"),
             ("DFSCHED_SYSFS_ROOT", " "),
             ("DFSCHED_DISABLED", "1"),
             ("DFSCHED_POLICY", "fast"),
@@ -502,5 +539,12 @@ mod tests {
             ..RuntimeConfig::default()
         };
         assert!(cfg.validate().is_err());
+        for external_window in [0, MAX_EXTERNAL_WINDOW + 1] {
+            let cfg = RuntimeConfig {
+                external_window,
+                ..RuntimeConfig::default()
+            };
+            assert!(cfg.validate().is_err(), "{external_window}");
+        }
     }
 }

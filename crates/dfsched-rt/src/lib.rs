@@ -129,6 +129,7 @@ pub mod agent;
 mod balancer;
 pub mod config;
 pub mod error;
+pub mod external;
 pub mod ffi;
 mod fork;
 mod global;

@@ -168,12 +168,72 @@ impl LoadSampler {
         &mut self,
         skip: impl Fn(u32) -> bool,
     ) -> Result<Vec<(CpuId, u32)>, Error> {
-        self.per_cpu.iter_mut().for_each(|n| *n = 0);
+        let mut per_cpu = std::mem::take(&mut self.per_cpu);
+        per_cpu.iter_mut().for_each(|n| *n = 0);
+        let scanned = self.scan(skip, |_, cpu| {
+            if per_cpu.len() <= cpu {
+                per_cpu.resize(cpu + 1, 0);
+            }
+            per_cpu[cpu] += 1;
+        });
+        let out = per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(cpu, &n)| (CpuId(cpu as u32), n))
+            .collect();
+        self.per_cpu = per_cpu;
+        scanned.map(|()| out)
+    }
+
+    /// Runnable threads per process and CPU of every process for which
+    /// `skip` is false: `(pid, cpu, count)` in pid then CPU order, only
+    /// pairs with a runnable thread (so the result stays as small as the
+    /// machine's run queues, whatever the number of processes). The agent
+    /// keeps this form so that a process registering after the scan can be
+    /// taken out of it without a new scan.
+    pub fn sample_by_process(
+        &mut self,
+        skip: impl Fn(u32) -> bool,
+    ) -> Result<Vec<(u32, CpuId, u32)>, Error> {
+        let mut out: Vec<(u32, CpuId, u32)> = Vec::new();
+        self.scan(skip, |pid, cpu| {
+            let cpu = CpuId(cpu as u32);
+            // The scan visits one process's threads together, so a
+            // process's pairs are at the end of `out`.
+            match out
+                .iter_mut()
+                .rev()
+                .take_while(|(p, ..)| *p == pid)
+                .find(|(_, c, _)| *c == cpu)
+            {
+                Some((.., n)) => *n += 1,
+                None => out.push((pid, cpu, 1)),
+            }
+        })?;
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Calls `runnable(pid, cpu)` once per runnable thread of every process
+    /// not skipped. Fails only if `proc_root` itself cannot be listed.
+    fn scan(
+        &mut self,
+        skip: impl Fn(u32) -> bool,
+        mut runnable: impl FnMut(u32, usize),
+    ) -> Result<(), Error> {
         let dir = std::fs::read_dir(&self.proc_root).map_err(|e| Error::Io {
             path: self.proc_root.clone(),
             reason: e.to_string(),
         })?;
         let mut path = self.proc_root.clone();
+        let mut count = |pid: u32, f: StatFields| {
+            // CPU numbers come from the kernel; bound them anyway so a
+            // garbled file cannot make a caller allocate without limit.
+            if f.state == b'R' && f.processor < dfsched_core::cpuset::MAX_CPUS {
+                runnable(pid, f.processor as usize);
+            }
+        };
         for entry in dir.flatten() {
             let name = entry.file_name();
             let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -187,41 +247,29 @@ impl LoadSampler {
             let fields = self.read_stat(&path);
             path.pop();
             match fields {
-                Some(f) if f.num_threads <= 1 => self.count(f),
+                Some(f) if f.num_threads <= 1 => count(pid, f),
                 // A process that vanished, or a kernel whose stat we cannot
                 // parse: skip it rather than fail the whole sample.
                 None => {}
                 Some(_) => {
                     path.push("task");
-                    self.sample_tasks(&mut path);
+                    if let Ok(tasks) = std::fs::read_dir(&path) {
+                        for task in tasks.flatten() {
+                            path.push(task.file_name());
+                            path.push("stat");
+                            if let Some(f) = self.read_stat(&path) {
+                                count(pid, f);
+                            }
+                            path.pop();
+                            path.pop();
+                        }
+                    }
                     path.pop();
                 }
             }
             path.pop();
         }
-        Ok(self
-            .per_cpu
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(cpu, &n)| (CpuId(cpu as u32), n))
-            .collect())
-    }
-
-    /// Counts the runnable threads under `path` (a `task` directory).
-    fn sample_tasks(&mut self, path: &mut PathBuf) {
-        let Ok(dir) = std::fs::read_dir(&*path) else {
-            return;
-        };
-        for entry in dir.flatten() {
-            path.push(entry.file_name());
-            path.push("stat");
-            if let Some(f) = self.read_stat(path) {
-                self.count(f);
-            }
-            path.pop();
-            path.pop();
-        }
+        Ok(())
     }
 
     fn read_stat(&mut self, path: &Path) -> Option<StatFields> {
@@ -230,22 +278,6 @@ impl LoadSampler {
             .and_then(|mut f| f.read_to_string(&mut self.text))
             .ok()?;
         parse_stat(&self.text)
-    }
-
-    fn count(&mut self, f: StatFields) {
-        if f.state != b'R' {
-            return;
-        }
-        let cpu = f.processor as usize;
-        // CPU numbers come from the kernel; bound them anyway so a garbled
-        // file cannot make us allocate without limit.
-        if cpu >= dfsched_core::cpuset::MAX_CPUS as usize {
-            return;
-        }
-        if self.per_cpu.len() <= cpu {
-            self.per_cpu.resize(cpu + 1, 0);
-        }
-        self.per_cpu[cpu] += 1;
     }
 }
 
@@ -359,6 +391,19 @@ se.load.weight                               :              1048576
         let mut sampler = LoadSampler::new(&root);
         let got = sampler.sample(30).unwrap();
         assert_eq!(got, vec![(CpuId(0), 1), (CpuId(1), 1), (CpuId(3), 1)]);
+        // The same scan by process: pid 20's threads apart from pid 10's.
+        write("20/task/23/stat", stat_line("many", 'R', 4, 3));
+        assert_eq!(
+            sampler.sample_by_process(|pid| pid == 30).unwrap(),
+            vec![(10, CpuId(1), 1), (20, CpuId(0), 1), (20, CpuId(3), 2)]
+        );
+        assert_eq!(
+            sampler
+                .sample_by_process(|pid| pid == 30 || pid == 20)
+                .unwrap(),
+            vec![(10, CpuId(1), 1)]
+        );
+        std::fs::remove_file(root.join("20/task/23/stat")).unwrap();
         // Buffers are reused and counts start afresh.
         std::fs::remove_dir_all(root.join("20")).unwrap();
         assert_eq!(sampler.sample(30).unwrap(), vec![(CpuId(1), 1)]);

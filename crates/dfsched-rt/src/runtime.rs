@@ -38,7 +38,6 @@
 use crate::config::RuntimeConfig;
 use crate::error::Error;
 use crate::place::Applying;
-use crate::procfs::LoadSampler;
 use crate::stats::RuntimeStats;
 use crate::sys::{RealSys, SysOps};
 use crate::thread::{self, Fast, FastCounter};
@@ -160,8 +159,9 @@ pub(crate) struct Inner {
     pub(crate) stop: Mutex<bool>,
     /// The balancer thread sleeps on this between passes.
     pub(crate) wake: Condvar,
-    /// The external-load sampler and its buffers (used outside `state`).
-    pub(crate) sampler: Mutex<LoadSampler>,
+    /// The external-load sampler and window (used outside `state`; see
+    /// `external.rs`).
+    pub(crate) external: Mutex<crate::external::External>,
     /// The link to `dfsched agent` (used outside `state`; see
     /// `agent/link.rs`).
     pub(crate) agent: Mutex<crate::agent::link::Link>,
@@ -251,7 +251,10 @@ impl Runtime {
             fork_generation: crate::fork::generation(),
             stop: Mutex::new(false),
             wake: Condvar::new(),
-            sampler: Mutex::new(LoadSampler::new("/proc")),
+            external: Mutex::new(crate::external::External::new(
+                "/proc",
+                config.external_window,
+            )),
             agent: Mutex::new(crate::agent::link::Link::new(&config.agent)),
             config,
         });

@@ -133,8 +133,16 @@ pub struct RuntimeStats {
     pub balancer_passes: u64,
     /// Balancer passes the engine refused (should stay 0).
     pub balancer_errors: u64,
-    /// External-load samples taken from `/proc`.
+    /// External-load samples given to the engine (one per pass with
+    /// `external_load` on): `external_load_agent_samples +
+    /// external_load_own_scans`.
     pub external_load_samples: u64,
+    /// Samples whose unmanaged load came from the agent's shared `/proc`
+    /// scan: this runtime scanned nothing.
+    pub external_load_agent_samples: u64,
+    /// Samples for which this runtime scanned `/proc` itself (no agent, or
+    /// its view carried no scan).
+    pub external_load_own_scans: u64,
     /// External-load samples that failed (the pass ran without one).
     pub external_load_errors: u64,
     /// Other processes' runnable threads on our CPUs in the last sample.
@@ -189,6 +197,8 @@ mod tests {
             "group_moves",
             "splits",
             "balancer_passes",
+            "external_load_agent_samples",
+            "external_load_own_scans",
             "placement_failures",
             "refused",
             "engine",

@@ -115,10 +115,19 @@ impl Client {
         }
     }
 
+    /// Reports this process's load after its balancer moved threads; no
+    /// view comes back.
+    pub fn update(&mut self, report: Report) -> Result<(), AgentError> {
+        match self.request(&Request::Update(report))? {
+            Reply::Updated => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The agent's state.
     pub fn status(&mut self) -> Result<Status, AgentError> {
         match self.request(&Request::Status)? {
-            Reply::Status(s) => Ok(s),
+            Reply::Status(s) => Ok(*s),
             other => Err(unexpected(other)),
         }
     }

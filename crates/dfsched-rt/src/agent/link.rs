@@ -8,17 +8,24 @@
 //!      (/proc/self/task, the balancer thread itself excluded). This is the
 //!      engine's `load_milli()` minus the external part, computed from the
 //!      targets so that a load set by `set_external_load` cannot leak in.
-//!   2. report it; receive the others' sum, the registered pids, the home
-//!   3. the /proc sample skips the registered pids (their load came in 2),
-//!      the others' sum is added to it in whole threads
+//!   2. report it; receive the others' sum, the unmanaged load (the agent's
+//!      shared /proc scan), the registered pids, the home
+//!   3. the unmanaged load goes through the runtime's window (external.rs);
+//!      only when the view carries none does the runtime scan /proc itself,
+//!      skipping the registered pids (their load came in 2); the others'
+//!      sum is added in whole threads
 //!   4. (under the lock, before Balance) narrow every thread's allowed set
 //!      to the sharing set's home with Event::Allowed; restore it when the
 //!      home goes
+//!   5. after the pass, if it moved threads: report the new load at once
+//!      (`update`, no view asked), so that the other processes' next views
+//!      show the move instead of the load of a whole interval ago
 //! ```
 //!
-//! Failure is never fatal: no socket, a refused or timed-out exchange, and
-//! the pass goes on with the plain `/proc` sample; the connection is retried
-//! every [`RETRY_PASSES`] passes. Invariants: a thread's allowed set is
+//! Failure is never fatal: no socket, a refused or timed-out exchange, an
+//! agent of another protocol version, and the pass goes on with the plain
+//! `/proc` sample; the connection is retried every [`RETRY_PASSES`]
+//! passes. Invariants: a thread's allowed set is
 //! narrowed only to its own allowed set ∩ the home (its own set if that is
 //! empty), and a set someone else changed (a `taskset` seen at placement)
 //! becomes the thread's own set.
@@ -84,8 +91,14 @@ pub struct LinkStatus {
     pub reports: u64,
     /// Exchanges that failed (the connection was then dropped).
     pub failures: u64,
+    /// Load updates sent after passes that moved threads.
+    pub updates: u64,
     /// The others' load in the last view, in thousandths per CPU.
     pub others_milli: Vec<(CpuId, u64)>,
+    /// The unmanaged load (processes not under dfsched) in the last view,
+    /// runnable threads per CPU before the runtime's window; `None` if the
+    /// view carried none.
+    pub unmanaged: Option<Vec<(CpuId, u32)>>,
     /// The registered pids of the last view.
     pub registered: Vec<u32>,
     /// The sharing set's home the threads are narrowed to, if any.
@@ -173,11 +186,35 @@ impl AgentPass {
             .is_some_and(|v| v.registered.binary_search(&pid).is_ok())
     }
 
+    /// The agent's unmanaged load (runnable threads per CPU of the
+    /// processes it does not have registered), if the view carries it.
+    pub(crate) fn unmanaged(&self) -> Option<&[(CpuId, u32)]> {
+        self.view.as_ref()?.unmanaged.as_deref()
+    }
+
+    /// A pass as if the agent had answered with these others' load and
+    /// unmanaged sample.
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        others_milli: &[(CpuId, u64)],
+        unmanaged: Option<&[(CpuId, u32)]>,
+    ) -> AgentPass {
+        AgentPass {
+            view: Some(View {
+                others_milli: others_milli.to_vec(),
+                unmanaged: unmanaged.map(<[_]>::to_vec),
+                registered: Vec::new(),
+                home: None,
+                set: None,
+            }),
+        }
+    }
+
     /// `sample` (runnable threads per CPU) plus the others' load in whole
     /// threads. The others' thousandths are rounded as a whole (their total
     /// to the nearest thread) and spread by largest remainder, so two
     /// half-threads on two CPUs count one thread, not two or none.
-    pub(crate) fn merge(&self, sample: Vec<(CpuId, u32)>) -> Vec<(CpuId, u32)> {
+    pub(crate) fn add_others(&self, sample: Vec<(CpuId, u32)>) -> Vec<(CpuId, u32)> {
         let Some(view) = &self.view else {
             return sample;
         };
@@ -262,16 +299,11 @@ impl Inner {
         self.agent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Steps 1–2 of the module doc. Never fails: an exchange that fails
-    /// gives an empty pass.
-    pub(crate) fn agent_exchange(&self) -> AgentPass {
-        if self.link().status.socket.is_none() {
-            return AgentPass::default();
-        }
+    /// Step 1 of the module doc: this process's own load, per CPU, in
+    /// thousandths; `None` if the state is unusable (poisoned).
+    fn own_load(&self) -> Option<BTreeMap<CpuId, u64>> {
         let (mut load, known) = {
-            let Ok(st) = self.lock() else {
-                return AgentPass::default();
-            };
+            let st = self.lock().ok()?;
             let mut load = BTreeMap::new();
             for &tid in st.tasks.keys() {
                 let task = TaskId(tid);
@@ -289,23 +321,41 @@ impl Inner {
                 *load.entry(cpu).or_default() += m;
             }
         }
+        Some(load)
+    }
+
+    /// The report of `load`.
+    fn report_of(&self, load: BTreeMap<CpuId, u64>, inode: Option<u64>) -> Report {
+        Report {
+            load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
+            allowed: self.allowed.intersection(self.topology.cpus()),
+            own_socket_inode: inode,
+        }
+    }
+
+    /// Steps 1–2 of the module doc. Never fails: an exchange that fails
+    /// gives an empty pass.
+    pub(crate) fn agent_exchange(&self) -> AgentPass {
+        if self.link().status.socket.is_none() {
+            return AgentPass::default();
+        }
+        let Some(load) = self.own_load() else {
+            return AgentPass::default();
+        };
         let mut link = self.link();
         let inode = link.inode;
         let Some(client) = link.client() else {
             link.status.connected = false;
             return AgentPass::default();
         };
-        let report = Report {
-            load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
-            allowed: self.allowed.intersection(self.topology.cpus()),
-            own_socket_inode: inode,
-        };
+        let report = self.report_of(load, inode);
         match client.report(report) {
             Ok(view) => {
                 let s = &mut link.status;
                 s.connected = true;
                 s.reports += 1;
                 s.others_milli = view.others_milli.clone();
+                s.unmanaged = view.unmanaged.clone();
                 s.registered = view.registered.clone();
                 s.set = view.set;
                 AgentPass { view: Some(view) }
@@ -316,6 +366,34 @@ impl Inner {
                 link.status.connected = false;
                 link.status.failures += 1;
                 AgentPass::default()
+            }
+        }
+    }
+
+    /// Step 5 of the module doc: after a pass that moved threads, reports
+    /// the new load on the open connection (no new connection is tried: a
+    /// runtime without an agent has no one to tell). A failure drops the
+    /// connection, as in [`Inner::agent_exchange`].
+    pub(crate) fn agent_update(&self) {
+        if self.link().client.is_none() {
+            return;
+        }
+        let Some(load) = self.own_load() else {
+            return;
+        };
+        let mut link = self.link();
+        let inode = link.inode;
+        let report = self.report_of(load, inode);
+        let Some(client) = link.client.as_mut() else {
+            return;
+        };
+        match client.update(report) {
+            Ok(()) => link.status.updates += 1,
+            Err(e) => {
+                tracing::debug!(runtime = self.id, error = %e, "dfsched agent update failed");
+                link.client = None;
+                link.status.connected = false;
+                link.status.failures += 1;
             }
         }
     }
@@ -437,22 +515,25 @@ mod tests {
     }
 
     #[test]
-    fn merge_adds_the_others_and_skips_registered_pids() {
+    fn the_others_are_added_and_registered_pids_skipped() {
         let pass = AgentPass {
             view: Some(View {
                 others_milli: vec![(CpuId(1), 2000)],
+                unmanaged: Some(vec![(CpuId(0), 4)]),
                 registered: vec![5, 9],
                 home: None,
                 set: None,
             }),
         };
         assert!(pass.skips(9) && !pass.skips(7));
+        assert_eq!(pass.unmanaged(), Some(&[(CpuId(0), 4)][..]));
         assert_eq!(
-            pass.merge(vec![(CpuId(0), 1), (CpuId(1), 1)]),
+            pass.add_others(vec![(CpuId(0), 1), (CpuId(1), 1)]),
             vec![(CpuId(0), 1), (CpuId(1), 3)]
         );
         let none = AgentPass::default();
         assert!(!none.skips(9));
-        assert_eq!(none.merge(vec![(CpuId(0), 1)]), vec![(CpuId(0), 1)]);
+        assert_eq!(none.unmanaged(), None);
+        assert_eq!(none.add_others(vec![(CpuId(0), 1)]), vec![(CpuId(0), 1)]);
     }
 }

@@ -6,8 +6,12 @@
 //!
 //! Each runtime's balancer talks to the agent over a Unix stream socket,
 //! once per pass: it reports its own load and receives the sum of everyone
-//! else's, the pids already accounted for, and (if it shares a pipe or a
-//! socket with another registered process) the home of its sharing set.
+//! else's, the pids already accounted for, the runnable threads of every
+//! process not registered (from one `/proc` scan the agent shares among all
+//! its clients, `scan.rs`), and (if it shares a pipe or a socket with
+//! another registered process) the home of its sharing set. After a pass
+//! that moved threads it reports its load once more, so that the others'
+//! next views show the move.
 //! A shared-memory segment would save a system call per 100 ms pass but
 //! loses on every point that matters here:
 //! - **credentials**: the socket tells the agent who the peer is
@@ -22,16 +26,20 @@
 //!   never across I/O; a process killed while holding a lock in a shared
 //!   segment would stall every other one (robust futexes only move the
 //!   problem to recovering half-written state);
-//! - **sharing detection** reads `/proc/PID/fd` of every registered process
-//!   each tick; one process doing it for everybody costs one scan, not one
-//!   per process.
+//! - **one scan for everybody**: sharing detection reads `/proc/PID/fd` of
+//!   every registered process each tick, and the unmanaged load is one scan
+//!   of `/proc` per freshness bound (50 ms); with shared memory each process
+//!   would still scan for itself (≈ 1 ms of CPU per scan, per process, per
+//!   100 ms pass: 4.5 % of a 2-CPU machine with 9 processes).
 //!
 //! # Files
 //!
 //! - `proto.rs`: the wire protocol (versioned, newline-delimited JSON,
 //!   lines of at most 64 KiB, unknown fields refused).
 //! - `server.rs`: the agent itself (accept loop, a thread per connection,
-//!   the tick thread).
+//!   the tick thread, the idle exit).
+//! - `scan.rs`: the shared `/proc` scan of the unmanaged load and its
+//!   freshness bound.
 //! - `sharing.rs`: union-find over shared inodes, and the sharing sets'
 //!   homes by the core's home rule.
 //! - `client.rs`: the client used by runtimes and by `dfsched agent
@@ -48,17 +56,29 @@
 //! reachable with looser permissions. A lock file beside it (`….sock.lock`,
 //! `flock`ed for the agent's lifetime, released by the kernel when the agent
 //! dies) makes a second agent fail with [`AgentError::AlreadyRunning`]; a
-//! socket left by a dead agent is replaced.
+//! socket left by a dead agent is replaced. An agent that ends in order
+//! (`--stop`, or its idle exit) removes both.
+//!
+//! # Lifetime
+//!
+//! An agent started explicitly (`dfsched agent`, `--foreground`) runs until
+//! stopped, unless given an idle exit (`--idle-exit SECS`). One started on
+//! demand ([`ensure_running`], which `dfsched run` calls) ends by itself
+//! after [`ON_DEMAND_IDLE_EXIT`] with no connection open, so that tests
+//! and users are not left with a daemon for good; the next `dfsched run`
+//! starts another.
 
 mod client;
 pub(crate) mod link;
 pub mod proto;
+mod scan;
 mod server;
 pub mod sharing;
 
 pub use client::{Client, IO_TIMEOUT};
 pub use link::{AgentMode, LinkStatus, RETRY_PASSES};
 pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
+pub use scan::DEFAULT_SCAN_FRESH_MS;
 pub use server::{Agent, AgentConfig};
 
 use std::os::fd::AsRawFd;
@@ -68,6 +88,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The idle exit of an agent started on demand by [`ensure_running`]: it
+/// ends after this long with no connection open. Long against the gaps
+/// between programs of one job (a build, a benchmark's runs), short against
+/// a session: an agent nobody uses goes away within half a minute.
+pub const ON_DEMAND_IDLE_EXIT: Duration = Duration::from_secs(30);
 /// What can go wrong with the agent, on either side.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -194,27 +219,7 @@ pub(crate) fn bind_private(socket: &Path) -> Result<(UnixListener, std::fs::File
             AgentError::Setup(format!("{}: not a path in a directory", socket.display()))
         })?;
     ensure_private_dir(dir)?;
-    let lock_file = lock_path(socket);
-    let lock = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_file)
-        .map_err(|e| AgentError::io(&lock_file, e))?;
-    // SAFETY: flock on an fd we own, for the call's duration.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            AgentError::AlreadyRunning {
-                path: socket.to_path_buf(),
-            }
-        } else {
-            AgentError::io(&lock_file, e)
-        });
-    }
+    let lock = take_lock(socket)?;
     if is_live(socket) {
         // Someone listens without holding the lock (an agent started on a
         // copy of the path?): never steal a live socket.
@@ -243,6 +248,85 @@ pub(crate) fn bind_private(socket: &Path) -> Result<(UnixListener, std::fs::File
     Ok((bound?, lock))
 }
 
+/// Opens and `flock`s the lock file beside `socket`. An agent that ends in
+/// order unlinks its lock file while still holding it; a lock taken on a
+/// file that was unlinked meanwhile would let a second agent in beside one
+/// that locked the new file, so the lock is only kept if the path still
+/// names the locked file, and taken again otherwise.
+fn take_lock(socket: &Path) -> Result<std::fs::File, AgentError> {
+    let lock_file = lock_path(socket);
+    for _ in 0..8 {
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_file)
+            .map_err(|e| AgentError::io(&lock_file, e))?;
+        // SAFETY: flock on an fd we own, for the call's duration.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                AgentError::AlreadyRunning {
+                    path: socket.to_path_buf(),
+                }
+            } else {
+                AgentError::io(&lock_file, e)
+            });
+        }
+        let held = lock.metadata().map_err(|e| AgentError::io(&lock_file, e))?;
+        let named = std::fs::symlink_metadata(&lock_file).ok();
+        if named.is_some_and(|m| m.ino() == held.ino() && m.dev() == held.dev()) {
+            return Ok(lock);
+        }
+    }
+    Err(AgentError::Setup(format!(
+        "{}: the lock file kept being replaced",
+        lock_file.display()
+    )))
+}
+
+/// How [`spawn_detached`] starts an agent: the flags of `dfsched agent`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpawnOptions {
+    /// `--tick-ms`: milliseconds between the agent's ticks. Default 100.
+    pub tick_ms: u64,
+    /// `--scan-fresh-ms`: how old the shared `/proc` scan may be. Default
+    /// [`DEFAULT_SCAN_FRESH_MS`].
+    pub scan_fresh_ms: u64,
+    /// `--idle-exit`: end after this many seconds with no connection open;
+    /// `None` (the default) never.
+    pub idle_exit_secs: Option<u64>,
+}
+
+impl Default for SpawnOptions {
+    fn default() -> Self {
+        SpawnOptions {
+            tick_ms: 100,
+            scan_fresh_ms: DEFAULT_SCAN_FRESH_MS,
+            idle_exit_secs: None,
+        }
+    }
+}
+
+impl SpawnOptions {
+    /// The options as `dfsched agent` flags.
+    pub fn args(&self) -> Vec<String> {
+        let mut out = vec![
+            "--tick-ms".to_string(),
+            self.tick_ms.to_string(),
+            "--scan-fresh-ms".to_string(),
+            self.scan_fresh_ms.to_string(),
+        ];
+        if let Some(secs) = self.idle_exit_secs {
+            out.extend(["--idle-exit".to_string(), secs.to_string()]);
+        }
+        out
+    }
+}
+
 /// What [`ensure_running`] found or did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ensured {
@@ -257,9 +341,10 @@ pub enum Ensured {
 pub const START_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Makes sure an agent listens on `path`: if none does, runs `dfsched
-/// agent --socket PATH` (this executable, so call it from the `dfsched`
-/// binary; see [`ensure_running_with`] otherwise), which starts a detached
-/// agent and returns once it listens.
+/// agent --socket PATH --idle-exit 30` (this executable, so call it from
+/// the `dfsched` binary; see [`ensure_running_with`] otherwise), which
+/// starts a detached agent and returns once it listens. An agent started
+/// here ends by itself after [`ON_DEMAND_IDLE_EXIT`] with no client.
 pub fn ensure_running(path: &Path) -> Result<Ensured, AgentError> {
     let exe = std::env::current_exe()
         .map_err(|e| AgentError::Setup(format!("finding this executable: {e}")))?;
@@ -277,6 +362,8 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
         .arg("agent")
         .arg("--socket")
         .arg(path)
+        .arg("--idle-exit")
+        .arg(ON_DEMAND_IDLE_EXIT.as_secs().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -298,12 +385,16 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
     )))
 }
 
-/// Starts `dfsched_exe agent --foreground --socket PATH --tick-ms MS` in its own process
-/// group with its standard streams on `/dev/null` (so it outlives the
-/// caller's terminal and its Ctrl-C), and waits until it listens: the
-/// agent's pid. The caller should exit or wait for nothing: the agent is
-/// adopted by init when the caller ends.
-pub fn spawn_detached(dfsched_exe: &Path, path: &Path, tick_ms: u64) -> Result<u32, AgentError> {
+/// Starts `dfsched_exe agent --foreground --socket PATH` with `options`'
+/// flags in its own process group with its standard streams on `/dev/null`
+/// (so it outlives the caller's terminal and its Ctrl-C), and waits until
+/// it listens: the agent's pid. The caller should exit or wait for
+/// nothing: the agent is adopted by init when the caller ends.
+pub fn spawn_detached(
+    dfsched_exe: &Path,
+    path: &Path,
+    options: &SpawnOptions,
+) -> Result<u32, AgentError> {
     use std::os::unix::process::CommandExt;
     // The agent checks its directory too, but its reasons would go to
     // /dev/null: check here, where they can be reported.
@@ -320,8 +411,7 @@ pub fn spawn_detached(dfsched_exe: &Path, path: &Path, tick_ms: u64) -> Result<u
         .arg("--foreground")
         .arg("--socket")
         .arg(path)
-        .arg("--tick-ms")
-        .arg(tick_ms.to_string())
+        .args(options.args())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

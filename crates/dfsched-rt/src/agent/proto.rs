@@ -4,13 +4,30 @@
 //! is an error reply, never silently dropped.
 //!
 //! ```text
-//!  client → {"v":1,"req":{"report":{"load_milli":[[0,1000],[1,500]],"allowed":"0-1","own_socket_inode":4711}}}
-//!  agent  ← {"v":1,"reply":{"view":{"others_milli":[[0,2000]],"registered":[812,990],"home":"0","set":3}}}
-//!  client → {"v":1,"req":"status"}
-//!  agent  ← {"v":1,"reply":{"status":{…}}}
-//!  client → {"v":1,"req":"nonsense"}
-//!  agent  ← {"v":1,"reply":{"error":{"kind":"malformed","message":"…"}}}
+//!  client → {"v":2,"req":{"report":{"load_milli":[[0,1000],[1,500]],"allowed":"0-1","own_socket_inode":4711}}}
+//!  agent  ← {"v":2,"reply":{"view":{"others_milli":[[0,2000]],"unmanaged":[[1,3]],"registered":[812,990],"home":"0","set":3}}}
+//!  client → {"v":2,"req":{"update":{"load_milli":[[1,1500]],"allowed":"0-1","own_socket_inode":4711}}}
+//!  agent  ← {"v":2,"reply":"updated"}
+//!  client → {"v":2,"req":"status"}
+//!  agent  ← {"v":2,"reply":{"status":{…}}}
+//!  client → {"v":2,"req":"nonsense"}
+//!  agent  ← {"v":2,"reply":{"error":{"kind":"malformed","message":"…"}}}
 //! ```
+//!
+//! # Versions
+//!
+//! - 1: `report` answered with the others' load, the registered pids and
+//!   the sharing set's home; each runtime scanned `/proc` itself for the
+//!   rest of the machine's load.
+//! - 2 (this one): the view also carries `unmanaged`, the runnable threads
+//!   per CPU of every process the agent does not have registered, from one
+//!   `/proc` scan the agent shares among all its clients (so a runtime no
+//!   longer scans); and `update` reports a process's load after its
+//!   balancer moved threads, without asking for a view. The version was
+//!   bumped because a version-1 runtime would take a version-2 view for a
+//!   malformed reply, and a version-2 runtime talking to a version-1 agent
+//!   must know that no shared scan is coming: each side now gets a clear
+//!   "version" refusal and the runtime falls back to its own scan.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
@@ -23,7 +40,7 @@ use std::io::{BufRead, ErrorKind as IoErrorKind};
 
 /// The protocol version both sides put in `v`. A line with another version
 /// is answered with [`ErrorKind::Version`].
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The longest line either side accepts (64 KiB, newline excluded). A report
 /// lists at most one pair per CPU (a few bytes each), so this leaves room
@@ -50,6 +67,12 @@ pub enum Request {
     /// comes from the socket's credentials, never from the message); it
     /// stays registered until the connection closes or the pid disappears.
     Report(Report),
+    /// The same load report sent right after the peer's balancer moved
+    /// threads, so that the other processes' next views show where they
+    /// went rather than where they were a whole interval ago. Registers the
+    /// peer as [`Request::Report`] does; answered with [`Reply::Updated`]
+    /// (no view, and so never a `/proc` scan).
+    Update(Report),
     /// The agent's state, for `dfsched agent --status`.
     Status,
     /// Ends the agent (allowed to a peer of the agent's own uid or root).
@@ -90,8 +113,11 @@ pub struct ReplyLine {
 pub enum Reply {
     /// The answer to a [`Request::Report`].
     View(View),
-    /// The answer to [`Request::Status`].
-    Status(Status),
+    /// The answer to [`Request::Update`]: the load is recorded.
+    Updated,
+    /// The answer to [`Request::Status`] (boxed: it is by far the largest
+    /// reply, and every reply line would otherwise be as large).
+    Status(Box<Status>),
     /// The answer to [`Request::Stop`]: the agent is ending.
     Stopping,
     /// The request was refused; nothing changed.
@@ -105,6 +131,14 @@ pub struct View {
     /// Σ of the latest reports of every *other* registered process, per CPU,
     /// in thousandths of a runnable thread; CPUs with 0 left out.
     pub others_milli: Vec<(CpuId, u64)>,
+    /// Runnable threads per CPU of every process the agent does not have
+    /// registered (nor the agent itself): the rest of the machine's load,
+    /// in whole threads, CPUs with none left out. It comes from one `/proc`
+    /// scan shared by all clients, at most the agent's freshness bound old
+    /// (50 ms by default), with the processes registered since that scan
+    /// taken out. `None` when the agent could not scan `/proc`: the runtime
+    /// then scans itself.
+    pub unmanaged: Option<Vec<(CpuId, u32)>>,
     /// Every registered pid, the asking one included, ascending: the
     /// runtime's `/proc` sample skips them, since their load is in
     /// `others_milli` (or is its own).
@@ -180,6 +214,13 @@ pub struct Counters {
     pub dropped_on_exit: u64,
     /// Sharing detection passes.
     pub ticks: u64,
+    /// `/proc` scans for the unmanaged load (at most one per freshness
+    /// bound, whatever the number of clients).
+    pub scans: u64,
+    /// Scans that failed (their views carried no unmanaged sample).
+    pub scan_errors: u64,
+    /// Load updates after moves ([`Request::Update`]) recorded.
+    pub updates: u64,
 }
 
 /// Why a request was refused.
@@ -331,7 +372,10 @@ mod tests {
 
     #[test]
     fn requests_round_trip_through_their_line() {
-        for req in [report(), Request::Status, Request::Stop] {
+        let Request::Report(r) = report() else {
+            unreachable!()
+        };
+        for req in [report(), Request::Update(r), Request::Status, Request::Stop] {
             let line = encode(&RequestLine {
                 v: PROTOCOL_VERSION,
                 req: req.clone(),
@@ -352,25 +396,26 @@ mod tests {
     fn malformed_lines_are_refused_with_their_kind() {
         assert_eq!(kind_of("not json"), ErrorKind::Malformed);
         assert_eq!(kind_of(r#"{"req":"status"}"#), ErrorKind::Malformed);
-        assert_eq!(kind_of(r#"{"v":1,"req":"dance"}"#), ErrorKind::Malformed);
+        assert_eq!(kind_of(r#"{"v":2,"req":"dance"}"#), ErrorKind::Malformed);
         assert_eq!(
-            kind_of(r#"{"v":1,"req":"status","extra":1}"#),
+            kind_of(r#"{"v":2,"req":"status","extra":1}"#),
             ErrorKind::Malformed
         );
         assert_eq!(
             kind_of(
-                r#"{"v":1,"req":{"report":{"load_milli":[],"allowed":"0","own_socket_inode":null,"pid":1}}}"#
+                r#"{"v":2,"req":{"report":{"load_milli":[],"allowed":"0","own_socket_inode":null,"pid":1}}}"#
             ),
             ErrorKind::Malformed,
             "unknown fields inside a request are refused too"
         );
         assert_eq!(
             kind_of(
-                r#"{"v":1,"req":{"report":{"load_milli":[],"allowed":"x","own_socket_inode":null}}}"#
+                r#"{"v":2,"req":{"report":{"load_milli":[],"allowed":"x","own_socket_inode":null}}}"#
             ),
             ErrorKind::Malformed
         );
-        assert_eq!(kind_of(r#"{"v":2,"req":"status"}"#), ErrorKind::Version);
+        assert_eq!(kind_of(r#"{"v":1,"req":"status"}"#), ErrorKind::Version);
+        assert_eq!(kind_of(r#"{"v":3,"req":"status"}"#), ErrorKind::Version);
     }
 
     #[test]
@@ -404,12 +449,15 @@ mod tests {
     fn replies_round_trip() {
         let view = ReplyLine::new(Reply::View(View {
             others_milli: vec![(CpuId(1), 2000)],
+            unmanaged: Some(vec![(CpuId(0), 3)]),
             registered: vec![3, 9],
             home: Some("1".parse().unwrap()),
             set: Some(2),
         }));
-        let line = encode(&view);
-        let back: ReplyLine = serde_json::from_slice(&line).unwrap();
-        assert_eq!(back, view);
+        for reply in [view, ReplyLine::new(Reply::Updated)] {
+            let line = encode(&reply);
+            let back: ReplyLine = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back, reply);
+        }
     }
 }

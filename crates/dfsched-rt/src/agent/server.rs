@@ -1,11 +1,14 @@
 //! The agent's server: the listening socket, one thread per connection, and
-//! the tick thread (liveness backstop and sharing detection).
+//! the tick thread (liveness backstop, sharing detection, idle exit).
 //!
 //! ```text
 //!   accept ──► connection thread: SO_PEERCRED once → refuse other uids
 //!                 loop { read line (≤ 64 KiB) → parse → handle under the lock → reply }
+//!                 report: record the load, then the unmanaged load from
+//!                         the shared /proc scan (scan.rs), then the view
 //!                 on EOF/error: drop the connection's process record
 //!   tick (every tick_ms):
+//!     0. with an idle exit set: no connection open for that long → stop
 //!     1. drop records whose pid is gone or has changed owner
 //!     2. read /proc/PID/fd of every registered pid (outside the lock)
 //!     3. union-find on shared pipe/socket inodes → sharing sets; inodes
@@ -16,12 +19,17 @@
 //! Invariants: `State::procs` holds exactly the open, registered
 //! connections whose pid was alive at the last tick; a request either
 //! changes state and gets a non-error reply, or changes nothing and gets an
-//! error reply; the lock is never held across socket or `/proc` I/O.
+//! error reply; the state lock is never held across socket or `/proc` I/O,
+//! and never while taking the scan's lock (which is held across its scan,
+//! so that concurrent reports wait for one scan instead of each taking
+//! one). An agent that ends in order (stop, idle exit) removes its socket
+//! and its lock file.
 
 use super::proto::{
     encode, parse_request, read_line_capped, Counters, ErrorKind, LineRead, ProcessStatus, Reply,
     ReplyLine, Report, Request, SetStatus, Status, View, MAX_LINE_BYTES,
 };
+use super::scan::{self, Scanned, SharedScan};
 use super::sharing::{self, SetShape};
 use super::AgentError;
 use dfsched_core::{CpuId, CpuSet, Topology};
@@ -33,7 +41,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The agent's settings.
 #[derive(Clone, Debug)]
@@ -49,6 +57,16 @@ pub struct AgentConfig {
     /// Runnable threads per CPU, in thousandths, from which a sharing set's
     /// home is one CPU; the core's default.
     pub heavy_load_milli: u64,
+    /// How old the shared `/proc` scan of the unmanaged load may be before
+    /// a report takes a new one, in milliseconds; 0 scans on every report.
+    /// Default [`scan::DEFAULT_SCAN_FRESH_MS`] (why: `scan.rs`).
+    pub scan_fresh_ms: u64,
+    /// End (removing the socket and the lock file) once no connection has
+    /// been open for this long; `None`, the default, never. Agents started
+    /// on demand by [`super::ensure_running`] get
+    /// [`super::ON_DEMAND_IDLE_EXIT`], so that nobody is left with a daemon
+    /// that serves no one.
+    pub idle_exit: Option<Duration>,
 }
 
 impl AgentConfig {
@@ -62,6 +80,8 @@ impl AgentConfig {
             tick_ms: 100,
             topology,
             heavy_load_milli: dfsched_core::Config::default().heavy_load_milli,
+            scan_fresh_ms: scan::DEFAULT_SCAN_FRESH_MS,
+            idle_exit: None,
         })
     }
 }
@@ -97,6 +117,10 @@ struct State {
     counters: Counters,
     /// Streams of open connections, to shut them on stop.
     streams: HashMap<u64, UnixStream>,
+    /// Connections accepted and not yet closed (of any uid).
+    open: u64,
+    /// Since when no connection has been open (`None` while one is).
+    idle_since: Option<Instant>,
 }
 
 /// The shared part of a running agent.
@@ -105,6 +129,9 @@ struct Shared {
     uid: u32,
     pid: u32,
     state: Mutex<State>,
+    /// The shared `/proc` scan (scan.rs); taken after the state lock is
+    /// released, never with it.
+    scan: Mutex<SharedScan>,
     stop: AtomicBool,
 }
 
@@ -136,8 +163,10 @@ impl Agent {
                 pid: std::process::id(),
                 state: Mutex::new(State {
                     next_set: 1,
+                    idle_since: Some(Instant::now()),
                     ..State::default()
                 }),
+                scan: Mutex::new(SharedScan::new(&config.proc_root)),
                 stop: AtomicBool::new(false),
                 config,
             }),
@@ -146,7 +175,8 @@ impl Agent {
         })
     }
 
-    /// Serves until a `stop` request; then removes the socket and returns.
+    /// Serves until a `stop` request or the idle exit; then removes the
+    /// socket and the lock file and returns.
     pub fn run(self) -> Result<(), AgentError> {
         let shared = Arc::clone(&self.shared);
         let ticker = std::thread::Builder::new()
@@ -161,11 +191,18 @@ impl Agent {
             let Ok(stream) = stream else { continue };
             let id = next_conn;
             next_conn += 1;
+            // Counted open from the accept on, so that the idle exit never
+            // ends the agent under a connection about to be served.
+            self.shared.opened();
             let shared = Arc::clone(&self.shared);
             let spawned = std::thread::Builder::new()
                 .name("dfsched-agent-conn".into())
-                .spawn(move || serve(&shared, stream, id));
+                .spawn(move || {
+                    serve(&shared, stream, id);
+                    shared.closed();
+                });
             if let Err(e) = spawned {
+                self.shared.closed();
                 tracing::warn!(error = %e, "dfsched agent: cannot start a connection thread");
             }
         }
@@ -174,6 +211,10 @@ impl Agent {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         let _ = std::fs::remove_file(&self.shared.config.socket);
+        // Still holding the flock: a new agent that opened the old lock
+        // file before this unlink sees that it no longer names the file
+        // and takes a new one (`bind_private`).
+        let _ = std::fs::remove_file(super::lock_path(&self.shared.config.socket));
         let _ = ticker.join();
         Ok(())
     }
@@ -184,6 +225,29 @@ impl Shared {
         // The state stays consistent between statements that could panic:
         // a poisoned lock is taken over rather than bringing the agent down.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn opened(&self) {
+        let mut st = self.lock();
+        st.open += 1;
+        st.idle_since = None;
+    }
+
+    fn closed(&self) {
+        let mut st = self.lock();
+        st.open -= 1;
+        if st.open == 0 {
+            st.idle_since = Some(Instant::now());
+        }
+    }
+
+    /// Whether the idle exit is due: no connection open for `idle_exit`.
+    fn idle_exit_due(&self) -> bool {
+        let Some(limit) = self.config.idle_exit else {
+            return false;
+        };
+        let st = self.lock();
+        st.open == 0 && st.idle_since.is_some_and(|t| t.elapsed() >= limit)
     }
 
     fn request_stop(&self) {
@@ -296,7 +360,14 @@ fn serve(shared: &Shared, stream: UnixStream, id: u64) {
 fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLine {
     match req {
         Request::Report(r) => report(shared, id, pid, uid, r),
-        Request::Status => ReplyLine::new(Reply::Status(status(shared))),
+        Request::Update(r) => match record(shared, id, pid, uid, r) {
+            Ok(mut st) => {
+                st.counters.updates += 1;
+                ReplyLine::new(Reply::Updated)
+            }
+            Err(refusal) => refusal,
+        },
+        Request::Status => ReplyLine::new(Reply::Status(Box::new(status(shared)))),
         Request::Stop if uid == shared.uid || uid == 0 => ReplyLine::new(Reply::Stopping),
         Request::Stop => ReplyLine::error(
             ErrorKind::Denied,
@@ -305,34 +376,41 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
     }
 }
 
-fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
+/// Checks a report and records it as the process's latest load: the state,
+/// still locked, or the refusal to send (nothing recorded).
+fn record(
+    shared: &Shared,
+    id: u64,
+    pid: u32,
+    uid: u32,
+    r: Report,
+) -> Result<std::sync::MutexGuard<'_, State>, ReplyLine> {
     let cpus = shared.config.topology.cpus();
     if let Some((cpu, _)) = r.load_milli.iter().find(|(c, _)| !cpus.contains(*c)) {
-        return ReplyLine::error(
+        return Err(ReplyLine::error(
             ErrorKind::Invalid,
             format!("CPU {cpu} is not a CPU of this machine ({cpus})"),
-        );
+        ));
     }
     if !r.allowed.intersects(cpus) {
-        return ReplyLine::error(
+        return Err(ReplyLine::error(
             ErrorKind::Invalid,
             format!(
                 "allowed CPUs {} hold no CPU of this machine ({cpus})",
                 r.allowed
             ),
-        );
+        ));
     }
     // The pid is the peer's own (SO_PEERCRED); a root agent still checks
     // that it belongs to the peer's uid now (the peer may have changed
     // uid since it connected), and never acts on it otherwise.
     if owner_of(&shared.config.proc_root, pid) != Some(uid) {
-        return ReplyLine::error(
+        return Err(ReplyLine::error(
             ErrorKind::Denied,
             format!("process {pid} is not (or no longer) owned by uid {uid}"),
-        );
+        ));
     }
     let mut st = shared.lock();
-    st.counters.reports += 1;
     let mut load = r.load_milli;
     load.sort_unstable();
     st.procs.insert(
@@ -345,6 +423,15 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
             own_socket_inode: r.own_socket_inode,
         },
     );
+    Ok(st)
+}
+
+fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
+    let mut st = match record(shared, id, pid, uid, r) {
+        Ok(st) => st,
+        Err(refusal) => return refusal,
+    };
+    st.counters.reports += 1;
     let mut others: BTreeMap<CpuId, u64> = BTreeMap::new();
     for p in st.procs.values().filter(|p| p.pid != pid) {
         for &(cpu, milli) in &p.load_milli {
@@ -353,12 +440,39 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     }
     let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
     let set = st.sets.iter().find(|s| s.members.contains(&pid));
-    ReplyLine::new(Reply::View(View {
+    let mut view = View {
         others_milli: others.into_iter().filter(|&(_, m)| m > 0).collect(),
-        registered: registered.into_iter().collect(),
+        unmanaged: None,
+        registered: registered.iter().copied().collect(),
         home: set.map(|s| s.home.clone()),
         set: set.map(|s| s.id),
-    }))
+    };
+    drop(st);
+    // The rest of the machine's load, outside the state lock: one scan
+    // serves every report within the freshness bound.
+    let fresh = Duration::from_millis(shared.config.scan_fresh_ms);
+    let scanned = {
+        let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
+        let (sample, scanned) = scan.get(fresh, || {
+            let mut skip = registered.clone();
+            skip.insert(shared.pid);
+            skip
+        });
+        // Processes registered since the scan are taken out here; the
+        // asking one is registered, so its own threads never come back.
+        view.unmanaged = sample.map(|s| scan::unmanaged(s, &registered));
+        scanned
+    };
+    match scanned {
+        Scanned::Reused => {}
+        Scanned::Taken => shared.lock().counters.scans += 1,
+        Scanned::Failed => {
+            let mut st = shared.lock();
+            st.counters.scans += 1;
+            st.counters.scan_errors += 1;
+        }
+    }
+    ReplyLine::new(Reply::View(view))
 }
 
 fn status(shared: &Shared) -> Status {
@@ -401,6 +515,11 @@ fn tick_loop(shared: &Shared) {
     let interval = Duration::from_millis(shared.config.tick_ms.max(1));
     while !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(interval);
+        if shared.idle_exit_due() {
+            tracing::info!("dfsched agent: no client for the idle exit's time, ending");
+            shared.request_stop();
+            return;
+        }
         tick(shared);
     }
 }
