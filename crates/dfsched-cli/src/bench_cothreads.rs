@@ -7,9 +7,10 @@ use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::cothreads::{
-    paper_grid, parse_co_modes, render_co_grid, render_co_report, run_cothread_cases, worker_main,
-    CoGridReport, CoMode, CoParams, CoThreadsError, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES,
-    DEFAULT_REPEAT, DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
+    idle_exit_secs, paper_grid, parse_co_modes, render_co_grid, render_co_report,
+    run_cothread_cases, worker_main, AgentSetting, CoAgent, CoGridReport, CoMode, CoParams,
+    CoThreadsError, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES, DEFAULT_REPEAT,
+    DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
 };
 use std::io::Write;
 
@@ -32,19 +33,45 @@ The processes are this binary re-executed with a hidden subcommand
 (bench cothreads-worker), not forks: each worker starts as a fresh
 single-threaded program. All say 'ready' before any is told 'go'.
 
-Modes (interleaved per round, order shuffled from --seed):
+Modes (all four by default, interleaved per round, order shuffled from
+--seed):
   vanilla    the kernel alone
   co-thread  each process starts a dfsched runtime with the co-thread policy
              (DFSCHED_* options apply) and attaches every thread: a process's
              threads are one group, packed on one CPU under heavy load
+  oracle     no runtime; process i pins all its threads to allowed CPU
+             i mod n (n = CPUs this command may use) before the gate opens:
+             perfect co-thread packing, processes dealt evenly -- the best
+             co-thread can do
+  split      no runtime; thread t of every process pinned to allowed CPU
+             t mod n: every process spread, the worst case for sharing
+A pin that fails or does not hold fails the worker. With one allowed CPU
+oracle and split still run (everything on that CPU) and the report says so.
+
+Ratios. The machine drifts between rounds (on a shared VM by tens of percent
+from minute to minute), more than the effect measured. Each round runs every
+mode back to back, so each non-vanilla run is divided by the vanilla run of
+the same round; the table's 'paired /vanilla' column (JSON: modes.<mode>.
+paired_ratio) gives the median, min and max of those per-round ratios. The
+'/vanilla' column (JSON: ratios) is the ratio of medians, kept beside it.
+
+Agent (--agent on, the default). A real deployment of co-thread runs with the
+coordinator (dfsched run starts one on demand), so the benchmark starts a
+private dfsched agent for its whole run (socket in a fresh 0700 directory
+under the temporary directory), gives co-thread workers DFSCHED_AGENT=<its
+socket>, and stops it and removes the directory at the end, also on errors.
+--agent off gives co-thread workers DFSCHED_AGENT=off. If the agent cannot
+start, stderr says why and co-thread workers run with DFSCHED_AGENT=off. The
+header line and the JSON (agent) say which.
 
 --grid paper runs Table I: 7x1 small, 11x5 small, 9x3 small, 9x3 medium,
-9x3 larger, 10 s per run and 3 runs per mode (about 5 minutes). The paper
-gives no sizes; we read small = 16 KiB (half the paper's L1d), medium =
-128 KiB (half its L2), larger = 1 MiB (four L2s, inside its L3).
+9x3 larger, 10 s per run and 3 runs per mode, every mode given: with the
+four modes 60 runs of 10 s, about 11 minutes. The paper gives no sizes; we
+read small = 16 KiB (half the paper's L1d), medium = 128 KiB (half its L2),
+larger = 1 MiB (four L2s, inside its L3).
 
 With no flags: 9 processes x 3 threads, 16 KiB each, 4 s per run, 5 runs per
-mode: about 40 s.
+mode, four modes: 20 runs, about 90 s.
 
 On a KVM guest a wake-up on another vCPU costs tens of µs, and a line that
 bounces between vCPUs costs more than between cores of one socket.";
@@ -53,7 +80,7 @@ bounces between vCPUs costs more than between cores of one socket.";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CoGridArg {
     /// Table I: 7×1 small, 11×5 small, 9×3 small, 9×3 medium, 9×3 larger;
-    /// 10 s per run, 3 runs per mode (about 5 minutes).
+    /// 10 s per run, 3 runs per mode (four modes: about 11 minutes).
     Paper,
 }
 
@@ -81,15 +108,19 @@ pub struct CothreadsArgs {
     #[arg(long, value_name = "N")]
     repeat: Option<usize>,
 
-    /// Comma-separated modes: vanilla, co-thread.
-    #[arg(long, value_name = "LIST", default_value = "vanilla,co-thread", value_parser = parse_mode_list)]
+    /// Comma-separated modes: vanilla, co-thread, oracle, split.
+    #[arg(long, value_name = "LIST", default_value = "vanilla,co-thread,oracle,split", value_parser = parse_mode_list)]
     modes: CoModeList,
+
+    /// A private dfsched agent for the co-thread workers: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_agent)]
+    agent: AgentSetting,
 
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     json: bool,
 
-    /// Run a grid of cases (paper: Table I, about 5 minutes); conflicts
+    /// Run a grid of cases (paper: Table I, about 11 minutes); conflicts
     /// with --processes, --threads and --shared-bytes.
     #[arg(long, value_enum, value_name = "GRID")]
     grid: Option<CoGridArg>,
@@ -111,12 +142,19 @@ fn parse_mode_list(s: &str) -> Result<CoModeList, String> {
     parse_co_modes(s).map(CoModeList).map_err(|e| e.to_string())
 }
 
+fn parse_agent(s: &str) -> Result<AgentSetting, String> {
+    s.parse()
+}
+
 /// Flags of the hidden `dfsched bench cothreads-worker`.
 #[derive(Debug, Args)]
 pub struct WorkerFlags {
-    /// vanilla or co-thread.
+    /// vanilla, co-thread, oracle or split.
     #[arg(long, value_parser = parse_one_mode)]
     mode: CoMode,
+    /// This worker's index (0-based): its CPU under oracle.
+    #[arg(long)]
+    process: usize,
     /// Threads.
     #[arg(long)]
     threads: usize,
@@ -158,16 +196,48 @@ impl CothreadsArgs {
     }
 }
 
+/// Starts the private agent if `--agent on` and a co-thread mode runs;
+/// says on stderr when it cannot start.
+fn start_agent(
+    setting: AgentSetting,
+    cases: &[CoParams],
+    exe: &std::path::Path,
+) -> (Option<PrivateAgent>, CoAgent) {
+    let needed = cases.iter().any(|c| c.modes.contains(&CoMode::CoThread));
+    match setting {
+        AgentSetting::Off => (None, CoAgent::off()),
+        AgentSetting::On if !needed => (None, CoAgent::not_started(None)),
+        AgentSetting::On => match PrivateAgent::start(exe, idle_exit_secs(cases)) {
+            Ok(a) => {
+                let info = CoAgent::running(&a);
+                (Some(a), info)
+            }
+            Err(e) => {
+                eprintln!(
+                    "dfsched bench cothreads: could not start a private agent: {e}; \
+                     co-thread workers run without one (DFSCHED_AGENT=off)"
+                );
+                (None, CoAgent::not_started(Some(e.to_string())))
+            }
+        },
+    }
+}
+
 /// Runs `bench cothreads`.
 pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
+    let exe = std::env::current_exe().context("finding this program to re-execute")?;
+    // The guard stops the agent and removes its directory on every path
+    // out of here, the error ones included.
+    let (agent, agent_info) = start_agent(args.agent, &cases, &exe);
     let worker = WorkerCommand {
-        program: std::env::current_exe().context("finding this program to re-execute")?,
+        program: exe,
         args: vec!["bench".into(), "cothreads-worker".into()],
+        co_thread_env: vec![("DFSCHED_AGENT".into(), agent_info.env_value())],
     };
     let mut progress = ProgressLine::new(args.quiet);
-    let reports =
-        run_cothread_cases(&cases, &worker, &mut |p| progress.show(p)).map_err(|e| match e {
+    let reports = run_cothread_cases(&cases, &worker, &agent_info, &mut |p| progress.show(p))
+        .map_err(|e| match e {
             CoThreadsError::Params(p) => Failure::Usage {
                 path: PATH,
                 msg: p.to_string(),
@@ -175,6 +245,11 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
             e => Failure::Run(anyhow::Error::new(e).context("the co-thread benchmark failed")),
         })?;
     progress.finish();
+    if let Some(a) = agent {
+        if let Err(e) = a.stop() {
+            eprintln!("dfsched bench cothreads: stopping the private agent: {e}");
+        }
+    }
     let text = match args.grid {
         None if args.json => {
             serde_json::to_string_pretty(&reports[0]).context("serialising the report")?
@@ -202,6 +277,7 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
 pub fn run_worker(flags: WorkerFlags) -> Result<(), Failure> {
     let args = WorkerArgs {
         mode: flags.mode,
+        process: flags.process,
         threads: flags.threads,
         shared_bytes: flags.shared_bytes,
         seconds: flags.seconds,
@@ -247,11 +323,24 @@ mod tests {
             (&["--seconds", "0"], "--seconds"),
             (&["--repeat", "0"], "--repeat"),
             (&["--modes", "vanilla,x"], "\"x\""),
+            (&["--modes", "oracle,oracle"], "twice"),
+            (&["--agent", "maybe"], "on or off"),
             (&["--grid", "paper", "--threads", "2"], "--threads"),
         ] {
             let err = cases(args).expect_err(&format!("{args:?} was accepted"));
             assert!(err.contains(needle), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn pinned_modes_and_agent_off_parse() {
+        let c = cases(&["--modes", "oracle,split"]).unwrap();
+        assert_eq!(c[0].modes, vec![CoMode::Oracle, CoMode::Split]);
+        let t = T::try_parse_from(["x", "--agent", "off"]).unwrap();
+        assert_eq!(t.a.agent, AgentSetting::Off);
+        let t = T::try_parse_from(["x"]).unwrap();
+        assert_eq!(t.a.agent, AgentSetting::On);
+        assert_eq!(t.a.modes.0, CoMode::ALL.to_vec());
     }
 
     #[test]

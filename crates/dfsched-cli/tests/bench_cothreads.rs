@@ -1,10 +1,15 @@
-//! Runs `dfsched bench cothreads` from the built binary: a tiny run in both
-//! modes starts its worker processes (re-executing the binary), every
-//! process and thread reports work, the JSON has the documented keys, and
-//! bad flags exit 2 having run nothing. No timing is asserted.
+//! Runs `dfsched bench cothreads` from the built binary: a tiny run in all
+//! four modes starts its worker processes (re-executing the binary), every
+//! process and thread reports work, the JSON has the documented keys
+//! (paired ratios, the agent), the private agent is gone afterwards, the
+//! pinned modes put each thread where they say (read back from
+//! `/proc/PID/task/*/status` while the workers wait for "go"), and bad flags
+//! exit 2 having run nothing. No timing is asserted.
 
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 fn dfsched(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dfsched"))
@@ -13,33 +18,60 @@ fn dfsched(args: &[&str]) -> Output {
         .expect("the dfsched binary runs")
 }
 
-#[test]
-fn tiny_run_has_every_process_working_in_both_modes() {
-    let out = dfsched(&[
-        "bench",
-        "cothreads",
-        "--processes",
-        "3",
-        "--threads",
-        "2",
-        "--shared-bytes",
-        "4096",
-        "--seconds",
-        "0.2",
-        "--repeat",
-        "2",
-        "--json",
-        "--quiet",
-    ]);
+fn tiny(extra: &[&str]) -> Value {
+    let out = dfsched(
+        &[
+            &[
+                "bench",
+                "cothreads",
+                "--processes",
+                "3",
+                "--threads",
+                "2",
+                "--shared-bytes",
+                "4096",
+                "--seconds",
+                "0.3",
+                "--repeat",
+                "2",
+                "--json",
+                "--quiet",
+            ][..],
+            extra,
+        ]
+        .concat(),
+    );
     assert!(
         out.status.success(),
         "exit {:?}: {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON value");
+    serde_json::from_slice(&out.stdout).expect("one JSON value")
+}
+
+/// Whether any process's command line names `needle` (a zombie has none).
+fn any_process_names(needle: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+}
+
+#[test]
+fn tiny_run_has_every_process_working_in_all_four_modes_and_paired_ratios() {
+    let v = tiny(&[]);
     assert_eq!(v["params"]["processes"], 3);
-    for mode in ["vanilla", "co-thread"] {
+    for mode in ["vanilla", "co-thread", "oracle", "split"] {
         let m = &v["modes"][mode];
         for key in ["median", "min", "max", "std_dev"] {
             assert!(m["ops"][key].is_number(), "{mode}.ops.{key}");
@@ -58,8 +90,163 @@ fn tiny_run_has_every_process_working_in_both_modes() {
             assert!(per.iter().all(|&n| n > 0), "{mode}: a process did nothing");
             assert_eq!(r["ops_total"].as_u64().unwrap(), per.iter().sum::<u64>());
         }
+        if mode == "vanilla" {
+            assert!(m["paired_ratio"].is_null());
+        } else {
+            let p = &m["paired_ratio"];
+            assert_eq!(p["rounds"], 2, "{mode}: {p}");
+            for key in ["median", "min", "max"] {
+                assert!(p[key].as_f64().unwrap() > 0.0, "{mode}.paired_ratio.{key}");
+            }
+        }
     }
-    assert!(v["ratios"]["co_thread_vs_vanilla"].is_number());
+    for key in [
+        "co_thread_vs_vanilla",
+        "oracle_vs_vanilla",
+        "split_vs_vanilla",
+        "co_thread_vs_oracle",
+    ] {
+        assert!(v["ratios"][key].is_number(), "{key}");
+    }
+}
+
+#[test]
+fn agent_on_serves_co_thread_workers_and_leaves_nothing_behind() {
+    let v = tiny(&["--modes", "vanilla,co-thread"]);
+    let a = &v["agent"];
+    assert_eq!(a["setting"], "on", "{a}");
+    assert_eq!(a["running"], true, "{a}");
+    let socket = a["socket"].as_str().expect("the socket is reported");
+    let dir = Path::new(socket).parent().unwrap();
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    assert!(!any_process_names(socket), "a process still names {socket}");
+    // The co-thread workers reached it; the vanilla ones start no runtime.
+    let reports: u64 = v["modes"]["co-thread"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["agent_reports"].as_u64().expect("co-thread runs count"))
+        .sum();
+    assert!(reports > 0, "no co-thread worker reported to the agent");
+    for r in v["modes"]["vanilla"]["runs"].as_array().unwrap() {
+        assert!(r["agent_reports"].is_null());
+    }
+}
+
+#[test]
+fn agent_off_runs_co_thread_workers_without_one() {
+    let v = tiny(&["--modes", "co-thread", "--agent", "off"]);
+    assert_eq!(v["agent"]["setting"], "off");
+    assert_eq!(v["agent"]["running"], false);
+    assert!(v["agent"]["socket"].is_null());
+    for r in v["modes"]["co-thread"]["runs"].as_array().unwrap() {
+        assert_eq!(r["agent_reports"], 0, "DFSCHED_AGENT=off was not passed");
+    }
+}
+
+/// The calling thread's allowed CPUs (what a child inherits).
+fn allowed_cpus() -> Vec<u32> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    parse_cpu_list(list)
+}
+
+fn parse_cpu_list(list: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+/// Starts a worker of `mode` as process `process` and waits for "ready".
+fn ready_worker(
+    mode: &str,
+    process: usize,
+    threads: usize,
+) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+        .args(["bench", "cothreads-worker", "--mode", mode, "--process"])
+        .arg(process.to_string())
+        .arg("--threads")
+        .arg(threads.to_string())
+        .args(["--shared-bytes", "4096", "--seconds", "0.05"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n", "{mode} worker {process}");
+    (child, out)
+}
+
+/// Each thread's name and allowed CPUs, read from /proc.
+fn thread_cpus(pid: u32) -> Vec<(String, Vec<u32>)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap();
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap();
+        out.push((comm.trim().to_string(), parse_cpu_list(list)));
+    }
+    out
+}
+
+/// Tells a ready worker to go and checks it succeeds.
+fn finish(mut child: Child, mut out: BufReader<std::process::ChildStdout>) {
+    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert!(r["ops"].is_array());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_to_t_mod_n() {
+    let cpus = allowed_cpus();
+    let n = cpus.len();
+    if n < 2 {
+        eprintln!("skipped: only {n} CPU allowed, oracle and split place nothing apart");
+        return;
+    }
+    let threads = n + 1;
+    for process in 0..=n {
+        let (child, out) = ready_worker("oracle", process, threads);
+        let seen = thread_cpus(child.id());
+        assert_eq!(seen.len(), threads + 1, "{seen:?}");
+        let want = vec![cpus[process % n]];
+        for (name, on) in &seen {
+            assert_eq!(on, &want, "oracle process {process}: thread {name}");
+        }
+        finish(child, out);
+    }
+    let (child, out) = ready_worker("split", 1, threads);
+    let seen = thread_cpus(child.id());
+    let mut workers = 0;
+    for (name, on) in &seen {
+        if let Some(t) = name.strip_prefix("cothreads-") {
+            let t: usize = t.parse().unwrap();
+            assert_eq!(on, &vec![cpus[t % n]], "split thread {t}");
+            workers += 1;
+        }
+    }
+    assert_eq!(workers, threads, "{seen:?}");
+    finish(child, out);
 }
 
 #[test]
@@ -69,6 +256,8 @@ fn bad_flags_exit_2_and_run_nothing() {
         (&["--shared-bytes", "65"], "--shared-bytes"),
         (&["--seconds=-1"], "--seconds"),
         (&["--modes", "dfsched"], "dfsched"),
+        (&["--modes", "oracle,split,oracle"], "twice"),
+        (&["--agent", "maybe"], "on or off"),
         (&["--grid", "paper", "--processes", "2"], "--processes"),
     ] {
         let out = dfsched(&[&["bench", "cothreads"][..], args].concat());
@@ -87,6 +276,8 @@ fn a_worker_not_told_to_go_fails_without_working() {
             "cothreads-worker",
             "--mode",
             "vanilla",
+            "--process",
+            "0",
             "--threads",
             "2",
             "--shared-bytes",

@@ -19,10 +19,30 @@
 //! not exist in the child. All workers say "ready" before any is told "go",
 //! so all start their timed part together.
 //!
-//! **Modes** ([`CoMode`]): `vanilla` (the kernel alone) and `co-thread`
-//! (each worker starts a runtime with the co-thread policy and attaches
-//! every thread: its threads are one co-thread group). Rounds interleave the
-//! modes as `bench df` does.
+//! **Modes** ([`CoMode`]), interleaved per round as `bench df` does:
+//! - `vanilla`: the kernel alone;
+//! - `co-thread`: each worker starts a runtime with the co-thread policy
+//!   and attaches every thread (its threads are one co-thread group);
+//! - `oracle`: no runtime; worker `i` pins every one of its threads to
+//!   allowed CPU `i mod n` before the gate opens ([`oracle_cpu`]): perfect
+//!   co-thread packing with the processes dealt evenly, the best co-thread
+//!   can do;
+//! - `split`: no runtime; thread `t` of every worker pinned to allowed CPU
+//!   `t mod n` ([`split_cpu`]): every process spread, the worst case for
+//!   sharing.
+//!
+//! The pinned modes use the affinity helpers of [`crate::os`] (the
+//! runtime's `sys` module) and read every pin back; a pin that fails or
+//! does not hold fails the worker, never a silent fallback to the kernel's
+//! placement.
+//!
+//! **Paired ratios** ([`report`]): the machine drifts between rounds, so
+//! each non-vanilla run is divided by the vanilla run of its own round and
+//! the median of those per-round ratios is reported beside the ratio of
+//! medians.
+//!
+//! **The agent** ([`agent`]): co-thread workers may share a private `dfsched
+//! agent` for the whole benchmark, as `dfsched run` would start one.
 //!
 //! **Table I** sizes: the paper calls the shared data "small", "medium" and
 //! "larger" without numbers, on a machine with 32 KiB L1d and 256 KiB L2 per
@@ -30,22 +50,29 @@
 //! medium = 128 KiB (half an L2), larger = 1 MiB (four L2s, well inside the
 //! L3) — [`SharedSize`].
 
+pub mod agent;
+pub mod report;
 pub mod worker;
 
 use crate::cothread::CoThreadError;
 use crate::machine::Machine;
-use crate::report::{describe_machine, render_grid_cells, KVM_NOTE};
+use crate::os::OsError;
 use crate::runner::{round_order, Progress};
-use crate::stats::{median, ratio, Summary};
+use crate::stats::median;
+use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 
+pub use agent::{idle_exit_secs, AgentSetting, CoAgent, PrivateAgent};
+pub use report::{
+    describe_co_params, paired_ratios, render_co_grid, render_co_report, render_co_table,
+    CoGridReport, CoModeReport, CoRatios, CoReport, PairedRatio,
+};
 pub use worker::{worker_main, WorkerArgs};
 
 /// Default processes (Table I, test 3).
@@ -111,19 +138,51 @@ pub enum CoMode {
     Vanilla,
     /// A co-thread runtime per process, every thread attached.
     CoThread,
+    /// No runtime; worker `i`'s threads all pinned to allowed CPU `i mod n`.
+    Oracle,
+    /// No runtime; thread `t` of every worker pinned to allowed CPU `t mod n`.
+    Split,
 }
 
 impl CoMode {
     /// Every mode, in the default order.
-    pub const ALL: [CoMode; 2] = [CoMode::Vanilla, CoMode::CoThread];
+    pub const ALL: [CoMode; 4] = [
+        CoMode::Vanilla,
+        CoMode::CoThread,
+        CoMode::Oracle,
+        CoMode::Split,
+    ];
 
     /// The mode's name on the command line and in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             CoMode::Vanilla => "vanilla",
             CoMode::CoThread => "co-thread",
+            CoMode::Oracle => "oracle",
+            CoMode::Split => "split",
         }
     }
+
+    /// Whether the mode pins threads itself (no runtime).
+    pub fn is_pinned(self) -> bool {
+        matches!(self, CoMode::Oracle | CoMode::Split)
+    }
+}
+
+/// The CPU every thread of worker `process` is pinned to under `oracle`:
+/// `cpus[process mod n]`, so the processes are dealt evenly over the CPUs.
+/// `cpus` must not be empty.
+pub fn oracle_cpu(process: usize, cpus: &[CpuId]) -> CpuId {
+    assert!(!cpus.is_empty(), "the oracle needs at least one CPU");
+    cpus[process % cpus.len()]
+}
+
+/// The CPU thread `thread` of any worker is pinned to under `split`:
+/// `cpus[thread mod n]`, so each process's threads reach `min(T, n)` CPUs.
+/// `cpus` must not be empty.
+pub fn split_cpu(thread: usize, cpus: &[CpuId]) -> CpuId {
+    assert!(!cpus.is_empty(), "split needs at least one CPU");
+    cpus[thread % cpus.len()]
 }
 
 impl fmt::Display for CoMode {
@@ -179,10 +238,10 @@ pub enum CoParamError {
     #[error("--repeat {0} is not between 1 and 1000")]
     Repeat(usize),
     /// No mode.
-    #[error("--modes names no mode (choose from vanilla,co-thread)")]
+    #[error("--modes names no mode (choose from vanilla,co-thread,oracle,split)")]
     NoModes,
     /// Unknown mode.
-    #[error("unknown mode {0:?} (choose from vanilla,co-thread)")]
+    #[error("unknown mode {0:?} (choose from vanilla,co-thread,oracle,split)")]
     UnknownMode(String),
     /// A mode listed twice.
     #[error("mode {0} is listed twice in --modes")]
@@ -218,6 +277,33 @@ pub enum CoThreadsError {
         /// Threads there were.
         threads: usize,
     },
+    /// A pinned mode could not read the CPUs it may use.
+    #[error("reading the allowed CPUs: {0}")]
+    Affinity(#[source] OsError),
+    /// `sched_getaffinity` gave no CPU to pin to.
+    #[error("sched_getaffinity reported no allowed CPU")]
+    NoCpus,
+    /// A pinned mode's pin failed.
+    #[error("could not pin {thread} to CPU {cpu}: {source}")]
+    Pin {
+        /// Which thread (`main`, `cothreads-T`).
+        thread: String,
+        /// The CPU asked for.
+        cpu: CpuId,
+        /// The affinity call's error.
+        #[source]
+        source: OsError,
+    },
+    /// A pinned mode's pin did not hold: the kernel reports other CPUs.
+    #[error("{thread} was pinned to CPU {cpu} but runs on CPUs {got}")]
+    PinNotHeld {
+        /// Which thread.
+        thread: String,
+        /// The CPU asked for.
+        cpu: CpuId,
+        /// What `sched_getaffinity` says.
+        got: CpuSet,
+    },
     /// Talking to the parent failed.
     #[error("writing to the parent: {0}")]
     Pipe(#[source] std::io::Error),
@@ -249,6 +335,10 @@ pub struct WorkerResult {
     pub ops: Vec<u64>,
     /// Seconds from the gate opening to the stop.
     pub elapsed_s: f64,
+    /// Co-thread workers: load reports the agent answered (`None` in other
+    /// modes); 0 when the worker never reached an agent.
+    #[serde(default)]
+    pub agent_reports: Option<u64>,
 }
 
 /// One case.
@@ -332,14 +422,17 @@ pub fn paper_grid(base: &CoParams, seconds: Option<f64>, repeat: Option<usize>) 
 }
 
 /// How to start one worker process: `program` with `args`, to which the
-/// worker's own flags are appended (`--mode`, `--threads`, `--shared-bytes`,
-/// `--seconds`).
+/// worker's own flags are appended (`--mode`, `--process`, `--threads`,
+/// `--shared-bytes`, `--seconds`).
 #[derive(Clone, Debug)]
 pub struct WorkerCommand {
     /// The program (the CLI: its own executable).
     pub program: PathBuf,
     /// Arguments before the worker's flags (the CLI: `bench cothreads-worker`).
     pub args: Vec<OsString>,
+    /// Environment added for co-thread workers only (the CLI:
+    /// `DFSCHED_AGENT`); the other modes start no runtime.
+    pub co_thread_env: Vec<(OsString, OsString)>,
 }
 
 /// One run of one mode.
@@ -360,6 +453,10 @@ pub struct CoRun {
     pub elapsed_s: f64,
     /// `ops_total` / `elapsed_s`.
     pub ops_per_s: f64,
+    /// Co-thread runs: load reports the agent answered, summed over the
+    /// processes (`None` in other modes).
+    #[serde(default)]
+    pub agent_reports: Option<u64>,
 }
 
 /// Runs every case (validated first), each as interleaved rounds, starting
@@ -367,6 +464,7 @@ pub struct CoRun {
 pub fn run_cothread_cases(
     cases: &[CoParams],
     worker: &WorkerCommand,
+    agent: &CoAgent,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<CoReport>, CoThreadsError> {
     for c in cases {
@@ -399,7 +497,12 @@ pub fn run_cothread_cases(
                 runs.push(run);
             }
         }
-        reports.push(CoReport::new(p.clone(), machine.clone(), runs));
+        reports.push(CoReport::new(
+            p.clone(),
+            machine.clone(),
+            agent.clone(),
+            runs,
+        ));
     }
     Ok(reports)
 }
@@ -429,10 +532,16 @@ fn run_once(
 ) -> Result<CoRun, CoThreadsError> {
     let mut children = Children(Vec::with_capacity(p.processes));
     for process in 0..p.processes {
-        let child = Command::new(&worker.program)
+        let mut cmd = Command::new(&worker.program);
+        if mode == CoMode::CoThread {
+            cmd.envs(worker.co_thread_env.iter().map(|(k, v)| (k, v)));
+        }
+        let child = cmd
             .args(&worker.args)
             .arg("--mode")
             .arg(mode.as_str())
+            .arg("--process")
+            .arg(process.to_string())
             .arg("--threads")
             .arg(p.threads.to_string())
             .arg("--shared-bytes")
@@ -501,6 +610,8 @@ fn run_once(
     );
     let elapsed_s = median(&results.iter().map(|r| r.elapsed_s).collect::<Vec<_>>())
         .expect("at least one process");
+    let agent_reports = (mode == CoMode::CoThread)
+        .then(|| results.iter().map(|r| r.agent_reports.unwrap_or(0)).sum());
     Ok(CoRun {
         mode,
         round,
@@ -517,184 +628,8 @@ fn run_once(
         } else {
             0.0
         },
+        agent_reports,
     })
-}
-
-/// One mode's runs and their summary.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CoModeReport {
-    /// Operations per run (all processes).
-    pub ops: Summary,
-    /// Operations per second per run.
-    pub ops_per_s: Summary,
-    /// Median of the runs' process spreads.
-    pub median_process_spread: f64,
-    /// Every run.
-    pub runs: Vec<CoRun>,
-}
-
-/// The result of one case. JSON: `{ params, machine, modes: { "<mode>":
-/// { ops: {median,min,max,std_dev}, ops_per_s: {..}, median_process_spread,
-/// runs: [..] } }, ratios: { co_thread_vs_vanilla }, note }`; the ratio is
-/// of median operations (above 1: more work done).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CoReport {
-    /// What ran.
-    pub params: CoParams,
-    /// Where.
-    pub machine: Machine,
-    /// Per mode.
-    pub modes: BTreeMap<CoMode, CoModeReport>,
-    /// Ratios of median operations.
-    pub ratios: CoRatios,
-    /// How to read the figures here.
-    pub note: String,
-}
-
-/// Ratios of median operation counts; `None` when a side did not run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CoRatios {
-    /// co-thread / vanilla.
-    pub co_thread_vs_vanilla: Option<f64>,
-}
-
-impl CoReport {
-    /// Groups `runs` by mode and summarises them.
-    pub fn new(params: CoParams, machine: Machine, runs: Vec<CoRun>) -> CoReport {
-        let mut by_mode: BTreeMap<CoMode, Vec<CoRun>> = BTreeMap::new();
-        for r in runs {
-            by_mode.entry(r.mode).or_default().push(r);
-        }
-        let modes: BTreeMap<CoMode, CoModeReport> = by_mode
-            .into_iter()
-            .filter_map(|(m, runs)| {
-                let ops: Vec<f64> = runs.iter().map(|r| r.ops_total as f64).collect();
-                let rate: Vec<f64> = runs.iter().map(|r| r.ops_per_s).collect();
-                let spread: Vec<f64> = runs.iter().map(|r| r.process_spread).collect();
-                Some((
-                    m,
-                    CoModeReport {
-                        ops: Summary::of(&ops)?,
-                        ops_per_s: Summary::of(&rate)?,
-                        median_process_spread: median(&spread)?,
-                        runs,
-                    },
-                ))
-            })
-            .collect();
-        let med = |m: CoMode| modes.get(&m).map(|r| r.ops.median);
-        let ratios = CoRatios {
-            co_thread_vs_vanilla: ratio(med(CoMode::CoThread), med(CoMode::Vanilla)),
-        };
-        let note = if machine.hypervisor {
-            KVM_NOTE.to_string()
-        } else {
-            "bare metal (no hypervisor flag)".to_string()
-        };
-        CoReport {
-            params,
-            machine,
-            modes,
-            ratios,
-            note,
-        }
-    }
-}
-
-/// A grid of cases.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CoGridReport {
-    /// Which grid (`paper`).
-    pub grid: String,
-    /// Where.
-    pub machine: Machine,
-    /// One report per cell.
-    pub cells: Vec<CoReport>,
-}
-
-/// One line describing a case.
-pub fn describe_co_params(p: &CoParams) -> String {
-    format!(
-        "{} processes × {} threads, {} B shared per process, {} s per run, {} run{} per mode, seed {}",
-        p.processes,
-        p.threads,
-        p.shared_bytes,
-        p.seconds,
-        p.repeat,
-        if p.repeat == 1 { "" } else { "s" },
-        p.seed
-    )
-}
-
-/// The per-mode table of one case.
-pub fn render_co_table(r: &CoReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<9} {:>14} {:>14} {:>14} {:>12} {:>13} {:>8}",
-        "mode", "median ops", "min ops", "max ops", "sd ops", "proc spread", "/vanilla"
-    );
-    let vanilla = r.modes.get(&CoMode::Vanilla).map(|m| m.ops.median);
-    for (mode, m) in &r.modes {
-        let _ = writeln!(
-            out,
-            "{:<9} {:>14.0} {:>14.0} {:>14.0} {:>12.0} {:>12.1}% {:>8}",
-            mode.as_str(),
-            m.ops.median,
-            m.ops.min,
-            m.ops.max,
-            m.ops.std_dev,
-            m.median_process_spread * 100.0,
-            ratio(Some(m.ops.median), vanilla).map_or("-".into(), |x| format!("{x:.3}"))
-        );
-    }
-    out
-}
-
-/// A whole case for people.
-pub fn render_co_report(r: &CoReport) -> String {
-    format!(
-        "dfsched bench cothreads: {}\n{}\n\n{}{}\n",
-        describe_co_params(&r.params),
-        describe_machine(&r.machine),
-        render_co_table(r),
-        r.note
-    )
-}
-
-/// A grid for people: a table per cell, then Table I's layout.
-pub fn render_co_grid(g: &CoGridReport) -> String {
-    let mut out = render_grid_cells(
-        "cothreads",
-        &g.grid,
-        &g.machine,
-        g.cells
-            .iter()
-            .map(|c| (describe_co_params(&c.params), render_co_table(c))),
-    );
-    let _ = writeln!(
-        out,
-        "\n{:>9} {:>7} {:>12} {:>19}",
-        "processes", "threads", "shared B", "co-thread/vanilla"
-    );
-    for c in &g.cells {
-        let _ = writeln!(
-            out,
-            "{:>9} {:>7} {:>12} {:>19}",
-            c.params.processes,
-            c.params.threads,
-            c.params.shared_bytes,
-            c.ratios
-                .co_thread_vs_vanilla
-                .map_or("-".into(), |x| format!("{x:.3}"))
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{}",
-        g.cells.first().map_or(KVM_NOTE, |c| c.note.as_str())
-    );
-    out
 }
 
 #[cfg(test)]
@@ -754,38 +689,23 @@ mod tests {
             Err(CoParamError::UnknownMode("fast".into()))
         );
         assert_eq!(parse_co_modes("co-thread").unwrap(), vec![CoMode::CoThread]);
-    }
-
-    fn run(mode: CoMode, ops: u64) -> CoRun {
-        CoRun {
-            mode,
-            round: 0,
-            ops_total: ops,
-            ops_per_process: vec![ops / 2, ops / 2],
-            process_spread: 0.0,
-            elapsed_s: 1.0,
-            ops_per_s: ops as f64,
-        }
+        assert_eq!(
+            parse_co_modes("oracle, split").unwrap(),
+            vec![CoMode::Oracle, CoMode::Split]
+        );
+        let e = parse_co_modes("oracel").unwrap_err().to_string();
+        assert!(e.contains("oracle,split"), "{e}");
     }
 
     #[test]
-    fn report_divides_median_operations() {
-        let m = Machine::describe(&"0".parse().unwrap());
-        let r = CoReport::new(
-            CoParams::default(),
-            m,
-            vec![
-                run(CoMode::Vanilla, 100),
-                run(CoMode::CoThread, 120),
-                run(CoMode::Vanilla, 300),
-                run(CoMode::CoThread, 360),
-            ],
-        );
-        assert_eq!(r.ratios.co_thread_vs_vanilla, Some(1.2));
-        let v = serde_json::to_value(&r).unwrap();
-        for key in ["median", "min", "max", "std_dev"] {
-            assert!(v["modes"]["co-thread"]["ops"][key].is_number());
-        }
-        assert!(render_co_report(&r).contains("1.200"));
+    fn oracle_deals_processes_evenly_and_split_deals_threads() {
+        let cpus = [CpuId(2), CpuId(5)];
+        let oracle: Vec<CpuId> = (0..5).map(|i| oracle_cpu(i, &cpus)).collect();
+        assert_eq!(oracle, [2, 5, 2, 5, 2].map(CpuId));
+        let split: Vec<CpuId> = (0..3).map(|t| split_cpu(t, &cpus)).collect();
+        assert_eq!(split, [2, 5, 2].map(CpuId));
+        // One CPU: everything on it, in both.
+        assert_eq!(oracle_cpu(7, &[CpuId(3)]), CpuId(3));
+        assert_eq!(split_cpu(7, &[CpuId(3)]), CpuId(3));
     }
 }

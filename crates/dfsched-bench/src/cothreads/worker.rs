@@ -7,7 +7,10 @@
 //!  worker                              parent
 //!  ──────                              ──────
 //!  (co-thread) start a runtime
-//!  spawn threads; each attaches (co-thread), arrives at the gate
+//!  (oracle) pin the main thread to allowed CPU `process mod n`
+//!  spawn threads; each attaches (co-thread) or pins itself (oracle:
+//!  the process's CPU; split: allowed CPU `t mod n`), reads the pin back,
+//!  arrives at the gate
 //!  all arrived: print "ready" ───────► waits for every worker's "ready"
 //!  wait for a line ◄────────────────── "go" (to every worker in turn)
 //!  open the gate; sleep `seconds`;
@@ -16,11 +19,16 @@
 //!
 //! Anything but "go" (or end of input) sends the threads home without work
 //! and fails the worker, so a parent that died leaves no worker spinning.
+//! A thread that cannot be placed (attach refused, pin failed or not held)
+//! keeps the gate shut the same way, and the worker fails with its error:
+//! a pinned mode never silently runs where the kernel put it.
 
-use super::{CoMode, CoThreadsError, WorkerResult};
+use super::{oracle_cpu, split_cpu, CoMode, CoThreadsError, WorkerResult};
 use crate::cothread;
 use crate::df::Df;
 use crate::gate::StartGate;
+use crate::os;
+use dfsched_core::{CpuId, CpuSet};
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -34,6 +42,9 @@ const OPS_PER_CHECK: u64 = 64;
 pub struct WorkerArgs {
     /// Placement.
     pub mode: CoMode,
+    /// This worker's index among the benchmark's processes (0-based): its
+    /// CPU under `oracle`.
+    pub process: usize,
     /// Threads in this process.
     pub threads: usize,
     /// Bytes of shared data.
@@ -55,20 +66,26 @@ pub fn worker_main(
             let cfg = dfsched::RuntimeConfig::from_env().map_err(CoThreadsError::Runtime)?;
             Some(cothread::start_runtime(cfg).map_err(CoThreadsError::CoThread)?)
         }
+        CoMode::Oracle | CoMode::Split => None,
     };
+    let plan = Plan::new(args)?;
     let data = Df::new(args.shared_bytes);
     let stop = AtomicBool::new(false);
     let gate = StartGate::default();
     let outcome = thread::scope(|s| {
         let mut handles = Vec::with_capacity(args.threads);
         for t in 0..args.threads {
-            let (data, stop, gate, rt) = (&data, &stop, &gate, rt.as_ref());
+            let (data, stop, gate, rt, plan) = (&data, &stop, &gate, rt.as_ref(), &plan);
             let lines = data.lines();
             let start_line = t * lines / args.threads;
             let h = thread::Builder::new()
                 .name(format!("cothreads-{t}"))
                 .spawn_scoped(s, move || {
-                    let placed = rt.map_or(Ok(()), cothread::attach);
+                    let placed = match (rt, plan.cpu_of(t)) {
+                        (Some(rt), _) => cothread::attach(rt).map_err(CoThreadsError::CoThread),
+                        (None, Some(cpu)) => pin_self(&format!("cothreads-{t}"), cpu),
+                        (None, None) => Ok(()),
+                    };
                     if !gate.arrive(placed.is_ok()) {
                         return placed.map(|()| 0);
                     }
@@ -118,7 +135,7 @@ pub fn worker_main(
             match h.join() {
                 Ok(Ok(n)) => ops.push(n),
                 Ok(Err(e)) => {
-                    first_error.get_or_insert(CoThreadsError::CoThread(e));
+                    first_error.get_or_insert(e);
                 }
                 Err(_) => {
                     first_error.get_or_insert(CoThreadsError::WorkerPanicked);
@@ -131,10 +148,15 @@ pub fn worker_main(
         if !told {
             return Err(CoThreadsError::NoGo);
         }
-        Ok(WorkerResult { ops, elapsed_s })
+        Ok(WorkerResult {
+            ops,
+            elapsed_s,
+            agent_reports: None,
+        })
     });
     let result = outcome;
     let attached = rt.as_ref().map(|rt| rt.stats().threads_attached);
+    let agent_reports = rt.as_ref().map(|rt| rt.agent_link().reports);
     if let Some(rt) = rt {
         rt.shutdown();
     }
@@ -147,11 +169,74 @@ pub fn worker_main(
             });
         }
     }
+    result.agent_reports = agent_reports;
     result.ops.shrink_to_fit();
     let line = serde_json::to_string(&result).expect("a result serialises");
     writeln!(output, "{line}")
         .and_then(|()| output.flush())
         .map_err(CoThreadsError::Pipe)
+}
+
+/// Where a worker's threads are pinned.
+enum Plan {
+    /// Not pinned (vanilla, co-thread).
+    Free,
+    /// Every thread on this CPU (oracle).
+    Process(CpuId),
+    /// Thread `t` on `cpus[t mod n]` (split).
+    Threads(Vec<CpuId>),
+}
+
+impl Plan {
+    /// The plan for `args`; under `oracle` the calling (main) thread is
+    /// pinned too, so that every thread of the process is on its CPU.
+    fn new(args: &WorkerArgs) -> Result<Plan, CoThreadsError> {
+        if !args.mode.is_pinned() {
+            return Ok(Plan::Free);
+        }
+        let allowed = os::get_affinity().map_err(CoThreadsError::Affinity)?;
+        let cpus: Vec<CpuId> = allowed.iter().collect();
+        if cpus.is_empty() {
+            return Err(CoThreadsError::NoCpus);
+        }
+        Ok(match args.mode {
+            CoMode::Oracle => {
+                let cpu = oracle_cpu(args.process, &cpus);
+                pin_self("main", cpu)?;
+                Plan::Process(cpu)
+            }
+            _ => Plan::Threads(cpus),
+        })
+    }
+
+    /// The CPU of thread `t`, if pinned.
+    fn cpu_of(&self, t: usize) -> Option<CpuId> {
+        match self {
+            Plan::Free => None,
+            Plan::Process(cpu) => Some(*cpu),
+            Plan::Threads(cpus) => Some(split_cpu(t, cpus)),
+        }
+    }
+}
+
+/// Pins the calling thread (`name` in errors) to `cpu` and reads the
+/// affinity back: a pin that fails or does not hold is an error.
+fn pin_self(name: &str, cpu: CpuId) -> Result<(), CoThreadsError> {
+    let want = CpuSet::single(cpu);
+    os::set_affinity(&want).map_err(|source| CoThreadsError::Pin {
+        thread: name.to_string(),
+        cpu,
+        source,
+    })?;
+    let got = os::get_affinity().map_err(CoThreadsError::Affinity)?;
+    if got != want {
+        return Err(CoThreadsError::PinNotHeld {
+            thread: name.to_string(),
+            cpu,
+            got,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -161,6 +246,7 @@ mod tests {
     fn args(mode: CoMode) -> WorkerArgs {
         WorkerArgs {
             mode,
+            process: 1,
             threads: 3,
             shared_bytes: 4096,
             seconds: 0.05,
@@ -170,8 +256,14 @@ mod tests {
     #[test]
     fn a_worker_says_ready_waits_for_go_and_reports_every_thread() {
         for mode in CoMode::ALL {
-            let mut out = Vec::new();
-            worker_main(&args(mode), &b"go\n"[..], &mut out).unwrap();
+            // Its own thread: the pinned modes pin the calling thread.
+            let out = std::thread::spawn(move || {
+                let mut out = Vec::new();
+                worker_main(&args(mode), &b"go\n"[..], &mut out).map(|()| out)
+            })
+            .join()
+            .unwrap()
+            .unwrap();
             let text = String::from_utf8(out).unwrap();
             let mut lines = text.lines();
             assert_eq!(lines.next(), Some("ready"));
@@ -180,6 +272,20 @@ mod tests {
             assert!(r.ops.iter().all(|&n| n > 0), "{mode}: a thread did nothing");
             assert!(r.elapsed_s >= 0.05);
         }
+    }
+
+    #[test]
+    fn a_pin_that_fails_is_an_error_naming_the_thread_and_cpu() {
+        // Its own thread, in case the kernel took the pin after all.
+        let e = std::thread::spawn(|| pin_self("cothreads-7", CpuId(4000)))
+            .join()
+            .unwrap()
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(e, CoThreadsError::Pin { .. }) && text.contains("cothreads-7"),
+            "{text}"
+        );
     }
 
     #[test]
