@@ -21,8 +21,9 @@
 //! The agent is an optimisation, never a condition: whatever happens to it,
 //! the program runs, with its own exit status. A started agent is detached
 //! (adopted by init, its own process group, standard streams on
-//! `/dev/null`), so `dfsched run` leaves no child behind and the agent
-//! outlives the program to serve the next one. When it works nothing is
+//! `/dev/null`), so `dfsched run` leaves no child behind, and it serves
+//! every program on its socket until none has been connected for
+//! [`dfsched::agent::ON_DEMAND_IDLE_EXIT`]. When it works nothing is
 //! printed: the program's stderr is the user's.
 //!
 //! Exit status, as `env(1)` and `timeout(1)`: the program's own once it
@@ -71,10 +72,12 @@ socket are placed together. Each program's runtime reports to it once per \
 balancer pass over a Unix socket (mode 0600 in a 0700 directory): \
 $XDG_RUNTIME_DIR/dfsched/agent.sock, or /tmp/dfsched-$UID/agent.sock \
 without XDG_RUNTIME_DIR, or the absolute path in $DFSCHED_AGENT. dfsched \
-run starts the agent there when none listens (detached: it outlives the \
-program and serves the next ones), and prints nothing when that works; if \
-it cannot, it prints one warning and runs the program anyway, which then \
-uses its own /proc sample of the load. No agent is started for --policy \
+run starts the agent there when none listens, detached (not a child of \
+the program), and prints nothing when that works; an agent started so \
+serves every program on that socket and exits by itself 30 s after the \
+last one has gone (no connection open); the next dfsched run starts \
+another. If it cannot be started, dfsched run prints one warning and runs \
+the program anyway, which then judges the load from its own /proc sample. No agent is started for --policy \
 none, DFSCHED_DISABLE=1, --balance-interval-ms 0 (no balancer to talk to \
 it) or --no-agent / DFSCHED_AGENT=off. See its state with `dfsched agent \
 --status`, stop it with `dfsched agent --stop`.
@@ -397,6 +400,16 @@ mod tests {
         ] {
             assert_eq!(agent_socket(&config(&vars)), None, "{vars:?}");
         }
+    }
+
+    #[test]
+    fn help_states_the_on_demand_agents_idle_exit() {
+        let secs = dfsched::agent::ON_DEMAND_IDLE_EXIT.as_secs();
+        let text = LONG_ABOUT.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains(&format!("exits by itself {secs} s after the last one")),
+            "{text}"
+        );
     }
 
     #[test]
