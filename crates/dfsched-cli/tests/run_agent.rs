@@ -2,7 +2,8 @@
 //! socket the program's runtime will use, the program's runtime registers
 //! with it, and a program that exits, aborts, or forks a child that outlives
 //! it leaves no record behind; when no agent can be started the program runs
-//! anyway with one warning; `--no-agent` and `--policy none` start none.
+//! anyway with one warning; `--no-agent`, `--policy none` and
+//! `--balance-interval-ms 0` start none.
 //!
 //! Every test has its own agent socket in a private (0700) directory of its
 //! own, given to `dfsched run` as `DFSCHED_AGENT`, never the user's default
@@ -275,7 +276,7 @@ fn when_the_agent_cannot_start_the_program_runs_with_one_warning() {
 }
 
 #[test]
-fn no_agent_is_started_with_no_agent_or_policy_none() {
+fn no_agent_is_started_with_no_agent_policy_none_or_no_balancer() {
     let a = PrivateAgent::new("none");
     let show = ["-c", "echo \"$DFSCHED_AGENT\""];
     let o = a
@@ -295,7 +296,14 @@ fn no_agent_is_started_with_no_agent_or_policy_none() {
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert!(!a.is_live());
-    // The same command without either does start it (so the two above
+    // No balancer thread: the runtime would never talk to an agent.
+    let o = a
+        .run_cmd(&["--balance-interval-ms", "0"], Path::new("true"), &[])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(!a.is_live());
+    // The same command without any of these does start it (so the two above
     // would have seen one).
     let o = a.run_cmd(&[], Path::new("true"), &[]).output().unwrap();
     assert!(o.status.success(), "{o:?}");
