@@ -4,7 +4,8 @@
 //! Chat benchmark of §5.1 ([`chat`]) and the co-thread paper's test program
 //! ([`cothreads`]), which reuse its start gate (`gate`), interleaved
 //! rounds ([`runner::round_order`]), statistics ([`stats`]) and machine
-//! description ([`machine`]).
+//! description ([`machine`]); and the never-worse benchmark ([`spin`]):
+//! independent CPU-bound threads run plainly and under `dfsched run`.
 //!
 //! Vocabulary:
 //! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
@@ -52,6 +53,7 @@ mod os;
 pub mod params;
 pub mod report;
 pub mod runner;
+pub mod spin;
 pub mod stats;
 
 pub use grid::Grid;

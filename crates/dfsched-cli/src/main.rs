@@ -20,6 +20,7 @@ mod agent;
 mod bench;
 mod bench_chat;
 mod bench_cothreads;
+mod bench_spin;
 mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
@@ -80,6 +81,10 @@ enum BenchCommand {
     /// One process of `bench cothreads` (run by it, not by people).
     #[command(hide = true)]
     CothreadsWorker(bench_cothreads::WorkerFlags),
+    /// The never-worse benchmark: independent CPU-bound threads, nothing
+    /// shared, plainly and under `dfsched run`.
+    #[command(long_about = bench_spin::SPIN_LONG_ABOUT)]
+    Spin(bench_spin::SpinArgs),
 }
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
@@ -118,6 +123,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::CothreadsWorker(flags),
         } => bench_cothreads::run_worker(flags),
+        Command::Bench {
+            bench: BenchCommand::Spin(args),
+        } => bench_spin::run(args),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),
