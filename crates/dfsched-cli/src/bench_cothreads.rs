@@ -348,5 +348,9 @@ mod tests {
         let c = cases(&["--grid", "paper", "--seconds", "0.5", "--repeat", "1"]).unwrap();
         assert_eq!(c.len(), 5);
         assert!(c.iter().all(|p| p.seconds == 0.5 && p.repeat == 1));
+        assert!(
+            c.iter().all(|p| p.modes == CoMode::ALL.to_vec()),
+            "four modes"
+        );
     }
 }

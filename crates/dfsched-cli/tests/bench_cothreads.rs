@@ -134,6 +134,42 @@ fn agent_on_serves_co_thread_workers_and_leaves_nothing_behind() {
 }
 
 #[test]
+fn a_failed_run_stops_its_agent_and_removes_its_dir() {
+    // The agent starts before the workers' DFSCHED_* is checked, so this
+    // run fails with an agent running: the guard must clean up.
+    let child = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+        .args([
+            "bench",
+            "cothreads",
+            "--modes",
+            "co-thread",
+            "--repeat",
+            "1",
+        ])
+        .env("DFSCHED_POLICY", "bogus")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bench's pid names its agent's directory.
+    let prefix = format!("dfsched-cothreads-{}-", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("DFSCHED_POLICY").count(), 1, "{err}");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        !any_process_names(&prefix),
+        "a process still names {prefix}"
+    );
+}
+
+#[test]
 fn agent_off_runs_co_thread_workers_without_one() {
     let v = tiny(&["--modes", "co-thread", "--agent", "off"]);
     assert_eq!(v["agent"]["setting"], "off");

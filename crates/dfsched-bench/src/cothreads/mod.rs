@@ -248,20 +248,21 @@ pub enum CoParamError {
     DuplicateMode(CoMode),
 }
 
-/// Why the benchmark (or one worker) did not complete.
+/// Why the benchmark (or one worker) did not complete. A variant with a
+/// source does not repeat it in its message: the CLI prints the chain.
 #[derive(Debug, thiserror::Error)]
 pub enum CoThreadsError {
     /// Bad parameters; nothing ran.
     #[error(transparent)]
     Params(#[from] CoParamError),
     /// The runtime configuration (`DFSCHED_*`) was refused.
-    #[error("dfsched runtime: {0}")]
+    #[error("dfsched runtime")]
     Runtime(#[source] dfsched::Error),
     /// The co-thread runtime failed.
-    #[error("co-thread runtime: {0}")]
+    #[error("co-thread runtime")]
     CoThread(#[source] CoThreadError),
     /// A thread could not be created.
-    #[error("could not start a thread: {0}")]
+    #[error("could not start a thread")]
     Spawn(#[source] std::io::Error),
     /// A worker thread panicked.
     #[error("a worker thread panicked")]
@@ -277,22 +278,23 @@ pub enum CoThreadsError {
         /// Threads there were.
         threads: usize,
     },
-    /// A pinned mode could not read the CPUs it may use.
+    /// A pinned mode could not read the CPUs it may use. (The OS error is
+    /// in the message rather than a source: it carries its own source, and
+    /// a chain would print that twice.)
     #[error("reading the allowed CPUs: {0}")]
-    Affinity(#[source] OsError),
+    Affinity(OsError),
     /// `sched_getaffinity` gave no CPU to pin to.
     #[error("sched_getaffinity reported no allowed CPU")]
     NoCpus,
     /// A pinned mode's pin failed.
-    #[error("could not pin {thread} to CPU {cpu}: {source}")]
+    #[error("could not pin {thread} to CPU {cpu}: {reason}")]
     Pin {
         /// Which thread (`main`, `cothreads-T`).
         thread: String,
         /// The CPU asked for.
         cpu: CpuId,
-        /// The affinity call's error.
-        #[source]
-        source: OsError,
+        /// The affinity call's error (in the message, as for `Affinity`).
+        reason: OsError,
     },
     /// A pinned mode's pin did not hold: the kernel reports other CPUs.
     #[error("{thread} was pinned to CPU {cpu} but runs on CPUs {got}")]
@@ -305,10 +307,10 @@ pub enum CoThreadsError {
         got: CpuSet,
     },
     /// Talking to the parent failed.
-    #[error("writing to the parent: {0}")]
+    #[error("writing to the parent")]
     Pipe(#[source] std::io::Error),
     /// A worker process could not be started.
-    #[error("could not start worker process {process} ({program}): {source}")]
+    #[error("could not start worker process {process} ({program})")]
     Start {
         /// Which process.
         process: usize,

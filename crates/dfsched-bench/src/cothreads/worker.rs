@@ -223,10 +223,10 @@ impl Plan {
 /// affinity back: a pin that fails or does not hold is an error.
 fn pin_self(name: &str, cpu: CpuId) -> Result<(), CoThreadsError> {
     let want = CpuSet::single(cpu);
-    os::set_affinity(&want).map_err(|source| CoThreadsError::Pin {
+    os::set_affinity(&want).map_err(|reason| CoThreadsError::Pin {
         thread: name.to_string(),
         cpu,
-        source,
+        reason,
     })?;
     let got = os::get_affinity().map_err(CoThreadsError::Affinity)?;
     if got != want {
