@@ -565,6 +565,18 @@ fn ensure_running_starts_an_agent_once() {
     let agent = AgentGuard(dir.sock());
     assert_eq!(first, Ensured::Started);
     let pid = agent.status().agent_pid;
+    // Started on demand, it ends by itself once unused.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let secs = dfsched::agent::ON_DEMAND_IDLE_EXIT.as_secs().to_string();
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--idle-exit" && w[1] == secs),
+        "{args:?}"
+    );
     let again = ensure_running_with(&dir.sock(), Path::new(BIN)).unwrap();
     assert_eq!(again, Ensured::AlreadyRunning);
     assert_eq!(agent.status().agent_pid, pid, "the same agent serves");

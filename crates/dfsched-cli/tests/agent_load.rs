@@ -1,0 +1,518 @@
+//! The agent's shared load view end to end: one `/proc` scan serves every
+//! client (an unregistered spinning process is in the unmanaged load, a
+//! registered one is not, reports within the freshness bound cost one
+//! scan); a runtime uses the agent's sample instead of scanning itself and
+//! falls back to its own scan when the agent is gone or speaks another
+//! protocol; a pass that moves threads reports the new load at once; an
+//! agent with an idle exit ends by itself when no one is connected, and
+//! stays while someone is.
+//!
+//! Every agent here listens on a socket in a private temporary directory,
+//! never on the default socket. Helper processes are this test binary
+//! started again with `AGENT_LOAD_CHILD` set (see [`child_body`]). Waits
+//! are for states, bounded by [`DEADLINE`] only so that a broken build
+//! fails instead of hanging; nothing is timed.
+
+use dfsched::agent::{AgentMode, Client, Report, Status};
+use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
+/// Upper bound on waiting for a state, so a failure cannot hang the suite.
+const DEADLINE: Duration = Duration::from_secs(20);
+/// Set in helper children: `CPU THREADS`, the CPU they spin on.
+const CHILD_ENV: &str = "AGENT_LOAD_CHILD";
+
+/// A private temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!(
+            "dfsched-agent-load-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+    fn sock(&self) -> PathBuf {
+        self.0.join("agent.sock")
+    }
+    fn lock(&self) -> PathBuf {
+        self.0.join("agent.sock.lock")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A detached agent started with `dfsched agent --socket S ARGS`, stopped
+/// on drop.
+struct AgentGuard(PathBuf);
+
+impl AgentGuard {
+    fn start(sock: &Path, args: &[&str]) -> AgentGuard {
+        let out = Command::new(BIN)
+            .args(["agent", "--socket"])
+            .arg(sock)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "agent start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        AgentGuard(sock.to_path_buf())
+    }
+    fn status(&self) -> Status {
+        Client::connect(&self.0).unwrap().status().unwrap()
+    }
+    fn stop(&self) {
+        let out = Command::new(BIN)
+            .args(["agent", "--stop", "--socket"])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["agent", "--stop", "--socket"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+/// The first two CPUs this process may use, or `None` after saying why
+/// the test is skipped.
+fn two_cpus(test: &str) -> Option<(CpuId, CpuId)> {
+    let allowed = dfsched::sys::get_affinity(0).unwrap();
+    let mut it = allowed.iter();
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Some((a, b)),
+        _ => {
+            eprintln!("skipped {test}: needs two allowed CPUs, have {allowed}");
+            None
+        }
+    }
+}
+
+/// A helper process (see [`child_body`]).
+struct Helper {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Helper {
+    /// A process with `threads` threads spinning on `cpu`.
+    fn spin(cpu: CpuId, threads: u32) -> Helper {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_body", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{} {threads}", cpu.0))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut h = Helper {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(h.answer(), "ready");
+        h
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "helper ended"
+            );
+            // libtest may print "test child_body ... " first.
+            if let Some((_, answer)) = line.trim_end().split_once("H4:") {
+                return answer.to_string();
+            }
+        }
+    }
+
+    /// Registers the helper with the agent on `sock`, reporting `milli`
+    /// thousandths of load on `cpu`; its connection stays open.
+    fn register(&mut self, sock: &Path, cpu: CpuId, milli: u64) {
+        writeln!(self.stdin, "report {} {} {milli}", sock.display(), cpu.0).unwrap();
+        self.stdin.flush().unwrap();
+        assert_eq!(self.answer(), "ok");
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The body of a helper process, and nothing when run as an ordinary test.
+///
+/// With `AGENT_LOAD_CHILD="CPU N"`: pins itself to CPU, starts N threads
+/// spinning there (always runnable, always on that CPU), prints `H4:ready`,
+/// then answers `report SOCK CPU MILLI` (connect to the agent on SOCK,
+/// report MILLI thousandths on CPU, keep the connection) with `H4:ok`.
+/// Exits at EOF.
+#[test]
+fn child_body() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (cpu, threads) = spec.split_once(' ').unwrap();
+    let cpu: u32 = cpu.parse().unwrap();
+    let threads: u32 = threads.parse().unwrap();
+    let mut on: CpuSet = CpuSet::new();
+    on.insert(CpuId(cpu));
+    dfsched::sys::set_affinity(0, &on).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..threads)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    println!("H4:ready");
+    let mut clients = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split(' ').collect();
+        let answer = match words[..] {
+            ["report", sock, cpu, milli] => {
+                let mut c = Client::connect(Path::new(sock)).unwrap();
+                let report = Report {
+                    load_milli: vec![(CpuId(cpu.parse().unwrap()), milli.parse().unwrap())],
+                    allowed: dfsched::sys::get_affinity(0).unwrap(),
+                    own_socket_inode: c.socket_inode(),
+                };
+                match c.report(report) {
+                    Ok(_) => {
+                        clients.push(c);
+                        "ok".to_string()
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
+            _ => format!("unknown command {line:?}"),
+        };
+        println!("H4:{answer}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+}
+
+/// Threads per CPU in a view's unmanaged load.
+fn on_cpu(unmanaged: &[(CpuId, u32)], cpu: CpuId) -> u32 {
+    unmanaged
+        .iter()
+        .find(|&&(c, _)| c == cpu)
+        .map_or(0, |&(_, n)| n)
+}
+
+/// A report of no load from this process (registers it).
+fn empty_report(c: &Client) -> Report {
+    Report {
+        load_milli: Vec::new(),
+        allowed: dfsched::sys::get_affinity(0).unwrap(),
+        own_socket_inode: c.socket_inode(),
+    }
+}
+
+#[test]
+fn one_scan_serves_every_report_and_counts_only_unregistered_processes() {
+    let Some((cpu, _)) = two_cpus("one_scan_serves_every_report") else {
+        return;
+    };
+    let dir = TempDir::new("scan");
+    // A freshness bound far longer than the test: every report after the
+    // first is answered from the first scan, so the two views below differ
+    // only by what the agent subtracts, whatever else runs on the machine.
+    let agent = AgentGuard::start(
+        &dir.sock(),
+        &["--tick-ms", "20", "--scan-fresh-ms", "60000"],
+    );
+    let mut spinner = Helper::spin(cpu, 2);
+    let mut me = Client::connect(&dir.sock()).unwrap();
+    let first = me.report(empty_report(&me)).unwrap();
+    let before = first.unmanaged.expect("the agent scanned /proc");
+    assert!(
+        on_cpu(&before, cpu) >= 2,
+        "the unregistered spinner's 2 threads on CPU {cpu}: {before:?}"
+    );
+    assert!(!first.registered.contains(&spinner.pid()));
+    // The spinner registers: the next view, from the same scan, no longer
+    // counts its threads, since their load now comes in its reports.
+    spinner.register(&dir.sock(), cpu, 0);
+    let second = me.report(empty_report(&me)).unwrap();
+    assert!(second.registered.contains(&spinner.pid()));
+    let after = second.unmanaged.expect("the same scan");
+    // Its 2 spinners, and its main thread if the scan caught it between
+    // printing "ready" and blocking on stdin (it is pinned there too).
+    let taken_out = on_cpu(&before, cpu) - on_cpu(&after, cpu);
+    assert!(
+        (2..=3).contains(&taken_out),
+        "before {before:?}, after {after:?}"
+    );
+    assert_eq!(
+        before
+            .iter()
+            .filter(|&&(c, _)| c != cpu)
+            .collect::<Vec<_>>(),
+        after.iter().filter(|&&(c, _)| c != cpu).collect::<Vec<_>>(),
+        "the other CPUs are untouched"
+    );
+    // Three reports (ours twice, the spinner's once), one scan.
+    let s = agent.status();
+    assert_eq!(s.counters.reports, 3);
+    assert_eq!(s.counters.scans, 1, "{:?}", s.counters);
+    assert_eq!(s.counters.scan_errors, 0);
+}
+
+/// A runtime in this process reporting to the agent on `sock`, with no
+/// balancer thread (passes run by `balance_now`, so each is seen whole).
+fn runtime_on(sock: &Path) -> Runtime {
+    let mut cfg = RuntimeConfig {
+        balance_interval_ms: 0,
+        external_load: true,
+        agent: AgentMode::Path(sock.to_path_buf()),
+        ..RuntimeConfig::default()
+    };
+    // Heavy load from one runnable thread per CPU: a group's home is then
+    // one CPU, so a move is a change of CPU.
+    cfg.engine.heavy_load_milli = 1000;
+    Runtime::start(cfg).unwrap()
+}
+
+#[test]
+fn a_runtime_uses_the_agents_sample_and_scans_itself_only_without_it() {
+    let dir = TempDir::new("rt");
+    let agent = AgentGuard::start(
+        &dir.sock(),
+        &["--tick-ms", "20", "--scan-fresh-ms", "60000"],
+    );
+    let rt = runtime_on(&dir.sock());
+    for _ in 0..3 {
+        rt.balance_now().unwrap();
+    }
+    let s = rt.stats();
+    assert_eq!(
+        (s.external_load_agent_samples, s.external_load_own_scans),
+        (3, 0),
+        "three passes on the agent's sample, no scan of our own: {s:?}"
+    );
+    assert_eq!(s.external_load_samples, 3);
+    let link = rt.agent_link();
+    assert!(link.connected && link.unmanaged.is_some(), "{link:?}");
+    assert_eq!(agent.status().counters.scans, 1);
+    // The agent goes: the next passes scan /proc themselves.
+    agent.stop();
+    rt.balance_now().unwrap();
+    rt.balance_now().unwrap();
+    let s = rt.stats();
+    assert_eq!(
+        (s.external_load_agent_samples, s.external_load_own_scans),
+        (3, 2),
+        "{s:?}"
+    );
+    assert!(!rt.agent_link().connected);
+    rt.shutdown();
+}
+
+#[test]
+fn an_agent_of_another_protocol_version_means_an_own_scan() {
+    // A stand-in for an old agent: it answers every line as version 1 did.
+    let dir = TempDir::new("old");
+    let listener = std::os::unix::net::UnixListener::bind(dir.sock()).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            let old = r#"{"v":1,"reply":{"view":{"others_milli":[],"registered":[],"home":null,"set":null}}}"#;
+            if writeln!(writer, "{old}").is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    let rt = runtime_on(&dir.sock());
+    rt.balance_now().unwrap();
+    let s = rt.stats();
+    assert_eq!(
+        (s.external_load_agent_samples, s.external_load_own_scans),
+        (0, 1),
+        "{s:?}"
+    );
+    let link = rt.agent_link();
+    assert_eq!(link.failures, 1, "{link:?}");
+    rt.shutdown();
+    drop(rt);
+    server.join().unwrap();
+}
+
+#[test]
+fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
+    let Some(_) = two_cpus("a_pass_that_moves_threads_reports_the_new_load_at_once") else {
+        return;
+    };
+    let dir = TempDir::new("moved");
+    // No tick during the test: the helper shares its stdin and stdout
+    // pipes with this process, and sharing detection would give both one
+    // home, which is not what this test is about.
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "60000"]);
+    let rt = runtime_on(&dir.sock());
+    // Two threads on DF 1, then waiting (the runtime counts them runnable).
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
+            std::thread::spawn(move || {
+                rt.enter(1).unwrap();
+                tid_tx.send(dfsched::sys::gettid()).unwrap();
+                let _ = stop_rx.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    let tids: Vec<u64> = (0..2).map(|_| tid_rx.recv().unwrap()).collect();
+    let mask = || dfsched::sys::get_affinity(tids[0]).unwrap();
+    rt.balance_now().unwrap();
+    let home = mask();
+    assert_eq!(home.len(), 1, "heavy load: one CPU, got {home}");
+    let from = home.iter().next().unwrap();
+    // Another process reports 8 threads on that CPU: the group moves away.
+    let mut other = Helper::spin(from, 0);
+    other.register(&dir.sock(), from, 8000);
+    let moves_before = rt.stats().group_moves;
+    let start = Instant::now();
+    while rt.stats().group_moves == moves_before {
+        rt.balance_now().unwrap();
+        assert!(start.elapsed() < DEADLINE, "never moved: {:?}", rt.stats());
+    }
+    let to = mask();
+    assert!(!to.contains(from), "moved to {to}");
+    // The pass that moved sent the new load before returning: the agent's
+    // record of this process already has it where the threads went.
+    let link = rt.agent_link();
+    assert!(link.updates >= 1, "{link:?}");
+    let s = agent.status();
+    assert!(s.counters.updates >= 1, "{:?}", s.counters);
+    let mine = s
+        .processes
+        .iter()
+        .find(|p| p.pid == std::process::id())
+        .expect("registered");
+    let on = |cpu: CpuId| {
+        mine.load_milli
+            .iter()
+            .find(|&&(c, _)| c == cpu)
+            .map_or(0, |&(_, m)| m)
+    };
+    assert_eq!(on(from), 0, "{:?}", mine.load_milli);
+    assert!(
+        to.iter().map(on).sum::<u64>() >= 2000,
+        "{:?}",
+        mine.load_milli
+    );
+    drop(stop_tx);
+    for w in workers {
+        w.join().unwrap();
+    }
+    rt.shutdown();
+}
+
+#[test]
+fn an_idle_agent_exits_and_removes_its_socket_and_lock() {
+    let dir = TempDir::new("idle");
+    let _agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--idle-exit", "1"]);
+    assert!(dir.sock().exists() && dir.lock().exists());
+    let start = Instant::now();
+    while dir.sock().exists() || dir.lock().exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "still there after {DEADLINE:?}: socket {}, lock {}",
+            dir.sock().exists(),
+            dir.lock().exists()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!dfsched::agent::is_live(&dir.sock()));
+}
+
+#[test]
+fn an_agent_with_a_connected_client_stays_past_its_idle_exit() {
+    let dir = TempDir::new("busy");
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--idle-exit", "2"]);
+    let mut client = Client::connect(&dir.sock()).unwrap();
+    let pid = client.status().unwrap().agent_pid;
+    // Twice the idle exit with the connection open: still serving it.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(client.status().unwrap().agent_pid, pid);
+    assert!(dfsched::agent::is_live(&dir.sock()));
+    drop(client);
+    // And once it closes, the agent goes.
+    let start = Instant::now();
+    while dir.sock().exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the agent stayed after its client left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(agent);
+}
+
+#[test]
+fn agent_help_explains_the_idle_exit() {
+    let out = Command::new(BIN)
+        .args(["agent", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--idle-exit <SECS>",
+        "--scan-fresh-ms <MS>",
+        "dfsched run",
+        "--idle-exit 30",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+}
