@@ -45,7 +45,9 @@ Modes (interleaved: each round runs every mode once, order shuffled from
   co-thread      dfsched run --policy co-thread -- dfsched-spin-worker ...
   data-affinity  dfsched run --policy data-affinity -- dfsched-spin-worker ...
 A worker that did not run under dfsched in those modes (or did in vanilla)
-fails the benchmark. DFSCHED_* variables reach the runtime as usual.
+fails the benchmark. DFSCHED_* variables reach the runtime as usual, and
+dfsched run starts (or joins) the per-user agent as it does for any program;
+DFSCHED_AGENT=off measures without it.
 
 Why paired ratios: on this shared KVM host the same run drifts by up to
 ±30 % from one minute to the next. The modes of one round run seconds

@@ -23,7 +23,9 @@ fn worker_exe() -> &'static str {
     env!("CARGO_BIN_EXE_dfsched-spin-worker")
 }
 
-/// A command with the test's own dfsched and preload variables removed.
+/// A command with the test's own dfsched and preload variables removed,
+/// and `DFSCHED_AGENT=off`: `dfsched run` would otherwise start (or join)
+/// the user's agent on its default socket.
 fn clean(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
     for (k, _) in std::env::vars_os() {
@@ -33,6 +35,7 @@ fn clean(program: impl AsRef<std::ffi::OsStr>) -> Command {
             cmd.env_remove(k);
         }
     }
+    cmd.env("DFSCHED_AGENT", "off");
     cmd
 }
 

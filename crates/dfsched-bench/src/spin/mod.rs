@@ -21,6 +21,8 @@
 //! preloaded `libdfsched.so` is the worker's one runtime. The worker says
 //! whether it ran under dfsched and the run is refused if that is not what
 //! the mode asked for: a missing library cannot pass for a good result.
+//! `dfsched run` starts or joins the per-user agent as it does for any
+//! program (`DFSCHED_AGENT=off` in the environment measures without it).
 //!
 //! Background load (`background_threads` > 0): one more worker, never under
 //! dfsched, spins that many threads for the whole case, started before its
