@@ -12,7 +12,8 @@
 //!     1. drop records whose pid is gone or has changed owner
 //!     2. read /proc/PID/fd of every registered pid (outside the lock)
 //!     3. union-find on shared pipe/socket inodes → sharing sets; inodes
-//!        also held by an unregistered process do not count (sharing.rs)
+//!        also held by an unregistered process do not count (sharing.rs;
+//!        that finding is reused for up to 1 s while nothing changes)
 //!     4. each set keeps its id and home while it lives (sharing.rs)
 //! ```
 //!
@@ -511,8 +512,51 @@ fn status(shared: &Shared) -> Status {
     }
 }
 
+/// How long a tick reuses the last finding of which shared inodes are also
+/// held outside the registered processes, while the inodes in question and
+/// the registered pids stay the same. Finding it reads the open files of
+/// every process on the machine (≈ 2 ms of CPU on a small machine, 20 ms
+/// per second at the default tick: as much as the shared load scan), and
+/// what it guards against, an unregistered process holding the very pipe
+/// that registered ones share, rarely starts while nothing else changes. A
+/// new candidate inode or a change of registered processes is checked at
+/// once; only an outside holder that appears later waits up to this long.
+const OUTSIDE_RECHECK: Duration = Duration::from_secs(1);
+
+/// The last [`sharing::held_outside`] finding (see [`OUTSIDE_RECHECK`]).
+#[derive(Debug, Default)]
+struct OutsideCache {
+    candidates: BTreeSet<u64>,
+    skip: BTreeSet<u32>,
+    outside: BTreeSet<u64>,
+    at: Option<Instant>,
+}
+
+impl OutsideCache {
+    /// Which of `candidates` processes not in `skip` hold: the cached
+    /// finding if it is for the same question and recent enough.
+    fn held_outside(
+        &mut self,
+        root: &Path,
+        skip: BTreeSet<u32>,
+        candidates: BTreeSet<u64>,
+    ) -> &BTreeSet<u64> {
+        let fresh = self.at.is_some_and(|t| t.elapsed() < OUTSIDE_RECHECK)
+            && self.candidates == candidates
+            && self.skip == skip;
+        if !fresh {
+            self.outside = sharing::held_outside(root, &skip, &candidates);
+            self.candidates = candidates;
+            self.skip = skip;
+            self.at = Some(Instant::now());
+        }
+        &self.outside
+    }
+}
+
 fn tick_loop(shared: &Shared) {
     let interval = Duration::from_millis(shared.config.tick_ms.max(1));
+    let mut outside = OutsideCache::default();
     while !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(interval);
         if shared.idle_exit_due() {
@@ -520,12 +564,12 @@ fn tick_loop(shared: &Shared) {
             shared.request_stop();
             return;
         }
-        tick(shared);
+        tick(shared, &mut outside);
     }
 }
 
 /// One tick: the liveness backstop, then sharing detection.
-fn tick(shared: &Shared) {
+fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
     let root = &shared.config.proc_root;
     // 1. Which records are still alive and owned as registered (outside the
     //    lock: /proc reads).
@@ -557,9 +601,9 @@ fn tick(shared: &Shared) {
         let candidates: BTreeSet<u64> = comps.iter().flat_map(|c| c.inodes.clone()).collect();
         let mut skip = pids.clone();
         skip.insert(shared.pid);
-        let outside = sharing::held_outside(root, &skip, &candidates);
+        let outside = outside_cache.held_outside(root, skip, candidates);
         if !outside.is_empty() {
-            ignore.extend(outside);
+            ignore.extend(outside.iter().copied());
             comps = sharing::components(&fds, &ignore);
         }
     }
