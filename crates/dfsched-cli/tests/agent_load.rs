@@ -516,3 +516,29 @@ fn agent_help_explains_the_idle_exit() {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
 }
+
+/// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn a_stopped_agent_ends_without_waiting_for_its_tick() {
+    let dir = TempDir::new("longtick");
+    // A tick far longer than the deadline: a stop that waited for the tick
+    // thread's sleep would leave the process running past it.
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "60000"]);
+    let pid = agent.status().agent_pid;
+    agent.stop();
+    let start = Instant::now();
+    while !ended(pid) {
+        assert!(start.elapsed() < DEADLINE, "agent {pid} still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!dir.lock().exists(), "lock file left behind");
+}

@@ -41,7 +41,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The agent's settings.
@@ -134,6 +134,10 @@ struct Shared {
     /// released, never with it.
     scan: Mutex<SharedScan>,
     stop: AtomicBool,
+    /// The tick thread sleeps on this between ticks; `request_stop` sets
+    /// the flag under its mutex and notifies, so a stop never waits for a
+    /// long tick interval to end.
+    tick_sleep: (Mutex<bool>, Condvar),
 }
 
 /// A bound agent, not yet serving.
@@ -169,6 +173,7 @@ impl Agent {
                 }),
                 scan: Mutex::new(SharedScan::new(&config.proc_root)),
                 stop: AtomicBool::new(false),
+                tick_sleep: (Mutex::new(false), Condvar::new()),
                 config,
             }),
             listener,
@@ -253,6 +258,9 @@ impl Shared {
 
     fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
+        let (flag, wake) = &self.tick_sleep;
+        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
         // Wake the accept loop, which checks the flag after each accept.
         let _ = UnixStream::connect(&self.config.socket);
     }
@@ -557,8 +565,20 @@ impl OutsideCache {
 fn tick_loop(shared: &Shared) {
     let interval = Duration::from_millis(shared.config.tick_ms.max(1));
     let mut outside = OutsideCache::default();
-    while !shared.stop.load(Ordering::Acquire) {
-        std::thread::sleep(interval);
+    loop {
+        let (flag, wake) = &shared.tick_sleep;
+        let stopped = wake
+            .wait_timeout_while(
+                flag.lock().unwrap_or_else(PoisonError::into_inner),
+                interval,
+                |stopped| !*stopped,
+            )
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        if *stopped {
+            return;
+        }
+        drop(stopped);
         if shared.idle_exit_due() {
             tracing::info!("dfsched agent: no client for the idle exit's time, ending");
             shared.request_stop();
