@@ -118,9 +118,14 @@
 //! kernel's migration and the halt exit of the woken vCPU; of dfsched's
 //! share, the engine's `Hint` is ≈ 0.27 µs warm
 //! (`engine/hint_switch_known_df` in `--bench engine`), the rest is the
-//! read-back and the engine's data going cold on the new CPU. The
-//! balancer's `/proc` scan takes ≈ 0.6 ms per pass with ~90 threads on the
-//! machine.
+//! read-back and the engine's data going cold on the new CPU.
+//!
+//! A balancer pass that scans `/proc` itself for the external load costs
+//! ≈ 1.4 ms of CPU; with `dfsched agent` running, the agent scans once per
+//! 50 ms for all its clients and a pass costs ≈ 0.16 ms (9 processes of
+//! `dfsched bench cothreads`, 2026-11-22, `schedstat` of the
+//! `dfsched-balance` threads: before 12.8 % of one CPU for the nine, after
+//! 1.4 % plus the agent's 2.5–3 %). See [`agent`] and [`external`].
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
