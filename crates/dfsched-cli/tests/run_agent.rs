@@ -309,3 +309,79 @@ fn no_agent_is_started_with_no_agent_policy_none_or_no_balancer() {
     assert!(o.status.success(), "{o:?}");
     assert!(a.is_live());
 }
+
+/// The names of `pid`'s environment variables.
+fn environ_names(pid: u32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|&b| b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            let v = String::from_utf8_lossy(v);
+            v.split_once('=').map_or(&*v, |(k, _)| k).to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn an_agent_started_from_a_program_under_dfsched_is_not_itself_under_dfsched() {
+    // The outer run preloads libdfsched.so and sets DFSCHED_* for `sh`; the
+    // inner run (the dfsched binary, preloaded) starts the agent. Without
+    // clearing them the agent would run a runtime and register with itself.
+    let a = PrivateAgent::new("nested");
+    let inner = format!(
+        "DFSCHED_AGENT='{}' exec '{}' run -- true",
+        a.socket.display(),
+        support::dfsched()
+    );
+    let o = a
+        .run_cmd(&["--no-agent"], Path::new("sh"), &["-c", &inner])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(a.is_live(), "the inner run started no agent");
+    let status = a.status();
+    let names = environ_names(status.agent_pid);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "LD_PRELOAD" || n.starts_with("DFSCHED_")),
+        "the agent inherited dfsched's environment: {names:?}"
+    );
+    assert!(
+        status.processes.iter().all(|p| p.pid != status.agent_pid),
+        "the agent registered with itself: {:?}",
+        status.processes
+    );
+}
+
+#[test]
+fn an_agent_started_on_demand_holds_none_of_the_callers_files() {
+    // A caller reading a pipe until its end would wait as long as the agent
+    // lives if the agent kept an inherited write end; a file stands in for
+    // it here (fd 7, opened by the shell without close-on-exec).
+    let a = PrivateAgent::new("fds");
+    let held = a.dir.join("held-by-caller");
+    let script = format!(
+        "exec 7>'{}'; DFSCHED_AGENT='{}' exec '{}' run -- true",
+        held.display(),
+        a.socket.display(),
+        support::dfsched()
+    );
+    let o = support::clean(Command::new("sh"))
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(a.is_live());
+    let agent_pid = a.status().agent_pid;
+    let fd_dir = format!("/proc/{agent_pid}/fd");
+    let targets: Vec<PathBuf> = std::fs::read_dir(&fd_dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        !targets.iter().any(|t| t == &held),
+        "the agent holds the caller's file: {targets:?}"
+    );
+}

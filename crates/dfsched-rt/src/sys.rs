@@ -127,6 +127,37 @@ pub fn set_affinity(tid: u64, cpus: &CpuSet) -> Result<(), Error> {
     }
 }
 
+/// `CLOSE_RANGE_CLOEXEC` (linux/close_range.h, Linux 5.11): mark the range
+/// close-on-exec instead of closing it now.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Makes `cmd`'s child start with no file descriptor but 0, 1 and 2: every
+/// descriptor from 3 up that it inherits is marked close-on-exec between
+/// fork and exec. For a daemon (the agent) started from a program whose
+/// caller may hold a pipe open and wait for its end: an inherited write end
+/// would keep that caller waiting for as long as the daemon lives.
+///
+/// Marked rather than closed, so that the pipe `std` uses to report a failed
+/// `exec` (already close-on-exec) keeps working. A kernel without
+/// `close_range` (before 5.11) leaves the descriptors as they were.
+pub(crate) fn start_without_inherited_fds(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: it makes one system call with
+    // integer arguments, allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
+    }
+}
+
 /// The CPU the calling thread runs on right now (`sched_getcpu`); it may
 /// have moved by the time the caller looks.
 pub fn current_cpu() -> Option<CpuId> {

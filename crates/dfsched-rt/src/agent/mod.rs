@@ -358,7 +358,9 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
     if is_live(path) {
         return Ok(Ensured::AlreadyRunning);
     }
-    let out = Command::new(dfsched_exe)
+    let mut cmd = Command::new(dfsched_exe);
+    agent_environment(&mut cmd);
+    let out = cmd
         .arg("agent")
         .arg("--socket")
         .arg(path)
@@ -385,6 +387,20 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
     )))
 }
 
+/// Clears from `cmd`'s environment what would make the agent a program
+/// under dfsched: `LD_PRELOAD` (set when the caller is itself run by
+/// `dfsched run`) and every `DFSCHED_*` option. Under them the agent would
+/// start a runtime of its own, place its own threads and register itself
+/// with itself.
+fn agent_environment(cmd: &mut Command) {
+    cmd.env_remove("LD_PRELOAD");
+    for (name, _) in std::env::vars_os() {
+        if name.as_encoded_bytes().starts_with(b"DFSCHED_") {
+            cmd.env_remove(name);
+        }
+    }
+}
+
 /// Starts `dfsched_exe agent --foreground --socket PATH` with `options`'
 /// flags in its own process group with its standard streams on `/dev/null`
 /// (so it outlives the caller's terminal and its Ctrl-C), and waits until
@@ -406,7 +422,10 @@ pub fn spawn_detached(
             path: path.to_path_buf(),
         });
     }
-    let mut child = Command::new(dfsched_exe)
+    let mut cmd = Command::new(dfsched_exe);
+    agent_environment(&mut cmd);
+    crate::sys::start_without_inherited_fds(&mut cmd);
+    let mut child = cmd
         .arg("agent")
         .arg("--foreground")
         .arg("--socket")
