@@ -350,6 +350,7 @@ fn a_tiny_benchmark_reports_every_mode_with_paired_ratios() {
             // One runtime per worker under dfsched, none in vanilla.
             let balancers = if mode == "vanilla" { 0 } else { 2 };
             assert_eq!(r["balancer_threads"], balancers, "{mode}");
+            assert!(r["load_avg_1m"].as_f64().is_some_and(|l| l >= 0.0));
         }
         if mode == "vanilla" {
             assert!(m["paired_ratio"].is_null());

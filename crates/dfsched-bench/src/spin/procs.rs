@@ -230,6 +230,7 @@ pub(crate) fn run_once(
     commands: &SpinCommands,
     allowed: &CpuSet,
 ) -> Result<SpinRun, SpinError> {
+    let load_avg_1m = load_avg_1m();
     let mut workers = Workers::default();
     for i in 0..p.processes {
         let cmd = commands.command(mode, p.threads, Some(p.seconds));
@@ -248,7 +249,20 @@ pub(crate) fn run_once(
         .iter_mut()
         .map(|w| w.finish(mode, p.threads, mode.policy().is_some()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(SpinRun::of(mode, round, &results, allowed))
+    let mut run = SpinRun::of(mode, round, &results, allowed);
+    run.load_avg_1m = load_avg_1m;
+    Ok(run)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), if readable: how busy the
+/// shared machine was when a run started.
+fn load_avg_1m() -> Option<f64> {
+    parse_load_avg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The first field of `/proc/loadavg`.
+fn parse_load_avg(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// The background load: a worker never under dfsched, spinning until
@@ -293,4 +307,47 @@ pub(crate) fn masks(
         }
     }
     (by_list, narrowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_average_is_the_first_field() {
+        assert_eq!(parse_load_avg("7.14 7.81 6.83 3/412 15636\n"), Some(7.14));
+        assert_eq!(parse_load_avg(""), None);
+        assert_eq!(parse_load_avg("x 1 2"), None);
+    }
+
+    #[test]
+    fn a_vanilla_worker_loses_dfsched_preload_and_others_go_through_dfsched_run() {
+        let c = SpinCommands {
+            worker: "/w".into(),
+            dfsched: "/d".into(),
+        };
+        let v = c.command(SpinMode::Vanilla, 2, Some(1.5));
+        assert_eq!(v.get_program(), "/w");
+        let args: Vec<_> = v.get_args().collect();
+        assert_eq!(args, ["--threads", "2", "--seconds", "1.5"]);
+        assert!(v
+            .get_envs()
+            .any(|(k, val)| k == "DFSCHED_PRELOAD" && val.is_none()));
+        let d = c.command(SpinMode::DataAffinity, 3, None);
+        assert_eq!(d.get_program(), "/d");
+        let args: Vec<_> = d.get_args().collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--policy",
+                "data-affinity",
+                "--",
+                "/w",
+                "--threads",
+                "3",
+                "--until-eof"
+            ]
+        );
+    }
 }

@@ -12,7 +12,8 @@
 //!                            paired_ratio: {median,min,max,rounds,per_round:[..]} | null,
 //!                            runs: [ { mode, round, ops_total, ops_per_process, ops_per_s,
 //!                                      elapsed_s, thread_spread, narrowed_threads,
-//!                                      cpus: {"<cpulist>": threads}, balancer_threads } ] } },
+//!                                      cpus: {"<cpulist>": threads}, balancer_threads,
+//!                                      load_avg_1m } ] } },
 //!   "background_ops": [..] | null,
 //!   "note": "..." }
 //! ```
@@ -61,6 +62,9 @@ pub struct SpinRun {
     /// `dfsched-balance` threads over all workers (one per runtime with a
     /// balancer; 0 in vanilla).
     pub balancer_threads: usize,
+    /// The 1-minute load average when the run started (the shared
+    /// machine's other work shows here); `None` if unreadable.
+    pub load_avg_1m: Option<f64>,
 }
 
 impl SpinRun {
@@ -105,6 +109,7 @@ impl SpinRun {
                 .flat_map(|r| &r.foreign_threads)
                 .filter(|n| *n == BALANCER_THREAD)
                 .count(),
+            load_avg_1m: None,
         }
     }
 }
@@ -299,13 +304,29 @@ pub fn render_spin_table(r: &SpinReport) -> String {
     out
 }
 
+/// "load average (1 min) at run starts: a–b", or nothing if unknown.
+fn load_line(r: &SpinReport) -> String {
+    let loads: Vec<f64> = r
+        .modes
+        .values()
+        .flat_map(|m| m.runs.iter().filter_map(|run| run.load_avg_1m))
+        .collect();
+    Summary::of(&loads).map_or(String::new(), |s| {
+        format!(
+            "load average (1 min) at run starts: {:.2}–{:.2}\n",
+            s.min, s.max
+        )
+    })
+}
+
 /// A whole case for people.
 pub fn render_spin_report(r: &SpinReport) -> String {
     format!(
-        "dfsched bench spin: {}\n{}\n\n{}\n{}\n",
+        "dfsched bench spin: {}\n{}\n\n{}{}\n{}\n",
         describe_spin_params(&r.params),
         describe_machine(&r.machine),
         render_spin_table(r),
+        load_line(r),
         r.note
     )
 }
@@ -316,9 +337,12 @@ pub fn render_spin_grid(g: &SpinGridReport) -> String {
         "spin",
         &g.grid,
         &g.machine,
-        g.cells
-            .iter()
-            .map(|c| (describe_spin_params(&c.params), render_spin_table(c))),
+        g.cells.iter().map(|c| {
+            (
+                describe_spin_params(&c.params),
+                render_spin_table(c) + &load_line(c),
+            )
+        }),
     );
     let others: Vec<SpinMode> = SpinMode::ALL
         .into_iter()
@@ -409,6 +433,7 @@ mod tests {
             narrowed_threads: 0,
             cpus: BTreeMap::new(),
             balancer_threads: 0,
+            load_avg_1m: Some(1.0),
         }
     }
 
@@ -459,6 +484,10 @@ mod tests {
         assert_eq!(v["modes"]["data-affinity"]["paired_ratio"]["rounds"], 1);
         let text = render_spin_report(&r);
         assert!(text.contains("0.970 [0.970–0.970]"), "{text}");
+        assert!(
+            text.contains("load average (1 min) at run starts: 1.00–1.00"),
+            "{text}"
+        );
         let grid = render_spin_grid(&SpinGridReport {
             grid: "paper".into(),
             machine,
