@@ -16,6 +16,18 @@
 //! Shutdown sets the stop flag under the condvar's mutex and notifies, so a
 //! sleeping balancer wakes at once and a running pass is the last one. The
 //! balancer's clock is the runtime's age: the engine reads no clock itself.
+//!
+//! # Phase
+//!
+//! The first sleep is shorter than the interval by an offset drawn from the
+//! pid ([`first_wait`]), so the passes of processes started together (a
+//! benchmark's workers, a shell pipeline) do not fall at the same instant.
+//! Passes at one instant decide on views of each other taken before any of
+//! them moved: three 2-thread processes on 2 CPUs under co-thread all saw
+//! the same CPU as the free one and jumped onto it together, then all
+//! jumped back (engineer D's `bench spin` 3×2 ended with all six threads on
+//! one CPU in 2 of 5 rounds). Spread over the interval, each pass sees the
+//! moves of the passes before it (a runtime that moved reports at once).
 
 use crate::error::Error;
 use crate::external::Source;
@@ -39,19 +51,35 @@ pub(crate) fn spawn(inner: Arc<Inner>, interval: Duration) -> Result<JoinHandle<
     })
 }
 
+/// The first sleep: the interval less a pid-derived offset in
+/// `[0, interval)` (module doc, "Phase"). A multiplicative hash of the pid,
+/// so that consecutive pids land far apart in the interval.
+fn first_wait(interval: Duration, pid: u32) -> Duration {
+    let nanos = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return interval;
+    }
+    // Fibonacci hashing: the top bits of pid × 2^64/φ, scaled to the interval.
+    let frac = u64::from(pid).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    let offset = ((u128::from(nanos) * u128::from(frac)) >> 32) as u64;
+    Duration::from_nanos(nanos - offset.min(nanos - 1))
+}
+
 fn run(inner: &Inner, interval: Duration) {
     let mut stop = inner.stop.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut wait = first_wait(interval, inner.pid);
     loop {
         // Sleeps a whole interval unless shutdown intervenes; spurious
         // wake-ups go back to sleep inside wait_timeout_while.
         stop = inner
             .wake
-            .wait_timeout_while(stop, interval, |stopped| !*stopped)
+            .wait_timeout_while(stop, wait, |stopped| !*stopped)
             .unwrap_or_else(PoisonError::into_inner)
             .0;
         if *stop {
             return;
         }
+        wait = interval;
         drop(stop);
         let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.balance_pass()));
         if let Ok(Err(e)) = &pass {
@@ -131,4 +159,36 @@ impl Inner {
 /// Moves carried out so far (group moves, splits, thread moves).
 fn moves(stats: &crate::stats::RuntimeStats) -> u64 {
     stats.group_moves + stats.splits + stats.task_moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_wait_is_within_the_interval_and_never_zero() {
+        let interval = Duration::from_millis(100);
+        for pid in [0, 1, 2, 3, 1000, 4_194_303, u32::MAX] {
+            let w = first_wait(interval, pid);
+            assert!(w > Duration::ZERO && w <= interval, "pid {pid}: {w:?}");
+        }
+        assert_eq!(first_wait(Duration::ZERO, 7), Duration::ZERO);
+        assert_eq!(
+            first_wait(Duration::from_nanos(1), 7),
+            Duration::from_nanos(1)
+        );
+    }
+
+    #[test]
+    fn consecutive_pids_get_phases_spread_over_the_interval() {
+        // Nine workers started together (consecutive pids): no two passes
+        // within 3 ms of each other, and both halves of the interval used.
+        let interval = Duration::from_millis(100);
+        let mut phases: Vec<Duration> = (5000..5009).map(|p| first_wait(interval, p)).collect();
+        phases.sort();
+        for pair in phases.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(3), "{phases:?}");
+        }
+        assert!(phases[0] < Duration::from_millis(50) && phases[8] > Duration::from_millis(50));
+    }
 }
