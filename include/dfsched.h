@@ -51,6 +51,10 @@
  *   DFSCHED_HEAVY_LOAD_MILLI=N       runnable threads per CPU x1000 from which
  *                                    a group's home is one CPU (2000; >= 1000)
  *   DFSCHED_MAX_MOVES_PER_PASS=N     moves per balancer pass (16; >= 1)
+ *   DFSCHED_MOVE_UNMANAGED=0|1       1: the balancer may pin a thread in no
+ *                                    group (no DF, data-affinity) to one CPU
+ *                                    to even out the load; 0: such threads
+ *                                    are left to the kernel (0)
  *   DFSCHED_EXTERNAL_LOAD=0|1        count other processes' runnable threads
  *                                    per CPU before each pass, from the
  *                                    agent's shared /proc scan, else from

@@ -25,7 +25,9 @@
 //!    target changes, runnable or not.
 //! 3. Else move one unmanaged runnable task (no group) that may run on I and is
 //!    targeted at a set holding B, to I alone, by the same rule (ties →
-//!    lowest `TaskId`). → `TaskMoved` + `Place`.
+//!    lowest `TaskId`). → `TaskMoved` + `Place`. Skipped when
+//!    `Config::move_unmanaged` is off (the Linux runtime: the kernel moves
+//!    such tasks itself).
 //! 4. Repeat 1–3 while imbalanced and something moved, up to
 //!    `max_moves_per_pass` moves.
 //! 5. Imbalanced at the end with nothing moved this pass → the persistence
@@ -211,7 +213,8 @@ impl Ctx<'_> {
             if !imbalanced || env.moves >= self.config.max_moves_per_pass {
                 break imbalanced;
             }
-            if self.move_group(&mut env) || self.move_task(&mut env) {
+            if self.move_group(&mut env) || (self.config.move_unmanaged && self.move_task(&mut env))
+            {
                 env.moves += 1;
             } else {
                 break true;

@@ -138,6 +138,24 @@ fn moves_per_pass_are_capped() {
     assert!(h.balance().is_empty(), "balanced");
 }
 
+#[test]
+fn unmanaged_tasks_stay_where_they_are_when_moving_them_is_off() {
+    let config = Config {
+        move_unmanaged: false,
+        ..Config::default()
+    };
+    let mut h = H::with(Topology::test(1, 1, 2, 1), config);
+    h.external(&[3, 0]);
+    h.task(1, "0-1");
+    h.task(2, "0-1");
+    assert!(h.balance().is_empty(), "no TaskMoved, no Place");
+    let r = h.e.last_balance().unwrap();
+    assert!(r.imbalanced, "the imbalance is seen");
+    assert_eq!(r.task_moves, 0);
+    assert_eq!(h.target(1), "0-1");
+    assert_eq!(h.target(2), "0-1");
+}
+
 /// Four tasks of one DF packed on CPU 0 of two: no whole-group move can
 /// help.
 fn one_group_of_four(config: Config) -> H {

@@ -100,6 +100,20 @@ pub struct Config {
     /// What becomes of tasks with no DF. Default [`Policy::DataAffinity`]
     /// (they are unmanaged); see [`Policy`].
     pub policy: Policy,
+    /// Whether the balancer may move an unmanaged task (one in no group) to
+    /// a single CPU when no group move narrows an imbalance (its step 3).
+    /// Default true, as in the paper's in-kernel balancer, where moving a
+    /// task is one migration.
+    ///
+    /// The Linux runtime turns it off: there a move is an affinity mask, a
+    /// pin that lasts until the next move, and the kernel already balances
+    /// tasks it may move — every ~4 ms, on run-queue lengths this engine
+    /// sees only as a sample every 100 ms. Pinned, an unmanaged thread
+    /// could not go back when that sample was a passing burst:
+    /// `dfsched bench spin` (3 processes × 2 independent threads on 2
+    /// CPUs) ran at 0.90× vanilla under data-affinity with two threads
+    /// pinned this way.
+    pub move_unmanaged: bool,
 }
 
 impl Default for Config {
@@ -110,6 +124,7 @@ impl Default for Config {
             heavy_load_milli: 2000,
             max_moves_per_pass: 16,
             policy: Policy::DataAffinity,
+            move_unmanaged: true,
         }
     }
 }

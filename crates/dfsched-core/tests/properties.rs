@@ -97,6 +97,7 @@ fn config(policy: Policy) -> impl Strategy<Value = Config> {
             heavy_load_milli: heavy,
             max_moves_per_pass: moves,
             policy,
+            move_unmanaged: moves % 2 == 1,
         })
 }
 

@@ -12,6 +12,7 @@
 //! | `DFSCHED_SPLIT_AFTER_PASSES` | imbalanced passes with no possible move before a group is split; `0` = never split | `10` | `0`.. |
 //! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
 //! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
+//! | `DFSCHED_MOVE_UNMANAGED` | the balancer may pin a thread that is in no group (no DF; under `data-affinity`) to one CPU to even out the load; off, such threads are left to the kernel, which balances them itself (see `dfsched_core::Config::move_unmanaged`) | `0` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU (from the agent's shared `/proc` scan, else from our own) | `1` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_EXTERNAL_WINDOW` | the load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
@@ -68,6 +69,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_SPLIT_AFTER_PASSES",
     "DFSCHED_HEAVY_LOAD_MILLI",
     "DFSCHED_MAX_MOVES_PER_PASS",
+    "DFSCHED_MOVE_UNMANAGED",
     "DFSCHED_EXTERNAL_LOAD",
     "DFSCHED_EXTERNAL_WINDOW",
     "DFSCHED_AGENT",
@@ -122,7 +124,12 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
-            engine: Config::default(),
+            // A move in user space is a pin: leave threads in no group to
+            // the kernel (see Config::move_unmanaged).
+            engine: Config {
+                move_unmanaged: false,
+                ..Config::default()
+            },
             policy: Policy::default(),
             preload: false,
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
@@ -214,6 +221,9 @@ impl RuntimeConfig {
         match var {
             "DFSCHED_DISABLE" => self.enabled = !parse_bool(value).map_err(&bad)?,
             "DFSCHED_EXTERNAL_LOAD" => self.external_load = parse_bool(value).map_err(&bad)?,
+            "DFSCHED_MOVE_UNMANAGED" => {
+                self.engine.move_unmanaged = parse_bool(value).map_err(&bad)?;
+            }
             "DFSCHED_EXTERNAL_WINDOW" => {
                 let n = parse_u64(value).map_err(&bad)?;
                 if !(1..=u64::from(MAX_EXTERNAL_WINDOW)).contains(&n) {
@@ -366,6 +376,13 @@ mod tests {
         assert_eq!(cfg.balance_interval_ms, 100);
         assert_eq!(cfg.external_window, 3);
         assert!(cfg.enabled && cfg.external_load);
+        assert!(
+            !cfg.engine.move_unmanaged,
+            "threads in no group are the kernel's"
+        );
+        let on = RuntimeConfig::from_vars([("DFSCHED_MOVE_UNMANAGED", "1")]).unwrap();
+        assert!(on.engine.move_unmanaged);
+        assert!(RuntimeConfig::from_vars([("DFSCHED_MOVE_UNMANAGED", "maybe")]).is_err());
         assert_eq!(cfg.sysfs_root, PathBuf::from("/"));
         assert!(cfg.validate().is_ok());
     }
