@@ -21,7 +21,7 @@
 use crate::machine::Machine;
 use crate::params::{Mode, Params};
 use crate::runner::RunRecord;
-use crate::stats::{median, ratio, Summary};
+use crate::stats::{median, ratio, PairedRatio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -294,6 +294,14 @@ pub fn render_report(r: &BenchReport) -> String {
         render_table(r),
         r.note
     )
+}
+
+/// A paired ratio as a table cell: `median [min–max]` to three places, `-`
+/// without one.
+pub(crate) fn paired_cell(p: Option<&PairedRatio>) -> String {
+    p.map_or("-".into(), |p| {
+        format!("{:.3} [{:.3}–{:.3}]", p.median, p.min, p.max)
+    })
 }
 
 /// The part every benchmark's grid rendering shares: the heading

@@ -7,8 +7,19 @@
 //! is the mean of the two middle values. The standard deviation is the
 //! sample one (divisor n − 1; 0 for a single run), as the Chat paper's
 //! Table 1 discussion compares spreads of five runs.
+//!
+//! **Paired ratios** ([`PairedRatio`]): on the shared VM the same run drifts
+//! by tens of percent from minute to minute, more than the effects measured.
+//! A round runs every mode once, back to back, so the runs of one round saw
+//! nearly the same machine; a mode's figure divided by the baseline's (the
+//! kernel alone: `vanilla`) *of the same round* cancels most of the drift,
+//! and the median of those per-round ratios is the figure to compare.
+//! Invariant: a ratio exists only for a round in which both the mode and the
+//! baseline ran and the baseline's figure is above 0; a mode with no such
+//! round, and the baseline itself, has none — never a division by zero.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Median, minimum, maximum and standard deviation of a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,9 +76,158 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+/// A mode's per-round ratios to the baseline, summarised (see the module
+/// doc). JSON: `{median, min, max, rounds, per_round: [..]}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairedRatio {
+    /// The median per-round ratio: the figure to judge.
+    pub median: f64,
+    /// The smallest per-round ratio.
+    pub min: f64,
+    /// The largest per-round ratio.
+    pub max: f64,
+    /// Rounds that had both runs (the length of `per_round`).
+    pub rounds: usize,
+    /// Every such round's ratio, in round order.
+    #[serde(default)]
+    pub per_round: Vec<f64>,
+}
+
+/// `figure(mode) / figure(baseline)` for every round of `runs` in which
+/// both ran and the baseline's figure is above 0, in round order. `key`
+/// gives a run's mode, round and figure (the benchmark chooses which figure
+/// is compared: operations, operations per second). A round with two runs of
+/// one mode counts the last.
+pub fn paired_ratios<R, M: PartialEq>(
+    runs: &[R],
+    mode: M,
+    baseline: M,
+    key: impl Fn(&R) -> (M, usize, f64),
+) -> Vec<f64> {
+    let mut of_baseline: BTreeMap<usize, f64> = BTreeMap::new();
+    let mut of_mode: BTreeMap<usize, f64> = BTreeMap::new();
+    for r in runs {
+        let (m, round, figure) = key(r);
+        if m == baseline {
+            of_baseline.insert(round, figure);
+        } else if m == mode {
+            of_mode.insert(round, figure);
+        }
+    }
+    of_mode
+        .into_iter()
+        .filter_map(|(round, x)| {
+            let b = *of_baseline.get(&round)?;
+            (b > 0.0).then(|| x / b)
+        })
+        .collect()
+}
+
+impl PairedRatio {
+    /// The summary of [`paired_ratios`]`(runs, mode, baseline, key)`;
+    /// `None` for the baseline itself and when no round pairs up.
+    pub fn of<R, M: PartialEq>(
+        runs: &[R],
+        mode: M,
+        baseline: M,
+        key: impl Fn(&R) -> (M, usize, f64),
+    ) -> Option<PairedRatio> {
+        if mode == baseline {
+            return None;
+        }
+        let per_round = paired_ratios(runs, mode, baseline, key);
+        let s = Summary::of(&per_round)?;
+        Some(PairedRatio {
+            median: s.median,
+            min: s.min,
+            max: s.max,
+            rounds: per_round.len(),
+            per_round,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (mode, round, figure): the shape every benchmark's run reduces to.
+    type Run = (&'static str, usize, f64);
+
+    fn paired(runs: &[Run], mode: &'static str) -> Option<PairedRatio> {
+        PairedRatio::of(runs, mode, "vanilla", |r| *r)
+    }
+
+    #[test]
+    fn paired_ratios_divide_within_a_round_not_across() {
+        // The host drifts: round 1 runs at double speed. Ratios of medians
+        // would mix rounds; paired ratios see 0.9 and 1.0 within each.
+        let runs = [
+            ("vanilla", 0, 100.0),
+            ("co-thread", 0, 90.0),
+            ("vanilla", 1, 200.0),
+            ("co-thread", 1, 200.0),
+            ("vanilla", 2, 100.0),
+            ("co-thread", 2, 95.0),
+            ("data-affinity", 2, 50.0),
+        ];
+        let p = paired(&runs, "co-thread").unwrap();
+        assert_eq!(p.per_round, vec![0.9, 1.0, 0.95]);
+        assert_eq!((p.median, p.min, p.max, p.rounds), (0.95, 0.9, 1.0, 3));
+        assert_eq!(paired(&runs, "vanilla"), None, "the baseline has none");
+        assert_eq!(paired(&runs, "data-affinity").unwrap().per_round, vec![0.5]);
+    }
+
+    #[test]
+    fn a_mode_twice_the_baseline_every_round_has_median_2_whatever_the_drift() {
+        // The baseline drifts 10x between rounds; every paired ratio is 2.
+        let mut runs = Vec::new();
+        for (round, v) in [100.0, 1000.0, 150.0, 900.0, 120.0].into_iter().enumerate() {
+            runs.push(("vanilla", round, v));
+            runs.push(("oracle", round, 2.0 * v));
+        }
+        let p = paired(&runs, "oracle").unwrap();
+        assert_eq!((p.median, p.min, p.max, p.rounds), (2.0, 2.0, 2.0, 5));
+    }
+
+    #[test]
+    fn paired_ratio_uses_only_rounds_with_both_runs_and_never_divides_by_zero() {
+        let runs = [
+            ("vanilla", 0, 100.0),
+            ("co-thread", 0, 110.0),
+            // Round 1: the baseline is missing.
+            ("co-thread", 1, 999.0),
+            // Round 2: the baseline did nothing.
+            ("vanilla", 2, 0.0),
+            ("co-thread", 2, 50.0),
+            ("vanilla", 3, 200.0),
+            ("co-thread", 3, 180.0),
+        ];
+        assert_eq!(
+            paired_ratios(&runs, "co-thread", "vanilla", |r| *r),
+            vec![1.1, 0.9]
+        );
+        let p = paired(&runs, "co-thread").unwrap();
+        assert_eq!((p.min, p.max, p.rounds), (0.9, 1.1, 2));
+        assert!((p.median - 1.0).abs() < 1e-12);
+        // No baseline at all, or only one that did nothing: no ratio.
+        let no_baseline: Vec<Run> = runs.iter().copied().filter(|r| r.0 != "vanilla").collect();
+        assert_eq!(paired(&no_baseline, "co-thread"), None);
+        assert_eq!(
+            paired(&[("vanilla", 0, 0.0), ("split", 0, 5.0)], "split"),
+            None
+        );
+    }
+
+    #[test]
+    fn paired_ratio_json_has_the_summary_and_every_round() {
+        let p = paired(&[("vanilla", 0, 4.0), ("split", 0, 2.0)], "split").unwrap();
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"median": 0.5, "min": 0.5, "max": 0.5, "rounds": 1, "per_round": [0.5]})
+        );
+    }
 
     #[test]
     fn odd_count_median_is_the_middle_value() {

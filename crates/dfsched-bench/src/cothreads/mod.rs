@@ -70,8 +70,8 @@ use std::str::FromStr;
 
 pub use agent::{idle_exit_secs, AgentSetting, CoAgent, PrivateAgent};
 pub use report::{
-    describe_co_params, paired_ratios, render_co_grid, render_co_report, render_co_table,
-    CoGridReport, CoModeReport, CoRatios, CoReport, PairedRatio,
+    describe_co_params, paired_ratio, render_co_grid, render_co_report, render_co_table,
+    CoGridReport, CoModeReport, CoRatios, CoReport,
 };
 pub use worker::{worker_main, WorkerArgs};
 

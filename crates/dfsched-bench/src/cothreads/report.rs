@@ -1,24 +1,18 @@
 //! The co-thread benchmark's report: per-mode summaries, ratios of medians,
 //! paired per-round ratios, and the text tables.
 //!
-//! **Why paired ratios.** On a shared VM the same run varies by tens of
-//! percent from minute to minute, far more than the effect measured. Rounds
-//! run every mode once, back to back, so runs of one round saw nearly the
-//! same machine; `ops(mode) / ops(vanilla)` *of the same round* cancels most
-//! of the drift, and the median of those per-round ratios
-//! ([`PairedRatio`]) is the figure to compare. The ratio of medians
-//! ([`CoRatios`]) is kept beside it: the two agreeing says the drift was
-//! small.
-//!
-//! Invariants: a paired ratio exists only for rounds where both the mode
-//! and vanilla ran and vanilla did some work; a mode with no such round has
-//! none (`null` in JSON, `-` in the table), never a division by zero.
+//! **Paired ratios** ([`PairedRatio`], shared with `bench spin`; why they
+//! are the figure to compare: [`crate::stats`]): here each round's
+//! `ops(mode) / ops(vanilla)`, operations being what a fixed-time run
+//! counts. The ratio of medians ([`CoRatios`]) is kept beside them: the two
+//! agreeing says the drift was small. A mode with no round paired has none
+//! (`null` in JSON, `-` in the table).
 
 use super::agent::CoAgent;
 use super::{CoMode, CoParams, CoRun};
 use crate::machine::Machine;
-use crate::report::{describe_machine, render_grid_cells, KVM_NOTE};
-use crate::stats::{median, ratio, Summary};
+use crate::report::{describe_machine, paired_cell, render_grid_cells, KVM_NOTE};
+use crate::stats::{median, ratio, PairedRatio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,62 +33,18 @@ pub struct CoModeReport {
     pub runs: Vec<CoRun>,
 }
 
-/// Summary of a mode's per-round ratios to vanilla (see the module doc).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PairedRatio {
-    /// The median per-round ratio: the headline comparison.
-    pub median: f64,
-    /// The smallest per-round ratio.
-    pub min: f64,
-    /// The largest per-round ratio.
-    pub max: f64,
-    /// Rounds that had both runs.
-    pub rounds: usize,
-}
-
-/// `ops(mode) / ops(vanilla)` for every round in which both ran and
-/// vanilla did some work, in round order.
-pub fn paired_ratios(runs: &[CoRun], mode: CoMode) -> Vec<f64> {
-    let mut vanilla: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut of_mode: BTreeMap<usize, u64> = BTreeMap::new();
-    for r in runs {
-        if r.mode == CoMode::Vanilla {
-            vanilla.insert(r.round, r.ops_total);
-        } else if r.mode == mode {
-            of_mode.insert(r.round, r.ops_total);
-        }
-    }
-    of_mode
-        .iter()
-        .filter_map(|(round, &ops)| {
-            let v = *vanilla.get(round)?;
-            (v > 0).then(|| ops as f64 / v as f64)
-        })
-        .collect()
-}
-
-impl PairedRatio {
-    /// The summary of `mode`'s paired ratios in `runs`; `None` for vanilla
-    /// and when no round pairs up.
-    pub fn of(runs: &[CoRun], mode: CoMode) -> Option<PairedRatio> {
-        if mode == CoMode::Vanilla {
-            return None;
-        }
-        let ratios = paired_ratios(runs, mode);
-        let s = Summary::of(&ratios)?;
-        Some(PairedRatio {
-            median: s.median,
-            min: s.min,
-            max: s.max,
-            rounds: ratios.len(),
-        })
-    }
+/// `mode`'s per-round ratios of operations to vanilla's in `runs` (see
+/// [`PairedRatio`]); `None` for vanilla and when no round pairs up.
+pub fn paired_ratio(runs: &[CoRun], mode: CoMode) -> Option<PairedRatio> {
+    PairedRatio::of(runs, mode, CoMode::Vanilla, |r| {
+        (r.mode, r.round, r.ops_total as f64)
+    })
 }
 
 /// The result of one case. JSON: `{ params, machine, agent: { requested,
 /// running, failure }, modes: { "<mode>": { ops: {median,min,max,std_dev},
 /// ops_per_s: {..}, median_process_spread, paired_ratio: {median,min,max,
-/// rounds} | null, runs: [..] } }, ratios: { co_thread_vs_vanilla,
+/// rounds,per_round:[..]} | null, runs: [..] } }, ratios: { co_thread_vs_vanilla,
 /// oracle_vs_vanilla, split_vs_vanilla, co_thread_vs_oracle }, note }`;
 /// ratios above 1 mean more work done.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -145,7 +95,7 @@ impl CoReport {
                         ops: Summary::of(&ops)?,
                         ops_per_s: Summary::of(&rate)?,
                         median_process_spread: median(&spread)?,
-                        paired_ratio: PairedRatio::of(&runs, m),
+                        paired_ratio: paired_ratio(&runs, m),
                         runs: mode_runs,
                     },
                 ))
@@ -209,12 +159,6 @@ fn fmt_ratio(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{x:.3}"))
 }
 
-fn fmt_paired(p: Option<&PairedRatio>) -> String {
-    p.map_or("-".into(), |p| {
-        format!("{:.3} [{:.3}–{:.3}]", p.median, p.min, p.max)
-    })
-}
-
 /// The per-mode table of one case: `/vanilla` is the ratio of medians,
 /// `paired /vanilla` the median [min–max] of the per-round ratios.
 pub fn render_co_table(r: &CoReport) -> String {
@@ -245,7 +189,7 @@ pub fn render_co_table(r: &CoReport) -> String {
             m.ops.std_dev,
             m.median_process_spread * 100.0,
             fmt_ratio(ratio(Some(m.ops.median), vanilla)),
-            fmt_paired(m.paired_ratio.as_ref())
+            paired_cell(m.paired_ratio.as_ref())
         ));
     }
     out
@@ -294,7 +238,7 @@ pub fn render_co_grid(g: &CoGridReport) -> String {
             fmt_ratio(
                 c.modes
                     .get(&m)
-                    .and_then(|r| r.paired_ratio.map(|p| p.median)),
+                    .and_then(|r| r.paired_ratio.as_ref().map(|p| p.median)),
             )
         };
         let _ = writeln!(
@@ -371,9 +315,9 @@ mod tests {
             runs.push(run(CoMode::Split, round, v / 2));
         }
         let r = CoReport::new(CoParams::default(), machine(), CoAgent::off(), runs);
-        let o = r.modes[&CoMode::Oracle].paired_ratio.unwrap();
+        let o = r.modes[&CoMode::Oracle].paired_ratio.clone().unwrap();
         assert_eq!((o.median, o.min, o.max, o.rounds), (2.0, 2.0, 2.0, 5));
-        let s = r.modes[&CoMode::Split].paired_ratio.unwrap();
+        let s = r.modes[&CoMode::Split].paired_ratio.clone().unwrap();
         assert_eq!((s.median, s.rounds), (0.5, 5));
         assert_eq!(r.modes[&CoMode::Vanilla].paired_ratio, None);
         let v = serde_json::to_value(&r).unwrap();
@@ -383,23 +327,14 @@ mod tests {
     }
 
     #[test]
-    fn paired_ratio_uses_only_rounds_with_both_runs_and_never_divides_by_zero() {
-        let runs = vec![
-            run(CoMode::Vanilla, 0, 100),
-            run(CoMode::CoThread, 0, 110),
-            // Round 1: vanilla missing.
-            run(CoMode::CoThread, 1, 999),
-            // Round 2: vanilla did nothing.
-            run(CoMode::Vanilla, 2, 0),
-            run(CoMode::CoThread, 2, 50),
-            run(CoMode::Vanilla, 3, 200),
-            run(CoMode::CoThread, 3, 180),
-        ];
-        let ratios = paired_ratios(&runs, CoMode::CoThread);
-        assert_eq!(ratios, vec![1.1, 0.9]);
-        let p = PairedRatio::of(&runs, CoMode::CoThread).unwrap();
-        assert_eq!((p.min, p.max, p.rounds), (0.9, 1.1, 2));
-        assert!((p.median - 1.0).abs() < 1e-12);
+    fn paired_ratios_compare_operations_not_rates() {
+        // Co-thread did 1.5x vanilla's operations in twice the time: the
+        // figure paired is operations (a fixed-time run's count), not ops/s.
+        let mut co = run(CoMode::CoThread, 0, 150);
+        co.elapsed_s = 2.0;
+        co.ops_per_s = 75.0;
+        let p = paired_ratio(&[run(CoMode::Vanilla, 0, 100), co], CoMode::CoThread).unwrap();
+        assert_eq!(p.per_round, vec![1.5]);
     }
 
     #[test]

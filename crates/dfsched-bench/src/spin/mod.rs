@@ -29,7 +29,7 @@
 //! first run and stopped after its last: the outside load that made
 //! co-thread pack a light process onto one CPU in session 2.
 //!
-//! Why paired ratios ([`report::PairedRatio`]): on the shared KVM host the
+//! Why paired ratios ([`crate::stats::PairedRatio`]): on the shared KVM host the
 //! same run drifts by ±30 % from one minute to the next, far more than the
 //! 3 % to be judged; the modes of one round run within seconds of one
 //! another, so a round's ratio to its own vanilla run cancels most of the
@@ -47,7 +47,7 @@ use std::str::FromStr;
 
 pub use procs::{SpinCommands, WorkerResult, WORKER_NAME};
 pub use report::{
-    render_spin_grid, render_spin_report, PairedRatio, SpinGridReport, SpinModeReport, SpinReport,
+    paired_ratio, render_spin_grid, render_spin_report, SpinGridReport, SpinModeReport, SpinReport,
     SpinRun,
 };
 

@@ -18,17 +18,18 @@
 //!   "note": "..." }
 //! ```
 //!
-//! A paired ratio is, for one round, the mode's operations per second over
-//! vanilla's in the same round (above 1: more work done); `paired_ratio` is
-//! null for vanilla itself and when vanilla did not run. A grid
+//! A paired ratio ([`PairedRatio`], shared with `bench cothreads`; why:
+//! [`crate::stats`]) is, for one round, the mode's operations per second
+//! over vanilla's in the same round (above 1: more work done); `paired_ratio`
+//! is null for vanilla itself and when vanilla did not run. A grid
 //! (`--grid paper --json`) is `{ "grid": "paper", "machine": {..},
 //! "cells": [ <one case as above>, .. ] }`.
 
 use super::procs::{masks, WorkerResult};
 use super::{SpinMode, SpinParams};
 use crate::machine::Machine;
-use crate::report::{describe_machine, render_grid_cells, KVM_NOTE};
-use crate::stats::{median, Summary};
+use crate::report::{describe_machine, paired_cell, render_grid_cells, KVM_NOTE};
+use crate::stats::{median, PairedRatio, Summary};
 use dfsched_core::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,52 +115,13 @@ impl SpinRun {
     }
 }
 
-/// A mode's per-round ratios to vanilla, summarised.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PairedRatio {
-    /// The median per-round ratio: the figure to judge.
-    pub median: f64,
-    /// The smallest.
-    pub min: f64,
-    /// The largest.
-    pub max: f64,
-    /// Rounds that had both runs.
-    pub rounds: usize,
-    /// Every round's ratio, in round order.
-    pub per_round: Vec<f64>,
-}
-
-impl PairedRatio {
-    /// `ops_per_s(mode) / ops_per_s(vanilla)` in each round of `runs` where
-    /// both ran and vanilla did some work; `None` for vanilla itself and
-    /// when no round pairs up.
-    pub fn of(runs: &[SpinRun], mode: SpinMode) -> Option<PairedRatio> {
-        if mode == SpinMode::Vanilla {
-            return None;
-        }
-        let rate = |m: SpinMode| -> BTreeMap<usize, f64> {
-            runs.iter()
-                .filter(|r| r.mode == m)
-                .map(|r| (r.round, r.ops_per_s))
-                .collect()
-        };
-        let vanilla = rate(SpinMode::Vanilla);
-        let per_round: Vec<f64> = rate(mode)
-            .into_iter()
-            .filter_map(|(round, x)| {
-                let v = *vanilla.get(&round)?;
-                (v > 0.0).then_some(x / v)
-            })
-            .collect();
-        let s = Summary::of(&per_round)?;
-        Some(PairedRatio {
-            median: s.median,
-            min: s.min,
-            max: s.max,
-            rounds: per_round.len(),
-            per_round,
-        })
-    }
+/// `mode`'s per-round ratios of operations per second to vanilla's in
+/// `runs` (see [`PairedRatio`]); `None` for vanilla and when no round pairs
+/// up. Rates, not counts: a worker's timed part can end a little late.
+pub fn paired_ratio(runs: &[SpinRun], mode: SpinMode) -> Option<PairedRatio> {
+    PairedRatio::of(runs, mode, SpinMode::Vanilla, |r| {
+        (r.mode, r.round, r.ops_per_s)
+    })
 }
 
 /// One mode's runs and their summary.
@@ -219,7 +181,7 @@ impl SpinReport {
                         ops: Summary::of(&ops)?,
                         ops_per_s: Summary::of(&rate)?,
                         median_narrowed_threads: median(&narrowed)?,
-                        paired_ratio: PairedRatio::of(&runs, m),
+                        paired_ratio: paired_ratio(&runs, m),
                         runs: of_mode,
                     },
                 ))
@@ -271,12 +233,6 @@ pub fn describe_spin_params(p: &SpinParams) -> String {
         if p.repeat == 1 { "" } else { "s" },
         p.seed
     )
-}
-
-fn paired_cell(p: Option<&PairedRatio>) -> String {
-    p.map_or("-".into(), |p| {
-        format!("{:.3} [{:.3}–{:.3}]", p.median, p.min, p.max)
-    })
 }
 
 /// The per-mode table of one case.
@@ -438,29 +394,18 @@ mod tests {
     }
 
     #[test]
-    fn paired_ratios_divide_within_a_round_not_across() {
-        // The host drifts: round 1 runs at double speed. Ratios of medians
-        // would mix rounds; paired ratios see 0.9 and 1.0 within each.
-        let runs = vec![
-            run(SpinMode::Vanilla, 0, 100.0),
-            run(SpinMode::CoThread, 0, 90.0),
-            run(SpinMode::Vanilla, 1, 200.0),
-            run(SpinMode::CoThread, 1, 200.0),
-            run(SpinMode::Vanilla, 2, 100.0),
-            run(SpinMode::CoThread, 2, 95.0),
-            run(SpinMode::DataAffinity, 2, 50.0),
-        ];
-        let p = PairedRatio::of(&runs, SpinMode::CoThread).unwrap();
-        assert_eq!(p.per_round, vec![0.9, 1.0, 0.95]);
-        assert_eq!((p.median, p.min, p.max, p.rounds), (0.95, 0.9, 1.0, 3));
-        assert_eq!(PairedRatio::of(&runs, SpinMode::Vanilla), None);
-        let d = PairedRatio::of(&runs, SpinMode::DataAffinity).unwrap();
-        assert_eq!(d.per_round, vec![0.5]);
-        let no_vanilla: Vec<SpinRun> = runs
-            .into_iter()
-            .filter(|r| r.mode != SpinMode::Vanilla)
-            .collect();
-        assert_eq!(PairedRatio::of(&no_vanilla, SpinMode::CoThread), None);
+    fn paired_ratios_compare_rates_not_counts() {
+        // Co-thread did 1.5x vanilla's operations in twice the time: the
+        // figure paired is operations per second.
+        let mut co = run(SpinMode::CoThread, 0, 75.0);
+        co.ops_total = 150;
+        co.elapsed_s = 2.0;
+        let runs = [run(SpinMode::Vanilla, 0, 100.0), co];
+        assert_eq!(
+            paired_ratio(&runs, SpinMode::CoThread).unwrap().per_round,
+            vec![0.75]
+        );
+        assert_eq!(paired_ratio(&runs, SpinMode::Vanilla), None);
     }
 
     #[test]
