@@ -542,3 +542,93 @@ fn a_stopped_agent_ends_without_waiting_for_its_tick() {
     }
     assert!(!dir.lock().exists(), "lock file left behind");
 }
+
+#[test]
+fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
+    let Some((c0, c1)) =
+        two_cpus("a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once")
+    else {
+        return;
+    };
+    let dir = TempDir::new("rehomed");
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "60000"]);
+    let mut cfg = RuntimeConfig {
+        balance_interval_ms: 0,
+        external_load: true,
+        agent: AgentMode::Path(dir.sock()),
+        policy: dfsched::Policy::CoThread,
+        ..RuntimeConfig::default()
+    };
+    cfg.engine.heavy_load_milli = 1000;
+    let rt = Runtime::start(cfg).unwrap();
+    // Two attached threads (no DF): the process's co-thread group.
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
+            std::thread::spawn(move || {
+                rt.attach().unwrap();
+                tid_tx.send(dfsched::sys::gettid()).unwrap();
+                let _ = stop_rx.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    let tids: Vec<u64> = (0..2).map(|_| tid_rx.recv().unwrap()).collect();
+    let mask = || dfsched::sys::get_affinity(tids[0]).unwrap();
+    // Another process with two threads on c0: the group is within its fair
+    // share packed on c1 (alone, 2 threads on 2 CPUs, it would not be).
+    let mut first = Helper::spin(c0, 0);
+    first.register(&dir.sock(), c0, 2000);
+    let start = Instant::now();
+    while mask() != CpuSet::single(c1) {
+        rt.balance_now().unwrap();
+        assert!(
+            start.elapsed() < DEADLINE,
+            "never packed on {c1}: {}",
+            mask()
+        );
+    }
+    let from = c1;
+    // A third reports 8 threads on c1: the home rule's keep test fails and
+    // the group is re-homed in the pass's step 0, which is no GroupMoved.
+    let mut other = Helper::spin(from, 0);
+    other.register(&dir.sock(), from, 8000);
+    let group_moves = rt.stats().group_moves;
+    let start = Instant::now();
+    while mask().contains(from) {
+        rt.balance_now().unwrap();
+        assert!(
+            start.elapsed() < DEADLINE,
+            "never re-homed: {:?}",
+            rt.stats()
+        );
+    }
+    let to = mask();
+    assert_eq!(rt.stats().group_moves, group_moves, "re-homed, not moved");
+    // The pass that re-homed told the agent before returning.
+    let s = agent.status();
+    let mine = s
+        .processes
+        .iter()
+        .find(|p| p.pid == std::process::id())
+        .expect("registered");
+    let on = |cpu: CpuId| {
+        mine.load_milli
+            .iter()
+            .find(|&&(c, _)| c == cpu)
+            .map_or(0, |&(_, m)| m)
+    };
+    assert_eq!(on(from), 0, "stale record: {:?}", mine.load_milli);
+    assert!(
+        to.iter().map(on).sum::<u64>() >= 2000,
+        "{:?}",
+        mine.load_milli
+    );
+    drop(stop_tx);
+    for w in workers {
+        w.join().unwrap();
+    }
+    rt.shutdown();
+}

@@ -156,9 +156,13 @@ impl Inner {
     }
 }
 
-/// Moves carried out so far (group moves, splits, thread moves).
+/// Moves carried out so far: group moves, splits, thread moves, and every
+/// placement besides, since a co-thread group re-homed by the home rule
+/// (the pass's step 0) moves without a `GroupMoved` — and it is those
+/// re-homings that other processes must hear of at once (module doc,
+/// "Phase").
 fn moves(stats: &crate::stats::RuntimeStats) -> u64 {
-    stats.group_moves + stats.splits + stats.task_moves
+    stats.group_moves + stats.splits + stats.task_moves + stats.placements
 }
 
 #[cfg(test)]
