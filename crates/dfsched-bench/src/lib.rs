@@ -6,6 +6,8 @@
 //! rounds ([`runner::round_order`]), statistics ([`stats`]) and machine
 //! description ([`machine`]); and the never-worse benchmark ([`spin`]):
 //! independent CPU-bound threads run plainly and under `dfsched run`.
+//! `cothreads` and `spin` share their worker processes' ready/go driver
+//! ([`workers`]) and per-round paired ratios ([`stats::PairedRatio`]).
 //!
 //! Vocabulary:
 //! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
@@ -55,6 +57,7 @@ pub mod report;
 pub mod runner;
 pub mod spin;
 pub mod stats;
+pub mod workers;
 
 pub use grid::Grid;
 pub use machine::Machine;

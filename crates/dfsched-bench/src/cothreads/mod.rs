@@ -12,7 +12,8 @@
 //! **Processes** are separate programs: the parent re-executes a worker
 //! command (the CLI passes its own binary with the hidden subcommand
 //! `bench cothreads-worker`) once per process, with stdin and stdout piped
-//! ([`worker`] has the line protocol). Re-executing rather than forking
+//! ([`worker`] has the line protocol, [`crate::workers`] the parent's
+//! side, shared with `bench spin`). Re-executing rather than forking
 //! keeps every worker a fresh single-threaded program when it starts its
 //! runtime and threads: forking a process that already runs threads (a
 //! test harness, a runtime's balancer) copies locks held by threads that do
@@ -31,7 +32,7 @@
 //!   `t mod n` ([`split_cpu`]): every process spread, the worst case for
 //!   sharing.
 //!
-//! The pinned modes use the affinity helpers of [`crate::os`] (the
+//! The pinned modes use the affinity helpers of `crate::os` (the
 //! runtime's `sys` module) and read every pin back; a pin that fails or
 //! does not hold fails the worker, never a silent fallback to the kernel's
 //! placement.
@@ -59,13 +60,13 @@ use crate::machine::Machine;
 use crate::os::OsError;
 use crate::runner::{round_order, Progress};
 use crate::stats::median;
+use crate::workers::{WorkerError, Workers};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, ExitStatus};
 use std::str::FromStr;
 
 pub use agent::{idle_exit_secs, AgentSetting, CoAgent, PrivateAgent};
@@ -509,37 +510,48 @@ pub fn run_cothread_cases(
     Ok(reports)
 }
 
-/// Kills (and reaps) every child still running when dropped, so a failed
-/// run leaves no worker behind.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
+/// A worker's failure as the benchmark's error.
+fn co_error(e: WorkerError) -> CoThreadsError {
+    match e {
+        WorkerError::Start {
+            index,
+            program,
+            source,
+            ..
+        } => CoThreadsError::Start {
+            process: index,
+            program,
+            source,
+        },
+        WorkerError::Failed { index, detail, .. } => CoThreadsError::Worker {
+            process: index,
+            detail,
+        },
     }
 }
 
-/// Runs one mode once: starts the workers, waits for all to be ready,
-/// tells them to go, collects their results.
+/// An exit status as [`CoThreadsError::Worker`] says it (that error itself
+/// points at stderr).
+fn exited(status: ExitStatus) -> String {
+    format!("it exited with {status}")
+}
+
+/// Runs one mode once: starts the workers ([`crate::workers`]: all ready
+/// before any is told to go; killed and reaped on any error), collects and
+/// checks their results.
 fn run_once(
     p: &CoParams,
     mode: CoMode,
     round: usize,
     worker: &WorkerCommand,
 ) -> Result<CoRun, CoThreadsError> {
-    let mut children = Children(Vec::with_capacity(p.processes));
+    let mut workers = Workers::new(exited);
     for process in 0..p.processes {
         let mut cmd = Command::new(&worker.program);
         if mode == CoMode::CoThread {
             cmd.envs(worker.co_thread_env.iter().map(|(k, v)| (k, v)));
         }
-        let child = cmd
-            .args(&worker.args)
+        cmd.args(&worker.args)
             .arg("--mode")
             .arg(mode.as_str())
             .arg("--process")
@@ -549,58 +561,17 @@ fn run_once(
             .arg("--shared-bytes")
             .arg(p.shared_bytes.to_string())
             .arg("--seconds")
-            .arg(p.seconds.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|source| CoThreadsError::Start {
-                process,
-                program: worker.program.display().to_string(),
-                source,
-            })?;
-        children.0.push(child);
+            .arg(p.seconds.to_string());
+        workers
+            .start(cmd, format!("worker process {process}"))
+            .map_err(co_error)?;
     }
-    let failed = |process, detail: String| CoThreadsError::Worker { process, detail };
-    let mut outs = Vec::with_capacity(p.processes);
-    for (i, c) in children.0.iter_mut().enumerate() {
-        let stdout = c.stdout.take().expect("stdout is piped");
-        let mut out = BufReader::new(stdout);
-        let mut line = String::new();
-        out.read_line(&mut line)
-            .map_err(|e| failed(i, format!("reading its output: {e}")))?;
-        if line.trim() != "ready" {
-            return Err(failed(
-                i,
-                format!("it said {:?} instead of ready", line.trim()),
-            ));
-        }
-        outs.push(out);
-    }
-    for (i, c) in children.0.iter_mut().enumerate() {
-        let stdin = c.stdin.as_mut().expect("stdin is piped");
-        writeln!(stdin, "go")
-            .and_then(|()| stdin.flush())
-            .map_err(|e| failed(i, format!("telling it to go: {e}")))?;
-    }
-    let mut results = Vec::with_capacity(p.processes);
-    for (i, out) in outs.iter_mut().enumerate() {
-        let mut line = String::new();
-        out.read_line(&mut line)
-            .map_err(|e| failed(i, format!("reading its result: {e}")))?;
-        let r: WorkerResult = serde_json::from_str(line.trim())
-            .map_err(|e| failed(i, format!("its result {:?} is not JSON: {e}", line.trim())))?;
+    workers.ready_go().map_err(co_error)?;
+    let results: Vec<WorkerResult> = workers.finish().map_err(co_error)?;
+    for (i, r) in results.iter().enumerate() {
         if r.ops.len() != p.threads {
-            return Err(failed(
-                i,
-                format!("{} thread counts for {} threads", r.ops.len(), p.threads),
-            ));
-        }
-        results.push(r);
-    }
-    for (i, c) in children.0.iter_mut().enumerate() {
-        let status = c.wait().map_err(|e| failed(i, format!("waiting: {e}")))?;
-        if !status.success() {
-            return Err(failed(i, format!("it exited with {status}")));
+            let detail = format!("{} thread counts for {} threads", r.ops.len(), p.threads);
+            return Err(co_error(workers.failed(i, detail)));
         }
     }
     let per_process: Vec<u64> = results.iter().map(|r| r.ops.iter().sum()).collect();

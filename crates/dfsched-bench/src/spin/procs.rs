@@ -10,20 +10,20 @@
 //!    under dfsched exactly when the mode says so); wait for status 0
 //! ```
 //!
-//! Invariant: a `Workers` kills and reaps every child still running when
-//! dropped, so an error at any step leaves no worker spinning. The
-//! background load (`Background`) is one more worker, started with
+//! The processes and their ready/go protocol are [`crate::workers`]'s,
+//! whose `Workers` kills and reaps every child still running when dropped,
+//! so an error at any step leaves no worker spinning. The background load (`Background`) is one more worker, started with
 //! `--until-eof` and never under dfsched (`DFSCHED_PRELOAD` removed from
 //! its environment); closing its stdin stops it.
 
 use super::report::SpinRun;
 use super::{SpinError, SpinMode, SpinParams};
+use crate::workers::{WorkerError, Workers};
 use dfsched_core::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 
 /// The worker program's file name, beside the `dfsched` binary.
 pub const WORKER_NAME: &str = "dfsched-spin-worker";
@@ -42,7 +42,8 @@ pub struct SpinCommands {
 }
 
 impl SpinCommands {
-    /// The command of one worker process in `mode` (not started). The
+    /// The command of one worker process in `mode` (not started; the
+    /// pipes are set by [`Workers::start`]). The
     /// vanilla worker loses `DFSCHED_PRELOAD`, so that it runs without
     /// dfsched even if the benchmark itself was started under it.
     pub fn command(&self, mode: SpinMode, threads: usize, seconds: Option<f64>) -> Command {
@@ -63,7 +64,6 @@ impl SpinCommands {
             Some(s) => cmd.arg("--seconds").arg(s.to_string()),
             None => cmd.arg("--until-eof"),
         };
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         cmd
     }
 }
@@ -86,113 +86,40 @@ pub struct WorkerResult {
     pub foreign_threads: Vec<String>,
 }
 
-/// One started process and its pipes.
-struct Worker {
-    /// `worker process 2`, `the background load`.
-    what: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<ChildStdout>,
+/// A worker's failure as the benchmark's error, in `mode`.
+fn spin_error(e: WorkerError, mode: SpinMode) -> SpinError {
+    match e {
+        WorkerError::Start {
+            what,
+            program,
+            source,
+            ..
+        } => SpinError::Start {
+            what,
+            program,
+            source,
+        },
+        WorkerError::Failed { what, detail, .. } => SpinError::Worker { what, mode, detail },
+    }
 }
 
-impl Worker {
-    fn start(mut cmd: Command, what: String) -> Result<Worker, SpinError> {
-        let mut child = cmd.spawn().map_err(|source| SpinError::Start {
-            what: what.clone(),
-            program: cmd.get_program().to_string_lossy().into_owned(),
-            source,
-        })?;
-        let stdin = child.stdin.take();
-        let out = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        Ok(Worker {
-            what,
-            child,
-            stdin,
-            out,
-        })
+/// What is wrong with a result, if anything: `threads` counts and masks
+/// expected, and under dfsched exactly when `under_dfsched` (what the mode
+/// asked for).
+fn check(r: &WorkerResult, threads: usize, under_dfsched: bool) -> Result<(), String> {
+    if r.ops.len() != threads || r.cpus.len() != threads {
+        return Err(format!("{} counts for {threads} threads", r.ops.len()));
     }
-
-    fn failed(&self, mode: SpinMode, detail: String) -> SpinError {
-        SpinError::Worker {
-            what: self.what.clone(),
-            mode,
-            detail,
+    if r.under_dfsched != under_dfsched {
+        return Err(if under_dfsched {
+            "it ran without dfsched (DFSCHED_PRELOAD unset or libdfsched.so not loaded): \
+             its figures would be vanilla's"
+        } else {
+            "it ran under dfsched although the mode is vanilla (is LD_PRELOAD set?)"
         }
+        .into());
     }
-
-    /// Why the process's output ended: its exit status, explained.
-    fn ended(&mut self, mode: SpinMode, before: &str) -> SpinError {
-        let detail = match self.child.wait() {
-            Ok(status) => format!("it ended before {before} ({})", explain(status)),
-            Err(e) => format!("it ended before {before} (waiting for it: {e})"),
-        };
-        self.failed(mode, detail)
-    }
-
-    /// Reads one line; `None` at the end of the output.
-    fn line(&mut self, mode: SpinMode) -> Result<Option<String>, SpinError> {
-        let mut line = String::new();
-        match self.out.read_line(&mut line) {
-            Ok(0) => Ok(None),
-            Ok(_) => Ok(Some(line.trim().to_string())),
-            Err(e) => Err(self.failed(mode, format!("reading its output: {e}"))),
-        }
-    }
-
-    fn expect_ready(&mut self, mode: SpinMode) -> Result<(), SpinError> {
-        match self.line(mode)? {
-            Some(l) if l == "ready" => Ok(()),
-            Some(l) => Err(self.failed(mode, format!("it said {l:?} instead of ready"))),
-            None => Err(self.ended(mode, "saying ready")),
-        }
-    }
-
-    fn say_go(&mut self, mode: SpinMode) -> Result<(), SpinError> {
-        let stdin = self.stdin.as_mut().expect("stdin is piped until finish");
-        let sent = writeln!(stdin, "go").and_then(|()| stdin.flush());
-        sent.map_err(|e| self.failed(mode, format!("telling it to go: {e}")))
-    }
-
-    /// Reads the result line and waits for status 0. `under_dfsched` is
-    /// what the mode asked for; `threads` how many counts to expect.
-    fn finish(
-        &mut self,
-        mode: SpinMode,
-        threads: usize,
-        under_dfsched: bool,
-    ) -> Result<WorkerResult, SpinError> {
-        // Closing stdin stops an --until-eof worker and is harmless to a
-        // timed one.
-        drop(self.stdin.take());
-        let Some(line) = self.line(mode)? else {
-            return Err(self.ended(mode, "reporting"));
-        };
-        let r: WorkerResult = serde_json::from_str(&line)
-            .map_err(|e| self.failed(mode, format!("its result {line:?} is not JSON: {e}")))?;
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| self.failed(mode, format!("waiting for it: {e}")))?;
-        if !status.success() {
-            return Err(self.failed(mode, explain(status)));
-        }
-        if r.ops.len() != threads || r.cpus.len() != threads {
-            return Err(self.failed(
-                mode,
-                format!("{} counts for {threads} threads", r.ops.len()),
-            ));
-        }
-        if r.under_dfsched != under_dfsched {
-            let detail = if under_dfsched {
-                "it ran without dfsched (DFSCHED_PRELOAD unset or libdfsched.so not loaded): \
-                 its figures would be vanilla's"
-            } else {
-                "it ran under dfsched although the mode is vanilla (is LD_PRELOAD set?)"
-            };
-            return Err(self.failed(mode, detail.into()));
-        }
-        Ok(r)
-    }
+    Ok(())
 }
 
 /// An exit status, with what 125 means from `dfsched run`.
@@ -207,21 +134,6 @@ fn explain(status: ExitStatus) -> String {
     }
 }
 
-/// Kills (and reaps) every child still running when dropped.
-#[derive(Default)]
-struct Workers(Vec<Worker>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for w in &mut self.0 {
-            if matches!(w.child.try_wait(), Ok(None)) {
-                let _ = w.child.kill();
-            }
-            let _ = w.child.wait();
-        }
-    }
-}
-
 /// Runs one mode once (see the module doc).
 pub(crate) fn run_once(
     p: &SpinParams,
@@ -231,24 +143,19 @@ pub(crate) fn run_once(
     allowed: &CpuSet,
 ) -> Result<SpinRun, SpinError> {
     let load_avg_1m = load_avg_1m();
-    let mut workers = Workers::default();
+    let err = |e| spin_error(e, mode);
+    let mut workers = Workers::new(explain);
     for i in 0..p.processes {
         let cmd = commands.command(mode, p.threads, Some(p.seconds));
         workers
-            .0
-            .push(Worker::start(cmd, format!("worker process {i}"))?);
+            .start(cmd, format!("worker process {i}"))
+            .map_err(err)?;
     }
-    for w in &mut workers.0 {
-        w.expect_ready(mode)?;
+    workers.ready_go().map_err(err)?;
+    let results: Vec<WorkerResult> = workers.finish().map_err(err)?;
+    for (i, r) in results.iter().enumerate() {
+        check(r, p.threads, mode.policy().is_some()).map_err(|d| err(workers.failed(i, d)))?;
     }
-    for w in &mut workers.0 {
-        w.say_go(mode)?;
-    }
-    let results = workers
-        .0
-        .iter_mut()
-        .map(|w| w.finish(mode, p.threads, mode.policy().is_some()))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut run = SpinRun::of(mode, round, &results, allowed);
     run.load_avg_1m = load_avg_1m;
     Ok(run)
@@ -276,18 +183,22 @@ pub(crate) struct Background {
 impl Background {
     /// Starts `threads` spinning threads and waits until they spin.
     pub(crate) fn start(commands: &SpinCommands, threads: usize) -> Result<Background, SpinError> {
+        let err = |e| spin_error(e, SpinMode::Vanilla);
         let cmd = commands.command(SpinMode::Vanilla, threads, None);
-        let mut workers = Workers(vec![Worker::start(cmd, "the background load".into())?]);
-        let w = &mut workers.0[0];
-        w.expect_ready(SpinMode::Vanilla)?;
-        w.say_go(SpinMode::Vanilla)?;
+        let mut workers = Workers::new(explain);
+        workers
+            .start(cmd, "the background load".into())
+            .map_err(err)?;
+        workers.ready_go().map_err(err)?;
         Ok(Background { workers, threads })
     }
 
-    /// Stops it; returns the operations it did, per thread.
+    /// Stops it (closing its stdin); returns the operations it did, per
+    /// thread.
     pub(crate) fn stop(mut self) -> Result<Vec<u64>, SpinError> {
-        let threads = self.threads;
-        let r = self.workers.0[0].finish(SpinMode::Vanilla, threads, false)?;
+        let err = |e| spin_error(e, SpinMode::Vanilla);
+        let r: WorkerResult = self.workers.finish().map_err(err)?.remove(0);
+        check(&r, self.threads, false).map_err(|d| err(self.workers.failed(0, d)))?;
         Ok(r.ops)
     }
 }
