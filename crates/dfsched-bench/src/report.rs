@@ -30,6 +30,34 @@ use std::fmt::Write as _;
 pub const KVM_NOTE: &str = "note: on a KVM guest a wake-up on another vCPU costs tens of µs \
 (an IPI and a halt exit), so packing threads on one CPU looks better than on bare metal.";
 
+/// How to read the figures on `machine`: [`KVM_NOTE`] on a VM, else that
+/// it is bare metal (every benchmark's report note starts with this).
+pub(crate) fn machine_note(machine: &Machine) -> &'static str {
+    if machine.hypervisor {
+        KVM_NOTE
+    } else {
+        "bare metal (no hypervisor flag)"
+    }
+}
+
+/// Runs grouped by their mode (`mode` of each), modes in order, runs in
+/// the order given: what every benchmark's report summarises.
+pub(crate) fn group_by_mode<M: Ord, R>(
+    runs: impl IntoIterator<Item = R>,
+    mode: impl Fn(&R) -> M,
+) -> BTreeMap<M, Vec<R>> {
+    let mut by_mode: BTreeMap<M, Vec<R>> = BTreeMap::new();
+    for r in runs {
+        by_mode.entry(mode(&r)).or_default().push(r);
+    }
+    by_mode
+}
+
+/// A ratio as a table cell: three places, `-` without one.
+pub(crate) fn ratio_cell(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{x:.3}"))
+}
+
 /// One mode's runs and their summary.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModeReport {
@@ -119,11 +147,7 @@ pub struct BenchReport {
 impl BenchReport {
     /// Groups `runs` by mode and summarises them.
     pub fn new(params: Params, machine: Machine, runs: Vec<RunRecord>) -> BenchReport {
-        let mut by_mode: BTreeMap<Mode, Vec<RunRecord>> = BTreeMap::new();
-        for r in runs {
-            by_mode.entry(r.mode).or_default().push(r);
-        }
-        let modes: BTreeMap<Mode, ModeReport> = by_mode
+        let modes: BTreeMap<Mode, ModeReport> = group_by_mode(runs, |r| r.mode)
             .into_iter()
             .filter_map(|(m, runs)| ModeReport::of(runs).map(|r| (m, r)))
             .collect();
@@ -134,11 +158,7 @@ impl BenchReport {
             oracle_vs_vanilla: ratio(med(Mode::Oracle), med(Mode::Vanilla)),
             split_vs_vanilla: ratio(med(Mode::Split), med(Mode::Vanilla)),
         };
-        let note = if machine.hypervisor {
-            KVM_NOTE.to_string()
-        } else {
-            "bare metal (no hypervisor flag)".to_string()
-        };
+        let note = machine_note(&machine).to_string();
         BenchReport {
             params,
             machine,
@@ -230,7 +250,7 @@ pub fn render_table(r: &BenchReport) -> String {
         "/vanilla"
     );
     for (mode, m) in &r.modes {
-        let vs = ratio(Some(m.median_s), vanilla).map_or("-".to_string(), |x| format!("{x:.3}"));
+        let vs = ratio_cell(ratio(Some(m.median_s), vanilla));
         let _ = writeln!(
             out,
             "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.0} {:>9.0} {:>6.1}% {:>7} {:>8}",
@@ -256,14 +276,13 @@ pub fn render_table(r: &BenchReport) -> String {
             );
         }
     }
-    let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
     let _ = writeln!(
         out,
         "ratios of medians: dfsched/vanilla {}  dfsched/oracle {}  oracle/vanilla {}  split/vanilla {}",
-        fmt(r.ratios.dfsched_vs_vanilla),
-        fmt(r.ratios.dfsched_vs_oracle),
-        fmt(r.ratios.oracle_vs_vanilla),
-        fmt(r.ratios.split_vs_vanilla)
+        ratio_cell(r.ratios.dfsched_vs_vanilla),
+        ratio_cell(r.ratios.dfsched_vs_oracle),
+        ratio_cell(r.ratios.oracle_vs_vanilla),
+        ratio_cell(r.ratios.split_vs_vanilla)
     );
     let busiest = r
         .modes
@@ -335,7 +354,6 @@ pub fn render_grid(g: &GridReport) -> String {
             .iter()
             .map(|c| (describe_params(&c.params), render_table(c))),
     );
-    let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
     let _ = writeln!(
         out,
         "\n{:>7} {:>9} {:>16} {:>15} {:>15} {:>14}",
@@ -352,10 +370,10 @@ pub fn render_grid(g: &GridReport) -> String {
             "{:>7} {:>9} {:>16} {:>15} {:>15} {:>14}",
             c.params.threads,
             c.params.df_bytes / 8,
-            fmt(c.ratios.dfsched_vs_vanilla),
-            fmt(c.ratios.dfsched_vs_oracle),
-            fmt(c.ratios.oracle_vs_vanilla),
-            fmt(c.ratios.split_vs_vanilla)
+            ratio_cell(c.ratios.dfsched_vs_vanilla),
+            ratio_cell(c.ratios.dfsched_vs_oracle),
+            ratio_cell(c.ratios.oracle_vs_vanilla),
+            ratio_cell(c.ratios.split_vs_vanilla)
         );
     }
     let _ = writeln!(
@@ -370,6 +388,17 @@ pub fn render_grid(g: &GridReport) -> String {
 mod tests {
     use super::*;
     use dfsched_core::CpuSet;
+
+    #[test]
+    fn runs_group_by_mode_in_mode_order_keeping_their_own_order() {
+        let g = group_by_mode([(2, 'a'), (1, 'b'), (2, 'c'), (1, 'd')], |r| r.0);
+        assert_eq!(
+            g.into_iter().collect::<Vec<_>>(),
+            vec![(1, vec![(1, 'b'), (1, 'd')]), (2, vec![(2, 'a'), (2, 'c')])]
+        );
+        assert_eq!(ratio_cell(Some(2.0 / 3.0)), "0.667");
+        assert_eq!(ratio_cell(None), "-");
+    }
 
     fn run(mode: Mode, round: usize, wall_s: f64) -> RunRecord {
         RunRecord {

@@ -14,6 +14,7 @@ use dfsched_bench::params::{
 use dfsched_bench::report::{render_grid, render_report};
 use dfsched_bench::{parse_modes, run_cases, BenchError, Grid, GridReport, Mode, Params, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
 /// Where `bench df` sits in the command tree, for usage errors.
@@ -183,16 +184,8 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
         e => Failure::Run(anyhow::Error::new(e).context("the DF benchmark failed")),
     })?;
     progress.finish();
-    let mut out = std::io::stdout().lock();
-    let text = match args.grid {
-        None => {
-            let report = &reports[0];
-            if args.json {
-                serde_json::to_string_pretty(report).context("serialising the report")?
-            } else {
-                render_report(report)
-            }
-        }
+    match args.grid {
+        None => print_report(&reports[0], args.json, render_report),
         Some(grid) => {
             let grid = GridReport {
                 grid: match grid {
@@ -201,13 +194,25 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            if args.json {
-                serde_json::to_string_pretty(&grid).context("serialising the report")?
-            } else {
-                render_grid(&grid)
-            }
+            print_report(&grid, args.json, render_grid)
         }
+    }
+}
+
+/// Writes a benchmark's report on stdout (shared by every `bench`
+/// subcommand): pretty JSON with `json`, else `render`'s text; one newline
+/// at the end either way.
+pub(crate) fn print_report<T: Serialize>(
+    report: &T,
+    json: bool,
+    render: impl FnOnce(&T) -> String,
+) -> Result<(), Failure> {
+    let text = if json {
+        serde_json::to_string_pretty(report).context("serialising the report")?
+    } else {
+        render(report)
     };
+    let mut out = std::io::stdout().lock();
     writeln!(out, "{}", text.trim_end()).context("writing the report")?;
     Ok(())
 }

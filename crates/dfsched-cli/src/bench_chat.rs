@@ -2,16 +2,14 @@
 //! benchmark (Pinter & Zalmanovici §5.1). The benchmark itself is
 //! [`dfsched_bench::chat`]; progress lines are `bench df`'s.
 
-use crate::bench::ProgressLine;
+use crate::bench::{print_report, ProgressLine};
 use crate::Failure;
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::chat::report::{render_chat_grid, render_chat_report};
 use dfsched_bench::chat::{
     paper_grid, parse_chat_modes, run_chat_cases, ChatError, ChatGridReport, ChatMode, ChatParams,
     DEFAULT_MESSAGES, DEFAULT_REPEAT, DEFAULT_ROOMS, DEFAULT_SEED,
 };
-use std::io::Write;
 
 /// Where `bench chat` sits in the command tree, for usage errors.
 const CHAT_PATH: &[&str] = &["bench", "chat"];
@@ -157,31 +155,17 @@ pub fn run(args: ChatArgs) -> Result<(), Failure> {
         e => Failure::Run(anyhow::Error::new(e).context("the Chat benchmark failed")),
     })?;
     progress.finish();
-    let text = match args.grid {
-        None => {
-            let report = &reports[0];
-            if args.json {
-                serde_json::to_string_pretty(report).context("serialising the report")?
-            } else {
-                render_chat_report(report)
-            }
-        }
+    match args.grid {
+        None => print_report(&reports[0], args.json, render_chat_report),
         Some(ChatGridArg::Paper) => {
             let grid = ChatGridReport {
                 grid: "paper".to_string(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            if args.json {
-                serde_json::to_string_pretty(&grid).context("serialising the report")?
-            } else {
-                render_chat_grid(&grid)
-            }
+            print_report(&grid, args.json, render_chat_grid)
         }
-    };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", text.trim_end()).context("writing the report")?;
-    Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! Table I) and its hidden worker `dfsched bench cothreads-worker`, which
 //! the benchmark runs once per process by re-executing this binary.
 
-use crate::bench::ProgressLine;
+use crate::bench::{print_report, ProgressLine};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -12,7 +12,6 @@ use dfsched_bench::cothreads::{
     CoThreadsError, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES, DEFAULT_REPEAT,
     DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
 };
-use std::io::Write;
 
 /// Where `bench cothreads` sits in the command tree, for usage errors.
 const PATH: &[&str] = &["bench", "cothreads"];
@@ -250,27 +249,17 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
             eprintln!("dfsched bench cothreads: stopping the private agent: {e}");
         }
     }
-    let text = match args.grid {
-        None if args.json => {
-            serde_json::to_string_pretty(&reports[0]).context("serialising the report")?
-        }
-        None => render_co_report(&reports[0]),
+    match args.grid {
+        None => print_report(&reports[0], args.json, render_co_report),
         Some(CoGridArg::Paper) => {
             let grid = CoGridReport {
                 grid: "paper".into(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            if args.json {
-                serde_json::to_string_pretty(&grid).context("serialising the report")?
-            } else {
-                render_co_grid(&grid)
-            }
+            print_report(&grid, args.json, render_co_grid)
         }
-    };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", text.trim_end()).context("writing the report")?;
-    Ok(())
+    }
 }
 
 /// Runs the hidden worker: one process of the benchmark.

@@ -3,7 +3,7 @@
 //! finding the worker program, progress and output; the benchmark itself is
 //! `dfsched_bench::spin`, the worker `src/bin/dfsched-spin-worker.rs`.
 
-use crate::bench::ProgressLine;
+use crate::bench::{print_report, ProgressLine};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -12,7 +12,6 @@ use dfsched_bench::spin::{
     run_spin_cases, SpinCommands, SpinError, SpinGridReport, SpinMode, SpinParams,
     DEFAULT_PROCESSES, DEFAULT_REPEAT, DEFAULT_SECONDS,
 };
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Where `bench spin` sits in the command tree, for usage errors.
@@ -183,27 +182,17 @@ pub fn run(args: SpinArgs) -> Result<(), Failure> {
     let reports =
         run_spin_cases(&cases, &commands, &mut |p| progress.show(p)).map_err(Failure::from_spin)?;
     progress.finish();
-    let text = match args.grid {
-        None if args.json => {
-            serde_json::to_string_pretty(&reports[0]).context("serialising the report")?
-        }
-        None => render_spin_report(&reports[0]),
+    match args.grid {
+        None => print_report(&reports[0], args.json, render_spin_report),
         Some(SpinGridArg::Paper) => {
             let grid = SpinGridReport {
                 grid: "paper".into(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            if args.json {
-                serde_json::to_string_pretty(&grid).context("serialising the report")?
-            } else {
-                render_spin_grid(&grid)
-            }
+            print_report(&grid, args.json, render_spin_grid)
         }
-    };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", text.trim_end()).context("writing the report")?;
-    Ok(())
+    }
 }
 
 impl Failure {

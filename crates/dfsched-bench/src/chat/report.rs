@@ -24,7 +24,10 @@
 use super::{ChatMode, ChatParams};
 use crate::chat::run::ChatRun;
 use crate::machine::Machine;
-use crate::report::{describe_machine, render_grid_cells, BUSY_SHARE, KVM_NOTE};
+use crate::report::{
+    describe_machine, group_by_mode, machine_note, ratio_cell, render_grid_cells, BUSY_SHARE,
+    KVM_NOTE,
+};
 use crate::stats::{median, ratio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -117,11 +120,7 @@ pub struct ChatReport {
 impl ChatReport {
     /// Groups `runs` by mode and summarises them.
     pub fn new(params: ChatParams, machine: Machine, runs: Vec<ChatRun>) -> ChatReport {
-        let mut by_mode: BTreeMap<ChatMode, Vec<ChatRun>> = BTreeMap::new();
-        for r in runs {
-            by_mode.entry(r.mode).or_default().push(r);
-        }
-        let modes: BTreeMap<ChatMode, ChatModeReport> = by_mode
+        let modes: BTreeMap<ChatMode, ChatModeReport> = group_by_mode(runs, |r| r.mode)
             .into_iter()
             .filter_map(|(m, runs)| ChatModeReport::of(runs).map(|r| (m, r)))
             .collect();
@@ -134,11 +133,7 @@ impl ChatReport {
             split_vs_vanilla: vs_vanilla(ChatMode::Split),
             dfsched_vs_oracle: ratio(tput(ChatMode::Dfsched), tput(ChatMode::Oracle)),
         };
-        let note = if machine.hypervisor {
-            KVM_NOTE.to_string()
-        } else {
-            "bare metal (no hypervisor flag)".to_string()
-        };
+        let note = machine_note(&machine).to_string();
         ChatReport {
             messages_delivered: params.messages_delivered(),
             messages_transmitted: params.messages_transmitted(),
@@ -175,10 +170,6 @@ pub fn describe_chat_params(p: &ChatParams) -> String {
         if p.repeat == 1 { "" } else { "s" },
         p.seed
     )
-}
-
-fn fmt_ratio(x: Option<f64>) -> String {
-    x.map_or("-".to_string(), |x| format!("{x:.3}"))
 }
 
 /// The per-mode table of one case, for people.
@@ -221,7 +212,7 @@ pub fn render_chat_table(r: &ChatReport) -> String {
             m.median_migrations,
             m.median_others_share
                 .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0)),
-            fmt_ratio(ratio(Some(m.throughput_msgs_per_s.median), vanilla)),
+            ratio_cell(ratio(Some(m.throughput_msgs_per_s.median), vanilla)),
         );
         if m.pin_mismatches > 0 {
             let _ = writeln!(out, "  warning: {} pins did not hold", m.pin_mismatches);
@@ -230,11 +221,11 @@ pub fn render_chat_table(r: &ChatReport) -> String {
     let _ = writeln!(
         out,
         "throughput ratios (medians): dfsched/vanilla {}  co-thread/vanilla {}  oracle/vanilla {}  split/vanilla {}  dfsched/oracle {}",
-        fmt_ratio(r.ratios.dfsched_vs_vanilla),
-        fmt_ratio(r.ratios.co_thread_vs_vanilla),
-        fmt_ratio(r.ratios.oracle_vs_vanilla),
-        fmt_ratio(r.ratios.split_vs_vanilla),
-        fmt_ratio(r.ratios.dfsched_vs_oracle),
+        ratio_cell(r.ratios.dfsched_vs_vanilla),
+        ratio_cell(r.ratios.co_thread_vs_vanilla),
+        ratio_cell(r.ratios.oracle_vs_vanilla),
+        ratio_cell(r.ratios.split_vs_vanilla),
+        ratio_cell(r.ratios.dfsched_vs_oracle),
     );
     let busiest = r
         .modes
@@ -297,8 +288,8 @@ pub fn render_chat_grid(g: &ChatGridReport) -> String {
             c.params.messages,
             cell(c, ChatMode::Vanilla),
             cell(c, ChatMode::Dfsched),
-            fmt_ratio(c.ratios.dfsched_vs_vanilla),
-            fmt_ratio(c.ratios.oracle_vs_vanilla),
+            ratio_cell(c.ratios.dfsched_vs_vanilla),
+            ratio_cell(c.ratios.oracle_vs_vanilla),
         );
     }
     let _ = writeln!(

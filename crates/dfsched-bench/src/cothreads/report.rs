@@ -11,7 +11,10 @@
 use super::agent::CoAgent;
 use super::{CoMode, CoParams, CoRun};
 use crate::machine::Machine;
-use crate::report::{describe_machine, paired_cell, render_grid_cells, KVM_NOTE};
+use crate::report::{
+    describe_machine, group_by_mode, machine_note, paired_cell, ratio_cell, render_grid_cells,
+    KVM_NOTE,
+};
 use crate::stats::{median, ratio, PairedRatio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -79,11 +82,7 @@ pub struct CoRatios {
 impl CoReport {
     /// Groups `runs` by mode and summarises them.
     pub fn new(params: CoParams, machine: Machine, agent: CoAgent, runs: Vec<CoRun>) -> CoReport {
-        let mut by_mode: BTreeMap<CoMode, Vec<CoRun>> = BTreeMap::new();
-        for r in &runs {
-            by_mode.entry(r.mode).or_default().push(r.clone());
-        }
-        let modes: BTreeMap<CoMode, CoModeReport> = by_mode
+        let modes: BTreeMap<CoMode, CoModeReport> = group_by_mode(runs.iter().cloned(), |r| r.mode)
             .into_iter()
             .filter_map(|(m, mode_runs)| {
                 let ops: Vec<f64> = mode_runs.iter().map(|r| r.ops_total as f64).collect();
@@ -108,11 +107,7 @@ impl CoReport {
             split_vs_vanilla: ratio(med(CoMode::Split), med(CoMode::Vanilla)),
             co_thread_vs_oracle: ratio(med(CoMode::CoThread), med(CoMode::Oracle)),
         };
-        let mut note = if machine.hypervisor {
-            KVM_NOTE.to_string()
-        } else {
-            "bare metal (no hypervisor flag)".to_string()
-        };
+        let mut note = machine_note(&machine).to_string();
         if machine.nr_cpus_allowed == 1 && params.modes.iter().any(|m| m.is_pinned()) {
             note.push_str(
                 "\nnote: only one CPU is allowed: oracle and split pin every thread to it, \
@@ -155,10 +150,6 @@ pub fn describe_co_params(p: &CoParams) -> String {
     )
 }
 
-fn fmt_ratio(x: Option<f64>) -> String {
-    x.map_or("-".into(), |x| format!("{x:.3}"))
-}
-
 /// The per-mode table of one case: `/vanilla` is the ratio of medians,
 /// `paired /vanilla` the median [min–max] of the per-round ratios.
 pub fn render_co_table(r: &CoReport) -> String {
@@ -188,7 +179,7 @@ pub fn render_co_table(r: &CoReport) -> String {
             m.ops.max,
             m.ops.std_dev,
             m.median_process_spread * 100.0,
-            fmt_ratio(ratio(Some(m.ops.median), vanilla)),
+            ratio_cell(ratio(Some(m.ops.median), vanilla)),
             paired_cell(m.paired_ratio.as_ref())
         ));
     }
@@ -235,7 +226,7 @@ pub fn render_co_grid(g: &CoGridReport) -> String {
     );
     for c in &g.cells {
         let paired = |m: CoMode| {
-            fmt_ratio(
+            ratio_cell(
                 c.modes
                     .get(&m)
                     .and_then(|r| r.paired_ratio.as_ref().map(|p| p.median)),
@@ -250,7 +241,7 @@ pub fn render_co_grid(g: &CoGridReport) -> String {
             paired(CoMode::CoThread),
             paired(CoMode::Oracle),
             paired(CoMode::Split),
-            fmt_ratio(c.ratios.co_thread_vs_vanilla)
+            ratio_cell(c.ratios.co_thread_vs_vanilla)
         );
     }
     let _ = writeln!(

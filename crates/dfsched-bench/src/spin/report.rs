@@ -28,7 +28,7 @@
 use super::procs::{masks, WorkerResult};
 use super::{SpinMode, SpinParams};
 use crate::machine::Machine;
-use crate::report::{describe_machine, paired_cell, render_grid_cells, KVM_NOTE};
+use crate::report::{describe_machine, group_by_mode, paired_cell, render_grid_cells, KVM_NOTE};
 use crate::stats::{median, PairedRatio, Summary};
 use dfsched_core::CpuSet;
 use serde::{Deserialize, Serialize};
@@ -164,11 +164,7 @@ impl SpinReport {
         background_ops: Option<Vec<u64>>,
         runs: Vec<SpinRun>,
     ) -> SpinReport {
-        let mut by_mode: BTreeMap<SpinMode, Vec<SpinRun>> = BTreeMap::new();
-        for r in &runs {
-            by_mode.entry(r.mode).or_default().push(r.clone());
-        }
-        let modes = by_mode
+        let modes = group_by_mode(runs.iter().cloned(), |r| r.mode)
             .into_iter()
             .filter_map(|(m, of_mode)| {
                 let ops: Vec<f64> = of_mode.iter().map(|r| r.ops_total as f64).collect();
