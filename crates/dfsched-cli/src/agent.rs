@@ -128,9 +128,11 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         scan_fresh_ms: args.scan_fresh_ms,
         idle_exit_secs: args.idle_exit,
     };
-    let pid = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;
+    // This process exits now: the agent is left to init, not reaped here.
+    let agent = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;
     eprintln!(
-        "dfsched agent started (pid {pid}), listening on {}",
+        "dfsched agent started (pid {}), listening on {}",
+        agent.pid(),
         socket.display()
     );
     Ok(())

@@ -328,3 +328,36 @@ fn a_worker_not_told_to_go_fails_without_working() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ready\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("not told to go"));
 }
+
+/// Whether `pid` is gone altogether: not running and not a zombie waiting
+/// to be reaped (a zombie keeps its `/proc/PID`).
+fn reaped(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn a_stopped_private_agent_is_reaped_leaving_no_zombie_child() {
+    use dfsched_bench::cothreads::PrivateAgent;
+    let exe = Path::new(env!("CARGO_BIN_EXE_dfsched"));
+    // Stopped the normal way, as at the end of the benchmark.
+    let agent = PrivateAgent::start(exe, 60).expect("a private agent starts");
+    let pid = agent.pid();
+    let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+    assert_eq!(ppid, Some(std::process::id()), "the agent is our child");
+    agent.stop().expect("the agent stops");
+    assert!(
+        reaped(pid),
+        "agent {pid} is still there (a <defunct> child?)"
+    );
+    // Dropped on an error path.
+    let agent = PrivateAgent::start(exe, 60).expect("a private agent starts");
+    let pid = agent.pid();
+    drop(agent);
+    assert!(
+        reaped(pid),
+        "agent {pid} is still there after the drop guard"
+    );
+}

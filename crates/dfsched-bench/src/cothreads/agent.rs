@@ -15,12 +15,11 @@
 //! given an idle exit ([`idle_exit_secs`]) longer than any gap between two
 //! co-thread runs, so that a benchmark killed before it could stop the
 //! agent (Ctrl-C, SIGKILL) does not leave it running for good. The agent is a
-//! child of this process (spawned, never waited for): once stopped it is a
-//! zombie until this process ends and init reaps it, with no socket, no
-//! directory and no command line left.
+//! child of this process: stopping it also reaps it, so no `<defunct>`
+//! process stays behind for the rest of the benchmark.
 
 use super::CoParams;
-use dfsched::agent::{AgentError, Client, SpawnOptions};
+use dfsched::agent::{AgentError, Client, SpawnOptions, SpawnedAgent};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::os::unix::fs::DirBuilderExt;
@@ -175,7 +174,7 @@ impl CoAgent {
 pub struct PrivateAgent {
     dir: PathBuf,
     socket: PathBuf,
-    pid: u32,
+    agent: SpawnedAgent,
     done: bool,
 }
 
@@ -193,10 +192,10 @@ impl PrivateAgent {
             ..SpawnOptions::default()
         };
         match dfsched::agent::spawn_detached(dfsched_exe, &socket, &options) {
-            Ok(pid) => Ok(PrivateAgent {
+            Ok(agent) => Ok(PrivateAgent {
                 dir,
                 socket,
-                pid,
+                agent,
                 done: false,
             }),
             Err(e) => {
@@ -213,11 +212,11 @@ impl PrivateAgent {
 
     /// The agent's pid.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.agent.pid()
     }
 
-    /// Asks the agent to stop, waits for it to exit and removes its
-    /// directory. An error says what was left (the directory is removed
+    /// Asks the agent to stop, waits for it to exit (and reaps it) and
+    /// removes its directory. An error says what was left (the directory is removed
     /// whatever happened, so a stuck agent is left without a socket).
     pub fn stop(mut self) -> Result<(), AgentError> {
         self.shutdown()
@@ -229,17 +228,26 @@ impl PrivateAgent {
         }
         let asked = Client::connect(&self.socket).and_then(|mut c| c.stop());
         let started = Instant::now();
-        while process_running(self.pid) && started.elapsed() < STOP_TIMEOUT {
+        // Reaping as we wait: an exited agent leaves no zombie behind.
+        let mut exited = || match self.agent.try_wait() {
+            Ok(status) => status.is_some(),
+            // Not ours to wait for after all (cannot happen for a child we
+            // hold): judge by /proc as before.
+            Err(_) => !process_running(self.agent.pid()),
+        };
+        let mut gone = exited();
+        while !gone && started.elapsed() < STOP_TIMEOUT {
             std::thread::sleep(Duration::from_millis(5));
+            gone = exited();
         }
-        let still_running = process_running(self.pid);
+        let still_running = !gone;
         let removed = std::fs::remove_dir_all(&self.dir);
         asked?;
         if still_running {
             return Err(AgentError::Setup(format!(
                 "the private agent (pid {}) did not exit within {STOP_TIMEOUT:?} of being \
                  asked to stop",
-                self.pid
+                self.agent.pid()
             )));
         }
         removed.map_err(|e| AgentError::Io {

@@ -401,16 +401,44 @@ fn agent_environment(cmd: &mut Command) {
     }
 }
 
+/// An agent started by [`spawn_detached`]: its pid, and the child process
+/// so that a caller that outlives the agent can reap it.
+///
+/// Dropping it neither stops nor waits for the agent: a caller that exits
+/// (`dfsched agent` without `--foreground`) leaves the agent running,
+/// adopted by init, which reaps it in the end. A caller that stays (a
+/// benchmark with a private agent) stops the agent and then calls
+/// [`SpawnedAgent::try_wait`] until it reports the exit, else the agent
+/// stays a `<defunct>` child of the caller until the caller ends.
+#[derive(Debug)]
+pub struct SpawnedAgent {
+    child: std::process::Child,
+}
+
+impl SpawnedAgent {
+    /// The agent's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reaps the agent if it has exited: its status once it has (from then
+    /// on it is gone, no zombie left), `None` while it runs.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+}
+
 /// Starts `dfsched_exe agent --foreground --socket PATH` with `options`'
 /// flags in its own process group with its standard streams on `/dev/null`
 /// (so it outlives the caller's terminal and its Ctrl-C), and waits until
-/// it listens: the agent's pid. The caller should exit or wait for
-/// nothing: the agent is adopted by init when the caller ends.
+/// it listens. The agent is the caller's child: a caller that outlives it
+/// reaps it through the returned [`SpawnedAgent`]; one that exits first
+/// leaves it to init.
 pub fn spawn_detached(
     dfsched_exe: &Path,
     path: &Path,
     options: &SpawnOptions,
-) -> Result<u32, AgentError> {
+) -> Result<SpawnedAgent, AgentError> {
     use std::os::unix::process::CommandExt;
     // The agent checks its directory too, but its reasons would go to
     // /dev/null: check here, where they can be reported.
@@ -460,7 +488,7 @@ pub fn spawn_detached(
             .and_then(|mut c| c.status())
             .is_ok_and(|s| s.agent_pid == child.id());
         if ours {
-            return Ok(child.id());
+            return Ok(SpawnedAgent { child });
         }
         if started.elapsed() > START_TIMEOUT {
             let _ = child.kill();
