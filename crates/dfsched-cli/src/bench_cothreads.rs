@@ -42,8 +42,9 @@ Modes (all four by default, interleaved per round, order shuffled from
              i mod n (n = CPUs this command may use) before the gate opens:
              perfect co-thread packing, processes dealt evenly -- the best
              co-thread can do
-  split      no runtime; thread t of every process pinned to allowed CPU
-             t mod n: every process spread, the worst case for sharing
+  split      no runtime; thread t of process i pinned to allowed CPU
+             (i + t) mod n: every process spread, the worst case for
+             sharing, the CPUs as evenly loaded as under oracle
 A pin that fails or does not hold fails the worker. With one allowed CPU
 oracle and split still run (everything on that CPU) and the report says so.
 

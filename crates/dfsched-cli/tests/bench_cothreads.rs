@@ -253,7 +253,8 @@ fn finish(mut child: Child, mut out: BufReader<std::process::ChildStdout>) {
 }
 
 #[test]
-fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_to_t_mod_n() {
+fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_of_process_i_to_i_plus_t_mod_n(
+) {
     let cpus = allowed_cpus();
     let n = cpus.len();
     if n < 2 {
@@ -277,7 +278,11 @@ fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_to_
     for (name, on) in &seen {
         if let Some(t) = name.strip_prefix("cothreads-") {
             let t: usize = t.parse().unwrap();
-            assert_eq!(on, &vec![cpus[t % n]], "split thread {t}");
+            assert_eq!(
+                on,
+                &vec![cpus[(1 + t) % n]],
+                "split thread {t} of process 1"
+            );
             workers += 1;
         }
     }

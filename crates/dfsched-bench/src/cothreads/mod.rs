@@ -28,9 +28,9 @@
 //!   allowed CPU `i mod n` before the gate opens ([`oracle_cpu`]): perfect
 //!   co-thread packing with the processes dealt evenly, the best co-thread
 //!   can do;
-//! - `split`: no runtime; thread `t` of every worker pinned to allowed CPU
-//!   `t mod n` ([`split_cpu`]): every process spread, the worst case for
-//!   sharing.
+//! - `split`: no runtime; thread `t` of worker `i` pinned to allowed CPU
+//!   `(i + t) mod n` ([`split_cpu`]): every process spread, the worst case
+//!   for sharing, with the CPUs as evenly loaded as under `oracle`.
 //!
 //! The pinned modes use the affinity helpers of `crate::os` (the
 //! runtime's `sys` module) and read every pin back; a pin that fails or
@@ -141,7 +141,7 @@ pub enum CoMode {
     CoThread,
     /// No runtime; worker `i`'s threads all pinned to allowed CPU `i mod n`.
     Oracle,
-    /// No runtime; thread `t` of every worker pinned to allowed CPU `t mod n`.
+    /// No runtime; thread `t` of worker `i` pinned to allowed CPU `(i + t) mod n`.
     Split,
 }
 
@@ -178,12 +178,14 @@ pub fn oracle_cpu(process: usize, cpus: &[CpuId]) -> CpuId {
     cpus[process % cpus.len()]
 }
 
-/// The CPU thread `thread` of any worker is pinned to under `split`:
-/// `cpus[thread mod n]`, so each process's threads reach `min(T, n)` CPUs.
-/// `cpus` must not be empty.
-pub fn split_cpu(thread: usize, cpus: &[CpuId]) -> CpuId {
+/// The CPU thread `thread` of worker `process` is pinned to under `split`:
+/// `cpus[(process + thread) mod n]`, so each process's threads reach
+/// `min(T, n)` CPUs and the CPUs carry as many threads as under `oracle`
+/// (with `thread mod n` alone, 7 one-thread processes would all sit on the
+/// first CPU and leave the other idle). `cpus` must not be empty.
+pub fn split_cpu(process: usize, thread: usize, cpus: &[CpuId]) -> CpuId {
     assert!(!cpus.is_empty(), "split needs at least one CPU");
-    cpus[thread % cpus.len()]
+    cpus[(process + thread) % cpus.len()]
 }
 
 impl fmt::Display for CoMode {
@@ -675,10 +677,15 @@ mod tests {
         let cpus = [CpuId(2), CpuId(5)];
         let oracle: Vec<CpuId> = (0..5).map(|i| oracle_cpu(i, &cpus)).collect();
         assert_eq!(oracle, [2, 5, 2, 5, 2].map(CpuId));
-        let split: Vec<CpuId> = (0..3).map(|t| split_cpu(t, &cpus)).collect();
+        let split: Vec<CpuId> = (0..3).map(|t| split_cpu(0, t, &cpus)).collect();
         assert_eq!(split, [2, 5, 2].map(CpuId));
+        let split: Vec<CpuId> = (0..3).map(|t| split_cpu(1, t, &cpus)).collect();
+        assert_eq!(split, [5, 2, 5].map(CpuId));
+        // One thread per process: dealt like the oracle, not all on cpus[0].
+        let ones: Vec<CpuId> = (0..4).map(|i| split_cpu(i, 0, &cpus)).collect();
+        assert_eq!(ones, [2, 5, 2, 5].map(CpuId));
         // One CPU: everything on it, in both.
         assert_eq!(oracle_cpu(7, &[CpuId(3)]), CpuId(3));
-        assert_eq!(split_cpu(7, &[CpuId(3)]), CpuId(3));
+        assert_eq!(split_cpu(4, 7, &[CpuId(3)]), CpuId(3));
     }
 }

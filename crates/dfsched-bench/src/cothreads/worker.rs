@@ -9,7 +9,7 @@
 //!  (co-thread) start a runtime
 //!  (oracle) pin the main thread to allowed CPU `process mod n`
 //!  spawn threads; each attaches (co-thread) or pins itself (oracle:
-//!  the process's CPU; split: allowed CPU `t mod n`), reads the pin back,
+//!  the process's CPU; split: allowed CPU `(process + t) mod n`), reads the pin back,
 //!  arrives at the gate
 //!  all arrived: print "ready" ───────► waits for every worker's "ready"
 //!  wait for a line ◄────────────────── "go" (to every worker in turn)
@@ -183,8 +183,8 @@ enum Plan {
     Free,
     /// Every thread on this CPU (oracle).
     Process(CpuId),
-    /// Thread `t` on `cpus[t mod n]` (split).
-    Threads(Vec<CpuId>),
+    /// Thread `t` of worker `process` on `cpus[(process + t) mod n]` (split).
+    Threads { process: usize, cpus: Vec<CpuId> },
 }
 
 impl Plan {
@@ -205,7 +205,10 @@ impl Plan {
                 pin_self("main", cpu)?;
                 Plan::Process(cpu)
             }
-            _ => Plan::Threads(cpus),
+            _ => Plan::Threads {
+                process: args.process,
+                cpus,
+            },
         })
     }
 
@@ -214,7 +217,7 @@ impl Plan {
         match self {
             Plan::Free => None,
             Plan::Process(cpu) => Some(*cpu),
-            Plan::Threads(cpus) => Some(split_cpu(t, cpus)),
+            Plan::Threads { process, cpus } => Some(split_cpu(*process, t, cpus)),
         }
     }
 }
