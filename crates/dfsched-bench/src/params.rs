@@ -99,21 +99,48 @@ impl FromStr for Mode {
     }
 }
 
-/// Parses a comma-separated mode list (`vanilla,dfsched`). Order is kept;
-/// an empty list, an unknown name or a repeated name is an error.
-pub fn parse_modes(list: &str) -> Result<Vec<Mode>, ParamError> {
+/// Parses a comma-separated list of modes of any benchmark (`vanilla,dfsched`).
+/// Order is kept and empty names are skipped; an unknown name is the mode's
+/// own parse error, the first repeated one `duplicate(mode)`, and a list with
+/// no mode `none`. Every bench's `parse_*_modes` is this.
+pub fn parse_mode_list<M, E>(list: &str, duplicate: impl Fn(M) -> E, none: E) -> Result<Vec<M>, E>
+where
+    M: FromStr<Err = E> + PartialEq + Copy,
+{
     let mut modes = Vec::new();
     for name in list.split(',').filter(|s| !s.trim().is_empty()) {
-        let mode: Mode = name.parse()?;
+        let mode: M = name.parse()?;
         if modes.contains(&mode) {
-            return Err(ParamError::DuplicateMode(mode));
+            return Err(duplicate(mode));
         }
         modes.push(mode);
     }
     if modes.is_empty() {
-        return Err(ParamError::NoModes);
+        return Err(none);
     }
     Ok(modes)
+}
+
+/// Checks a benchmark's mode list as `parse_mode_list` would have built it:
+/// `none` if it is empty, `duplicate(mode)` for the first mode that repeats
+/// an earlier one. Every bench's `validate` uses it.
+pub fn check_mode_list<M, E>(modes: &[M], duplicate: impl Fn(M) -> E, none: E) -> Result<(), E>
+where
+    M: PartialEq + Copy,
+{
+    if modes.is_empty() {
+        return Err(none);
+    }
+    match (1..modes.len()).find(|&i| modes[..i].contains(&modes[i])) {
+        Some(i) => Err(duplicate(modes[i])),
+        None => Ok(()),
+    }
+}
+
+/// Parses a comma-separated mode list (`vanilla,dfsched`). Order is kept;
+/// an empty list, an unknown name or a repeated name is an error.
+pub fn parse_modes(list: &str) -> Result<Vec<Mode>, ParamError> {
+    parse_mode_list(list, ParamError::DuplicateMode, ParamError::NoModes)
 }
 
 /// Why parameters were refused. Nothing was run.
@@ -262,16 +289,7 @@ impl Params {
         if !(1..=MAX_REPEAT).contains(&self.repeat) {
             return Err(ParamError::Repeat(self.repeat));
         }
-        if self.modes.is_empty() {
-            return Err(ParamError::NoModes);
-        }
-        if let Some(m) = (1..self.modes.len()).find_map(|i| {
-            let m = self.modes[i];
-            self.modes[..i].contains(&m).then_some(m)
-        }) {
-            return Err(ParamError::DuplicateMode(m));
-        }
-        Ok(())
+        check_mode_list(&self.modes, ParamError::DuplicateMode, ParamError::NoModes)
     }
 
     /// Cache lines per DF.

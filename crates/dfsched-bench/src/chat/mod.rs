@@ -155,18 +155,7 @@ impl FromStr for ChatMode {
 /// Parses a comma-separated mode list; order is kept; empty, unknown,
 /// unavailable or repeated names are errors.
 pub fn parse_chat_modes(list: &str) -> Result<Vec<ChatMode>, ChatParamError> {
-    let mut modes = Vec::new();
-    for name in list.split(',').filter(|s| !s.trim().is_empty()) {
-        let mode: ChatMode = name.parse()?;
-        if modes.contains(&mode) {
-            return Err(ChatParamError::DuplicateMode(mode));
-        }
-        modes.push(mode);
-    }
-    if modes.is_empty() {
-        return Err(ChatParamError::NoModes);
-    }
-    Ok(modes)
+    crate::params::parse_mode_list(list, ChatParamError::DuplicateMode, ChatParamError::NoModes)
 }
 
 /// Why a Chat benchmark did not complete.
@@ -315,15 +304,11 @@ impl ChatParams {
         if !(1..=MAX_REPEAT).contains(&self.repeat) {
             return Err(ChatParamError::Repeat(self.repeat));
         }
-        if self.modes.is_empty() {
-            return Err(ChatParamError::NoModes);
-        }
-        for (i, m) in self.modes.iter().enumerate() {
-            if self.modes[..i].contains(m) {
-                return Err(ChatParamError::DuplicateMode(*m));
-            }
-        }
-        Ok(())
+        crate::params::check_mode_list(
+            &self.modes,
+            ChatParamError::DuplicateMode,
+            ChatParamError::NoModes,
+        )
     }
 
     /// Users in all rooms.

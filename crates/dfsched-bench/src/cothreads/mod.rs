@@ -208,18 +208,7 @@ impl FromStr for CoMode {
 /// Parses a comma-separated mode list; empty, unknown or repeated names
 /// are errors.
 pub fn parse_co_modes(list: &str) -> Result<Vec<CoMode>, CoParamError> {
-    let mut modes = Vec::new();
-    for name in list.split(',').filter(|s| !s.trim().is_empty()) {
-        let m: CoMode = name.parse()?;
-        if modes.contains(&m) {
-            return Err(CoParamError::DuplicateMode(m));
-        }
-        modes.push(m);
-    }
-    if modes.is_empty() {
-        return Err(CoParamError::NoModes);
-    }
-    Ok(modes)
+    crate::params::parse_mode_list(list, CoParamError::DuplicateMode, CoParamError::NoModes)
 }
 
 /// Why parameters were refused. Nothing was run.
@@ -398,15 +387,11 @@ impl CoParams {
         if !(1..=1000).contains(&self.repeat) {
             return Err(CoParamError::Repeat(self.repeat));
         }
-        if self.modes.is_empty() {
-            return Err(CoParamError::NoModes);
-        }
-        for (i, m) in self.modes.iter().enumerate() {
-            if self.modes[..i].contains(m) {
-                return Err(CoParamError::DuplicateMode(*m));
-            }
-        }
-        Ok(())
+        crate::params::check_mode_list(
+            &self.modes,
+            CoParamError::DuplicateMode,
+            CoParamError::NoModes,
+        )
     }
 }
 

@@ -125,18 +125,7 @@ impl FromStr for SpinMode {
 /// Parses a comma-separated mode list; empty, unknown or repeated names
 /// are errors.
 pub fn parse_spin_modes(list: &str) -> Result<Vec<SpinMode>, SpinParamError> {
-    let mut modes = Vec::new();
-    for name in list.split(',').filter(|s| !s.trim().is_empty()) {
-        let m: SpinMode = name.parse()?;
-        if modes.contains(&m) {
-            return Err(SpinParamError::DuplicateMode(m));
-        }
-        modes.push(m);
-    }
-    if modes.is_empty() {
-        return Err(SpinParamError::NoModes);
-    }
-    Ok(modes)
+    crate::params::parse_mode_list(list, SpinParamError::DuplicateMode, SpinParamError::NoModes)
 }
 
 /// Why parameters were refused. Nothing was run.
@@ -259,15 +248,11 @@ impl SpinParams {
         if !(1..=MAX_REPEAT).contains(&self.repeat) {
             return Err(SpinParamError::Repeat(self.repeat));
         }
-        if self.modes.is_empty() {
-            return Err(SpinParamError::NoModes);
-        }
-        for (i, m) in self.modes.iter().enumerate() {
-            if self.modes[..i].contains(m) {
-                return Err(SpinParamError::DuplicateMode(*m));
-            }
-        }
-        Ok(())
+        crate::params::check_mode_list(
+            &self.modes,
+            SpinParamError::DuplicateMode,
+            SpinParamError::NoModes,
+        )
     }
 
     /// Runnable threads of the case (workers and background; the workers'
