@@ -386,6 +386,74 @@ fn an_agent_of_another_protocol_version_means_an_own_scan() {
     server.join().unwrap();
 }
 
+/// Two threads of the test process that joined `rt` (by `join`) and wait
+/// until [`Waiting::finish`]; the runtime counts them runnable meanwhile.
+struct Waiting {
+    tids: Vec<u64>,
+    stop: std::sync::mpsc::Sender<()>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Waiting {
+    fn start(rt: &Runtime, join: fn(&Runtime)) -> Waiting {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+        let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+        let workers = (0..2)
+            .map(|_| {
+                let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
+                std::thread::spawn(move || {
+                    join(&rt);
+                    tid_tx.send(dfsched::sys::gettid()).unwrap();
+                    let _ = stop_rx.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        let tids = (0..2).map(|_| tid_rx.recv().unwrap()).collect();
+        Waiting {
+            tids,
+            stop,
+            workers,
+        }
+    }
+
+    /// The first thread's affinity mask.
+    fn mask(&self) -> CpuSet {
+        dfsched::sys::get_affinity(self.tids[0]).unwrap()
+    }
+
+    fn finish(self) {
+        drop(self.stop);
+        for w in self.workers {
+            w.join().unwrap();
+        }
+    }
+}
+
+/// Asserts the agent's record of this process already has its load on
+/// `to` rather than on `from`. Other tests' threads in this process count
+/// too (runnable, unknown to the runtime), so it compares rather than
+/// expects 0 on `from`.
+fn assert_record_moved(status: &Status, from: CpuId, to: &CpuSet) {
+    let mine = status
+        .processes
+        .iter()
+        .find(|p| p.pid == std::process::id())
+        .expect("registered");
+    let on = |cpu: CpuId| {
+        mine.load_milli
+            .iter()
+            .find(|&&(c, _)| c == cpu)
+            .map_or(0, |&(_, m)| m)
+    };
+    let on_to: u64 = to.iter().map(on).sum();
+    assert!(
+        on_to >= 2000 && on(from) < on_to,
+        "stale record: {:?}",
+        mine.load_milli
+    );
+}
+
 #[test]
 fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
     let Some(_) = two_cpus("a_pass_that_moves_threads_reports_the_new_load_at_once") else {
@@ -398,21 +466,8 @@ fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "60000"]);
     let rt = runtime_on(&dir.sock());
     // Two threads on DF 1, then waiting (the runtime counts them runnable).
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
-            std::thread::spawn(move || {
-                rt.enter(1).unwrap();
-                tid_tx.send(dfsched::sys::gettid()).unwrap();
-                let _ = stop_rx.lock().unwrap().recv();
-            })
-        })
-        .collect();
-    let tids: Vec<u64> = (0..2).map(|_| tid_rx.recv().unwrap()).collect();
-    let mask = || dfsched::sys::get_affinity(tids[0]).unwrap();
+    let threads = Waiting::start(&rt, |rt| rt.enter(1).unwrap());
+    let mask = || threads.mask();
     rt.balance_now().unwrap();
     let home = mask();
     assert_eq!(home.len(), 1, "heavy load: one CPU, got {home}");
@@ -434,29 +489,8 @@ fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
     assert!(link.updates >= 1, "{link:?}");
     let s = agent.status();
     assert!(s.counters.updates >= 1, "{:?}", s.counters);
-    let mine = s
-        .processes
-        .iter()
-        .find(|p| p.pid == std::process::id())
-        .expect("registered");
-    let on = |cpu: CpuId| {
-        mine.load_milli
-            .iter()
-            .find(|&&(c, _)| c == cpu)
-            .map_or(0, |&(_, m)| m)
-    };
-    // Other tests' threads in this process count too (runnable, unknown
-    // to this runtime), so compare rather than expect 0 on `from`.
-    let on_to: u64 = to.iter().map(on).sum();
-    assert!(
-        on_to >= 2000 && on(from) < on_to,
-        "stale record: {:?}",
-        mine.load_milli
-    );
-    drop(stop_tx);
-    for w in workers {
-        w.join().unwrap();
-    }
+    assert_record_moved(&s, from, &to);
+    threads.finish();
     rt.shutdown();
 }
 
@@ -564,21 +598,8 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
     cfg.engine.heavy_load_milli = 1000;
     let rt = Runtime::start(cfg).unwrap();
     // Two attached threads (no DF): the process's co-thread group.
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            let (rt, tid_tx, stop_rx) = (rt.clone(), tid_tx.clone(), stop_rx.clone());
-            std::thread::spawn(move || {
-                rt.attach().unwrap();
-                tid_tx.send(dfsched::sys::gettid()).unwrap();
-                let _ = stop_rx.lock().unwrap().recv();
-            })
-        })
-        .collect();
-    let tids: Vec<u64> = (0..2).map(|_| tid_rx.recv().unwrap()).collect();
-    let mask = || dfsched::sys::get_affinity(tids[0]).unwrap();
+    let threads = Waiting::start(&rt, |rt| rt.attach().unwrap());
+    let mask = || threads.mask();
     // Another process with two threads on c0: the group is within its fair
     // share packed on c1 (alone, 2 threads on 2 CPUs, it would not be).
     let mut first = Helper::spin(c0, 0);
@@ -610,29 +631,7 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
     let to = mask();
     assert_eq!(rt.stats().group_moves, group_moves, "re-homed, not moved");
     // The pass that re-homed told the agent before returning.
-    let s = agent.status();
-    let mine = s
-        .processes
-        .iter()
-        .find(|p| p.pid == std::process::id())
-        .expect("registered");
-    let on = |cpu: CpuId| {
-        mine.load_milli
-            .iter()
-            .find(|&&(c, _)| c == cpu)
-            .map_or(0, |&(_, m)| m)
-    };
-    // Other tests' threads in this process count too (runnable, unknown
-    // to this runtime), so compare rather than expect 0 on `from`.
-    let on_to: u64 = to.iter().map(on).sum();
-    assert!(
-        on_to >= 2000 && on(from) < on_to,
-        "stale record: {:?}",
-        mine.load_milli
-    );
-    drop(stop_tx);
-    for w in workers {
-        w.join().unwrap();
-    }
+    assert_record_moved(&agent.status(), from, &to);
+    threads.finish();
     rt.shutdown();
 }
