@@ -10,103 +10,35 @@
 //! child's whole life (see there for its line protocol on stdin/stdout).
 //! Every wait is for a state to be reached (bounded by [`DEADLINE`], only so
 //! that a broken build fails instead of hanging); nothing is timed.
+//!
+//! The temporary directory, agent guard and helper-process plumbing shared
+//! with tests/agent_load.rs are in tests/agent_support/mod.rs.
 
+mod agent_support;
+
+use agent_support::{rerun, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
 use dfsched::agent::{Client, ErrorKind, Status};
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
-/// Upper bound on waiting for a state, so a failure cannot hang the suite.
-const DEADLINE: Duration = Duration::from_secs(20);
 /// Set in children; names what the child does.
 const CHILD_ENV: &str = "AGENT_TEST_CHILD_THREADS";
+/// The agent's arguments here: a short tick, so states are reached soon.
+const TICK: &[&str] = &["--tick-ms", "20"];
 
 fn is_root() -> bool {
     // /proc/self belongs to the effective uid.
     std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
 }
 
-/// A private temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "dfsched-agent-test-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        TempDir(p)
-    }
-    fn sock(&self) -> PathBuf {
-        self.0.join("agent.sock")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A detached agent, stopped on drop.
-struct AgentGuard(PathBuf);
-
-impl AgentGuard {
-    fn start(sock: &Path) -> AgentGuard {
-        let out = Command::new(BIN)
-            .args(["agent", "--tick-ms", "20", "--socket"])
-            .arg(sock)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "agent start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        AgentGuard(sock.to_path_buf())
-    }
-    fn status(&self) -> Status {
-        Client::connect(&self.0).unwrap().status().unwrap()
-    }
-    /// Waits until `pred` holds of the agent's status; the last status.
-    fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
-        let start = Instant::now();
-        loop {
-            let s = self.status();
-            if pred(&s) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "never reached: {what}; last {s:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["agent", "--stop", "--socket"])
-            .arg(&self.0)
-            .output();
-    }
-}
-
 #[test]
 fn socket_is_private_and_a_second_agent_is_refused_then_stop_removes_it() {
     let dir = TempDir::new("perm");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     let mode = std::fs::metadata(dir.sock()).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
     let dir_mode = std::fs::metadata(&dir.0).unwrap().permissions().mode();
@@ -144,7 +76,7 @@ fn a_stale_socket_is_replaced_and_a_shared_directory_refused() {
     let dir = TempDir::new("stale");
     drop(std::os::unix::net::UnixListener::bind(dir.sock()).unwrap());
     assert!(dir.sock().exists(), "a socket file with no listener");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     assert!(agent.status().agent_pid > 0);
     drop(agent);
 
@@ -171,7 +103,7 @@ fn error_kind(reply: dfsched::agent::proto::Reply) -> ErrorKind {
 #[test]
 fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
     let dir = TempDir::new("bad");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     let before = agent.status();
     let mut c = Client::connect(&dir.sock()).unwrap();
     // Lines of this protocol version but malformed or invalid, and lines of
@@ -295,73 +227,31 @@ fn a_peer_of_another_uid_is_refused() {
 }
 
 /// A child process running a runtime (see [`child_process_body`]).
-struct ChildRt {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-}
+struct ChildRt(ChildProc);
 
 impl ChildRt {
     /// Starts a child with `threads` registered threads on DF 1, reporting
     /// to the agent on `sock`, its stderr on `stderr`.
     fn start(sock: &Path, threads: u32, stderr: Stdio) -> ChildRt {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_process_body",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, threads.to_string())
+        let mut cmd = rerun("child_process_body");
+        cmd.env(CHILD_ENV, threads.to_string())
             .env("DFSCHED_AGENT", sock)
             .env("DFSCHED_BALANCE_INTERVAL_MS", "20")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut c = ChildRt {
-            child,
-            stdin,
-            stdout,
-        };
-        assert_eq!(c.ask("ready"), "ready");
-        c
+            .stderr(stderr);
+        ChildRt(ChildProc::spawn(cmd, "H3:"))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.0.pid()
     }
 
-    /// Sends a command line, returns the child's `H3:` answer line.
+    /// Sends a command line, returns the child's `H3:` answer.
     fn ask(&mut self, cmd: &str) -> String {
-        if cmd != "ready" {
-            let stdin = self.stdin.as_mut().unwrap();
-            writeln!(stdin, "{cmd}").unwrap();
-            stdin.flush().unwrap();
-        }
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "child ended");
-            // libtest may print "test child_process_body ... " first.
-            if let Some((_, answer)) = line.trim_end().split_once("H3:") {
-                return answer.to_string();
-            }
-        }
+        self.0.ask(cmd)
     }
 
     fn link(&mut self) -> serde_json::Value {
         serde_json::from_str(&self.ask("link")).unwrap()
-    }
-}
-
-impl Drop for ChildRt {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -420,18 +310,18 @@ fn registered(s: &Status, pid: u32) -> bool {
 #[test]
 fn a_process_that_exits_or_is_killed_leaves_no_state() {
     let dir = TempDir::new("exit");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     let mut quits = ChildRt::start(&dir.sock(), 1, Stdio::null());
     let mut killed = ChildRt::start(&dir.sock(), 1, Stdio::null());
     let (q, k) = (quits.pid(), killed.pid());
     agent.wait_for("both registered", |s| registered(s, q) && registered(s, k));
     // EOF on stdin: the child ends normally.
-    drop(quits.stdin.take());
-    quits.child.wait().unwrap();
+    drop(quits.0.stdin.take());
+    quits.0.child.wait().unwrap();
     let s = agent.wait_for("the exited one gone", |s| !registered(s, q));
     assert!(registered(&s, k));
-    killed.child.kill().unwrap();
-    killed.child.wait().unwrap();
+    killed.0.child.kill().unwrap();
+    killed.0.child.wait().unwrap();
     let s = agent.wait_for("the killed one gone", |s| !registered(s, k));
     assert!(s.processes.is_empty(), "{s:#?}");
     assert!(s.sets.is_empty());
@@ -441,7 +331,7 @@ fn a_process_that_exits_or_is_killed_leaves_no_state() {
 #[test]
 fn two_runtimes_in_two_processes_see_each_others_load() {
     let dir = TempDir::new("load");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     let mut a = ChildRt::start(&dir.sock(), 2, Stdio::null());
     let mut b = ChildRt::start(&dir.sock(), 1, Stdio::null());
     let (pa, pb) = (a.pid(), b.pid());
@@ -492,7 +382,7 @@ fn two_processes_sharing_a_pipe_are_placed_on_one_home() {
         return;
     }
     let dir = TempDir::new("share");
-    let agent = AgentGuard::start(&dir.sock());
+    let agent = AgentGuard::start(&dir.sock(), TICK);
     // A's stderr is the read end of a pipe, B's its write end: they hold
     // one pipe inode, which this process no longer holds once both are
     // spawned (an inode also held outside the registered processes would

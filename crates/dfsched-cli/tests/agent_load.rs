@@ -12,18 +12,20 @@
 //! started again with `AGENT_LOAD_CHILD` set (see [`child_body`]). Waits
 //! are for states, bounded by [`DEADLINE`] only so that a broken build
 //! fails instead of hanging; nothing is timed.
+//!
+//! The temporary directory, agent guard and helper-process plumbing shared
+//! with tests/agent.rs are in tests/agent_support/mod.rs.
 
+mod agent_support;
+
+use agent_support::{rerun, two_cpus, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
 use dfsched::agent::{AgentMode, Client, Report, Status};
 use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
-/// Upper bound on waiting for a state, so a failure cannot hang the suite.
-const DEADLINE: Duration = Duration::from_secs(20);
 /// Set in helper children: `CPU THREADS`, the CPU they spin on.
 const CHILD_ENV: &str = "AGENT_LOAD_CHILD";
 /// Set in a child that runs one test alone (see [`alone`]): its name.
@@ -42,8 +44,7 @@ fn alone(name: &str) -> bool {
     if std::env::var(ALONE_ENV).as_deref() == Ok(name) {
         return true;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+    let out = rerun(name)
         .env(ALONE_ENV, name)
         .env_remove(CHILD_ENV)
         .output()
@@ -66,152 +67,27 @@ fn alone(name: &str) -> bool {
     false
 }
 
-/// A private temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "dfsched-agent-load-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        TempDir(p)
-    }
-    fn sock(&self) -> PathBuf {
-        self.0.join("agent.sock")
-    }
-    fn lock(&self) -> PathBuf {
-        self.0.join("agent.sock.lock")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A detached agent started with `dfsched agent --socket S ARGS`, stopped
-/// on drop.
-struct AgentGuard(PathBuf);
-
-impl AgentGuard {
-    fn start(sock: &Path, args: &[&str]) -> AgentGuard {
-        let out = Command::new(BIN)
-            .args(["agent", "--socket"])
-            .arg(sock)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "agent start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        AgentGuard(sock.to_path_buf())
-    }
-    fn status(&self) -> Status {
-        Client::connect(&self.0).unwrap().status().unwrap()
-    }
-    fn stop(&self) {
-        let out = Command::new(BIN)
-            .args(["agent", "--stop", "--socket"])
-            .arg(&self.0)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    }
-}
-
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["agent", "--stop", "--socket"])
-            .arg(&self.0)
-            .output();
-    }
-}
-
-/// The first two CPUs this process may use, or `None` after saying why
-/// the test is skipped.
-fn two_cpus(test: &str) -> Option<(CpuId, CpuId)> {
-    let allowed = dfsched::sys::get_affinity(0).unwrap();
-    let mut it = allowed.iter();
-    match (it.next(), it.next()) {
-        (Some(a), Some(b)) => Some((a, b)),
-        _ => {
-            eprintln!("skipped {test}: needs two allowed CPUs, have {allowed}");
-            None
-        }
-    }
-}
-
 /// A helper process (see [`child_body`]).
-struct Helper {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
+struct Helper(ChildProc);
 
 impl Helper {
     /// A process with `threads` threads spinning on `cpu`.
     fn spin(cpu: CpuId, threads: u32) -> Helper {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_body", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{} {threads}", cpu.0))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut h = Helper {
-            child,
-            stdin,
-            stdout,
-        };
-        assert_eq!(h.answer(), "ready");
-        h
+        let mut cmd = rerun("child_body");
+        cmd.env(CHILD_ENV, format!("{} {threads}", cpu.0))
+            .stderr(Stdio::null());
+        Helper(ChildProc::spawn(cmd, "H4:"))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn answer(&mut self) -> String {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "helper ended"
-            );
-            // libtest may print "test child_body ... " first.
-            if let Some((_, answer)) = line.trim_end().split_once("H4:") {
-                return answer.to_string();
-            }
-        }
+        self.0.pid()
     }
 
     /// Registers the helper with the agent on `sock`, reporting `milli`
     /// thousandths of load on `cpu`; its connection stays open.
     fn register(&mut self, sock: &Path, cpu: CpuId, milli: u64) {
-        writeln!(self.stdin, "report {} {} {milli}", sock.display(), cpu.0).unwrap();
-        self.stdin.flush().unwrap();
-        assert_eq!(self.answer(), "ok");
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let cmd = format!("report {} {} {milli}", sock.display(), cpu.0);
+        assert_eq!(self.0.ask(&cmd), "ok");
     }
 }
 

@@ -1,0 +1,208 @@
+//! Helpers shared by the agent test files (tests/agent.rs,
+//! tests/agent_load.rs), included by each with `mod agent_support;`: a
+//! private temporary directory for an agent's socket ([`TempDir`]), a
+//! detached agent stopped on drop ([`AgentGuard`]), the two-CPU skip check
+//! ([`two_cpus`]), and [`ChildProc`], this test binary started again to run
+//! one test body as a helper process that answers lines on stdin.
+//!
+//! Invariants: every agent here listens on a socket in a private (0700)
+//! temporary directory, never on the default socket; every wait is for a
+//! state, bounded by [`DEADLINE`] only so that a broken build fails instead
+//! of hanging. A helper's body must be a `#[test]` of the binary that
+//! starts it: [`rerun`] starts `current_exe()`, which is that binary.
+
+// Each test file uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use dfsched::agent::{Client, Status};
+use dfsched::CpuId;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
+/// Upper bound on waiting for a state, so a failure cannot hang the suite.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A private temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory of mode 0700, named for `tag`, this process
+    /// and a per-process counter (so tests running at once never share one).
+    pub fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!(
+            "dfsched-agent-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+    pub fn sock(&self) -> PathBuf {
+        self.0.join("agent.sock")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.0.join("agent.sock.lock")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A detached agent listening on the socket it holds, stopped on drop.
+/// (Built directly, it adopts an agent started some other way.)
+pub struct AgentGuard(pub PathBuf);
+
+impl AgentGuard {
+    /// Starts `dfsched agent --socket SOCK ARGS` (which detaches).
+    pub fn start(sock: &Path, args: &[&str]) -> AgentGuard {
+        let out = Command::new(BIN)
+            .args(["agent", "--socket"])
+            .arg(sock)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "agent start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        AgentGuard(sock.to_path_buf())
+    }
+
+    pub fn status(&self) -> Status {
+        Client::connect(&self.0).unwrap().status().unwrap()
+    }
+
+    /// Waits until `pred` holds of the agent's status; the last status.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
+        let start = Instant::now();
+        loop {
+            let s = self.status();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "never reached: {what}; last {s:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `dfsched agent --stop`, which must succeed.
+    pub fn stop(&self) {
+        let out = self.stop_command().output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    fn stop_command(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["agent", "--stop", "--socket"]).arg(&self.0);
+        cmd
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        let _ = self.stop_command().output();
+    }
+}
+
+/// The first two CPUs this process may use, or `None` after saying why
+/// the test is skipped.
+pub fn two_cpus(test: &str) -> Option<(CpuId, CpuId)> {
+    let allowed = dfsched::sys::get_affinity(0).unwrap();
+    let mut it = allowed.iter();
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Some((a, b)),
+        _ => {
+            eprintln!("skipped {test}: needs two allowed CPUs, have {allowed}");
+            None
+        }
+    }
+}
+
+/// This test binary again, running only test `name`, on one test thread,
+/// with its output not captured. The caller adds the environment that
+/// tells `name` what to do.
+pub fn rerun(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    cmd
+}
+
+/// A helper process: a test body of this binary (started by [`rerun`])
+/// that prints `PREFIX:ready`, then answers each line on its stdin with
+/// one `PREFIX:answer` line, and exits at EOF. Killed on drop.
+pub struct ChildProc {
+    pub child: Child,
+    /// `None` once taken (dropping it is the helper's EOF).
+    pub stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    /// What starts an answer, e.g. `"H3:"`.
+    prefix: &'static str,
+}
+
+impl ChildProc {
+    /// Spawns `cmd` with piped stdin and stdout and waits for its ready
+    /// line.
+    pub fn spawn(mut cmd: Command, prefix: &'static str) -> ChildProc {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut c = ChildProc {
+            child,
+            stdin,
+            stdout,
+            prefix,
+        };
+        assert_eq!(c.answer(), "ready");
+        c
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a command line, returns the answer.
+    pub fn ask(&mut self, cmd: &str) -> String {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{cmd}").unwrap();
+        stdin.flush().unwrap();
+        self.answer()
+    }
+
+    /// The next answer line, without its prefix.
+    pub fn answer(&mut self) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "child ended");
+            // libtest may print "test <name> ... " first.
+            if let Some((_, answer)) = line.trim_end().split_once(self.prefix) {
+                return answer.to_string();
+            }
+        }
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
