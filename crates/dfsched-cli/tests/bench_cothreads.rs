@@ -6,17 +6,18 @@
 //! `/proc/PID/task/*/status` while the workers wait for "go"), and bad flags
 //! exit 2 having run nothing. No timing is asserted.
 
+mod cli_support;
+#[path = "run_fixtures/support.rs"]
+mod support;
+
+use cli_support::{
+    assert_every_process_worked, assert_paired_ratio, assert_summaries, assert_usage_errors,
+    dfsched, stdout_json, BIN,
+};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-
-fn dfsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dfsched"))
-        .args(args)
-        .output()
-        .expect("the dfsched binary runs")
-}
+use std::process::{Child, Command, Stdio};
 
 fn tiny(extra: &[&str]) -> Value {
     let out = dfsched(
@@ -41,13 +42,7 @@ fn tiny(extra: &[&str]) -> Value {
         ]
         .concat(),
     );
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON value")
+    stdout_json(&out)
 }
 
 /// Whether any process's command line names `needle` (a zombie has none).
@@ -73,32 +68,9 @@ fn tiny_run_has_every_process_working_in_all_four_modes_and_paired_ratios() {
     assert_eq!(v["params"]["processes"], 3);
     for mode in ["vanilla", "co-thread", "oracle", "split"] {
         let m = &v["modes"][mode];
-        for key in ["median", "min", "max", "std_dev"] {
-            assert!(m["ops"][key].is_number(), "{mode}.ops.{key}");
-            assert!(m["ops_per_s"][key].is_number());
-        }
-        let runs = m["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 2);
-        for r in runs {
-            let per: Vec<u64> = r["ops_per_process"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect();
-            assert_eq!(per.len(), 3);
-            assert!(per.iter().all(|&n| n > 0), "{mode}: a process did nothing");
-            assert_eq!(r["ops_total"].as_u64().unwrap(), per.iter().sum::<u64>());
-        }
-        if mode == "vanilla" {
-            assert!(m["paired_ratio"].is_null());
-        } else {
-            let p = &m["paired_ratio"];
-            assert_eq!(p["rounds"], 2, "{mode}: {p}");
-            for key in ["median", "min", "max"] {
-                assert!(p[key].as_f64().unwrap() > 0.0, "{mode}.paired_ratio.{key}");
-            }
-        }
+        assert_summaries(m, mode, &["ops", "ops_per_s"]);
+        assert_every_process_worked(m, mode, 2, 3);
+        assert_paired_ratio(m, mode, 2);
     }
     for key in [
         "co_thread_vs_vanilla",
@@ -137,7 +109,7 @@ fn agent_on_serves_co_thread_workers_and_leaves_nothing_behind() {
 fn a_failed_run_stops_its_agent_and_removes_its_dir() {
     // The agent starts before the workers' DFSCHED_* is checked, so this
     // run fails with an agent running: the guard must clean up.
-    let child = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+    let child = Command::new(BIN)
         .args([
             "bench",
             "cothreads",
@@ -180,34 +152,13 @@ fn agent_off_runs_co_thread_workers_without_one() {
     }
 }
 
-/// The calling thread's allowed CPUs (what a child inherits).
-fn allowed_cpus() -> Vec<u32> {
-    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap();
-    parse_cpu_list(list)
-}
-
-fn parse_cpu_list(list: &str) -> Vec<u32> {
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
-            None => cpus.push(part.parse().unwrap()),
-        }
-    }
-    cpus
-}
-
 /// Starts a worker of `mode` as process `process` and waits for "ready".
 fn ready_worker(
     mode: &str,
     process: usize,
     threads: usize,
 ) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+    let mut child = Command::new(BIN)
         .args(["bench", "cothreads-worker", "--mode", mode, "--process"])
         .arg(process.to_string())
         .arg("--threads")
@@ -226,20 +177,10 @@ fn ready_worker(
 
 /// Each thread's name and allowed CPUs, read from /proc.
 fn thread_cpus(pid: u32) -> Vec<(String, Vec<u32>)> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap();
-        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
-        let list = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap();
-        out.push((comm.trim().to_string(), parse_cpu_list(list)));
-    }
-    out
+    support::thread_masks(pid, "")
+        .into_iter()
+        .map(|(name, cpus)| (name, cpus.into_iter().collect()))
+        .collect()
 }
 
 /// Tells a ready worker to go and checks it succeeds.
@@ -255,7 +196,8 @@ fn finish(mut child: Child, mut out: BufReader<std::process::ChildStdout>) {
 #[test]
 fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_of_process_i_to_i_plus_t_mod_n(
 ) {
-    let cpus = allowed_cpus();
+    // The calling thread's allowed CPUs (what a child inherits).
+    let cpus: Vec<u32> = support::allowed().into_iter().collect();
     let n = cpus.len();
     if n < 2 {
         eprintln!("skipped: only {n} CPU allowed, oracle and split place nothing apart");
@@ -292,26 +234,24 @@ fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_of_
 
 #[test]
 fn bad_flags_exit_2_and_run_nothing() {
-    for (args, needle) in [
-        (&["--processes", "0"][..], "--processes"),
-        (&["--shared-bytes", "65"], "--shared-bytes"),
-        (&["--seconds=-1"], "--seconds"),
-        (&["--modes", "dfsched"], "dfsched"),
-        (&["--modes", "oracle,split,oracle"], "twice"),
-        (&["--agent", "maybe"], "on or off"),
-        (&["--grid", "paper", "--processes", "2"], "--processes"),
-    ] {
-        let out = dfsched(&[&["bench", "cothreads"][..], args].concat());
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(out.stdout.is_empty());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        dfsched,
+        &["bench", "cothreads"],
+        &[
+            (&["--processes", "0"], "--processes"),
+            (&["--shared-bytes", "65"], "--shared-bytes"),
+            (&["--seconds=-1"], "--seconds"),
+            (&["--modes", "dfsched"], "dfsched"),
+            (&["--modes", "oracle,split,oracle"], "twice"),
+            (&["--agent", "maybe"], "on or off"),
+            (&["--grid", "paper", "--processes", "2"], "--processes"),
+        ],
+    );
 }
 
 #[test]
 fn a_worker_not_told_to_go_fails_without_working() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+    let out = Command::new(BIN)
         .args([
             "bench",
             "cothreads-worker",
@@ -343,7 +283,7 @@ fn reaped(pid: u32) -> bool {
 #[test]
 fn a_stopped_private_agent_is_reaped_leaving_no_zombie_child() {
     use dfsched_bench::cothreads::PrivateAgent;
-    let exe = Path::new(env!("CARGO_BIN_EXE_dfsched"));
+    let exe = Path::new(BIN);
     // Stopped the normal way, as at the end of the benchmark.
     let agent = PrivateAgent::start(exe, 60).expect("a private agent starts");
     let pid = agent.pid();

@@ -8,39 +8,31 @@
 //! asserted. Tests that need two CPUs, `taskset` or `libdfsched.so` skip
 //! with a message without them.
 
+mod cli_support;
+#[path = "run_fixtures/support.rs"]
+mod support;
+
+use cli_support::{
+    assert_every_process_worked, assert_paired_ratio, assert_summaries, assert_usage_errors,
+    stdout_json,
+};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn dfsched_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_dfsched")
-}
+use support::{allowed, clean, dfsched as dfsched_exe, thread_masks};
 
 fn worker_exe() -> &'static str {
     env!("CARGO_BIN_EXE_dfsched-spin-worker")
 }
 
-/// A command with the test's own dfsched and preload variables removed,
-/// and `DFSCHED_AGENT=off`: `dfsched run` would otherwise start (or join)
-/// the user's agent on its default socket.
-fn clean(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    for (k, _) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| k.starts_with("DFSCHED_") || k == "LD_PRELOAD")
-        {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("DFSCHED_AGENT", "off");
-    cmd
-}
-
+/// `dfsched ARGS` with the test's own dfsched and preload variables
+/// removed, and `DFSCHED_AGENT=off`: `dfsched run` would otherwise start
+/// (or join) the user's agent on its default socket.
 fn dfsched(args: &[&str]) -> Output {
-    clean(dfsched_exe())
+    clean(Command::new(dfsched_exe()))
         .args(args)
         .output()
         .expect("the dfsched binary runs")
@@ -57,31 +49,6 @@ fn library(test: &str) -> Option<PathBuf> {
         eprintln!("SKIP {test}: no libdfsched.so beside {}", dfsched_exe());
     }
     found
-}
-
-/// A cpulist (`0-2,5`) as a set.
-fn cpulist(text: &str) -> BTreeSet<u32> {
-    let mut set = BTreeSet::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => set.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
-            None => {
-                set.insert(part.parse().unwrap());
-            }
-        }
-    }
-    set
-}
-
-/// This process's allowed CPUs.
-fn allowed() -> BTreeSet<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    cpulist(
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap(),
-    )
 }
 
 /// A worker process, stdin and stdout piped; killed and reaped if dropped
@@ -129,24 +96,7 @@ impl Worker {
 
     /// `Cpus_allowed_list` of every thread whose name starts with `prefix`.
     fn masks(&self, prefix: &str) -> Vec<(String, BTreeSet<u32>)> {
-        let dir = format!("/proc/{}/task", self.child.id());
-        let mut out = Vec::new();
-        for t in std::fs::read_dir(dir).unwrap().flatten() {
-            let Ok(comm) = std::fs::read_to_string(t.path().join("comm")) else {
-                continue; // the thread ended meanwhile
-            };
-            let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
-                continue;
-            };
-            if comm.trim().starts_with(prefix) {
-                let list = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                    .unwrap();
-                out.push((comm.trim().to_string(), cpulist(list)));
-            }
-        }
-        out
+        thread_masks(self.child.id(), prefix)
     }
 }
 
@@ -170,7 +120,7 @@ fn ops_of(v: &Value) -> Vec<u64> {
 
 #[test]
 fn the_worker_waits_for_go_and_every_thread_counts_work() {
-    let mut cmd = clean(worker_exe());
+    let mut cmd = clean(Command::new(worker_exe()));
     cmd.args(["--threads", "3", "--seconds", "0.2"]);
     let mut w = Worker::start(cmd);
     w.ready_and_go();
@@ -186,7 +136,7 @@ fn the_worker_waits_for_go_and_every_thread_counts_work() {
 
 #[test]
 fn a_worker_not_told_go_does_no_work_and_fails() {
-    let mut cmd = clean(worker_exe());
+    let mut cmd = clean(Command::new(worker_exe()));
     cmd.args(["--threads", "2", "--seconds", "30"]);
     let mut w = Worker::start(cmd);
     assert_eq!(w.line().as_deref(), Some("ready"));
@@ -194,7 +144,7 @@ fn a_worker_not_told_go_does_no_work_and_fails() {
     assert_eq!(w.line(), None, "no result without go");
     assert_eq!(w.child.wait().unwrap().code(), Some(1));
 
-    let out = clean(worker_exe())
+    let out = clean(Command::new(worker_exe()))
         .args(["--threads", "0"])
         .output()
         .unwrap();
@@ -233,7 +183,7 @@ fn under_co_thread_at_heavy_load_one_preloaded_runtime_packs_the_workers_threads
         return;
     }
     let Some(lib) = library(test) else { return };
-    if clean("taskset").arg("-V").output().is_err() {
+    if clean(Command::new("taskset")).arg("-V").output().is_err() {
         eprintln!("SKIP {test}: no taskset on this machine");
         return;
     }
@@ -242,14 +192,14 @@ fn under_co_thread_at_heavy_load_one_preloaded_runtime_packs_the_workers_threads
 
     // Outside load, not under dfsched, on the second CPU: the machine is
     // heavily loaded and the worker's group fits its share on the first.
-    let mut hogs = clean("taskset");
+    let mut hogs = clean(Command::new("taskset"));
     hogs.args(["-c", &second.to_string(), worker_exe()])
         .args(["--threads", "6", "--until-eof"]);
     let mut hogs = Worker::start(hogs);
     hogs.ready_and_go();
 
     let threads = 3 * cpus.len();
-    let mut cmd = clean("taskset");
+    let mut cmd = clean(Command::new("taskset"));
     cmd.args(["-c", &format!("{first},{second}"), dfsched_exe(), "run"])
         .args(["--policy", "co-thread", "--lib"])
         .arg(&lib)
@@ -317,13 +267,7 @@ fn a_tiny_benchmark_reports_every_mode_with_paired_ratios() {
         "--json",
         "--quiet",
     ]);
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON value");
+    let v = stdout_json(&out);
     assert_eq!(v["params"]["processes"], 2);
     assert_eq!(v["params"]["background_threads"], 1);
     assert!(v["machine"]["nr_cpus_allowed"].is_number());
@@ -331,58 +275,38 @@ fn a_tiny_benchmark_reports_every_mode_with_paired_ratios() {
     assert_eq!(bg.len(), 1);
     for mode in ["vanilla", "co-thread", "data-affinity"] {
         let m = &v["modes"][mode];
-        for key in ["median", "min", "max", "std_dev"] {
-            assert!(m["ops"][key].is_number(), "{mode}.ops.{key}");
-            assert!(m["ops_per_s"][key].is_number(), "{mode}.ops_per_s.{key}");
-        }
-        let runs = m["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 2, "{mode}");
-        for r in runs {
-            let per: Vec<u64> = r["ops_per_process"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect();
-            assert_eq!(per.len(), 2);
-            assert!(per.iter().all(|&n| n > 0), "{mode}: a process did nothing");
-            assert_eq!(r["ops_total"].as_u64().unwrap(), per.iter().sum::<u64>());
+        assert_summaries(m, mode, &["ops", "ops_per_s"]);
+        assert_every_process_worked(m, mode, 2, 2);
+        for r in m["runs"].as_array().unwrap() {
             // One runtime per worker under dfsched, none in vanilla.
             let balancers = if mode == "vanilla" { 0 } else { 2 };
             assert_eq!(r["balancer_threads"], balancers, "{mode}");
             assert!(r["load_avg_1m"].as_f64().is_some_and(|l| l >= 0.0));
         }
-        if mode == "vanilla" {
-            assert!(m["paired_ratio"].is_null());
-        } else {
-            let p = &m["paired_ratio"];
-            assert_eq!(p["rounds"], 2, "{mode}");
-            assert_eq!(p["per_round"].as_array().unwrap().len(), 2);
-            for key in ["median", "min", "max"] {
-                assert!(p[key].as_f64().unwrap() > 0.0, "{mode}.paired_ratio.{key}");
-            }
+        assert_paired_ratio(m, mode, 2);
+        if mode != "vanilla" {
+            let rounds = m["paired_ratio"]["per_round"].as_array().unwrap();
+            assert_eq!(rounds.len(), 2, "{mode}");
         }
     }
 }
 
 #[test]
 fn bad_flags_exit_2_and_run_nothing() {
-    for (args, needle) in [
-        (&["--processes", "0"][..], "--processes"),
-        (&["--threads", "0"], "--threads"),
-        (&["--seconds=-1"], "--seconds"),
-        (&["--repeat", "0"], "--repeat"),
-        (&["--modes", "dfsched"], "dfsched"),
-        (&["--modes", "co-thread,co-thread"], "twice"),
-        (&["--grid", "paper", "--processes", "2"], "--processes"),
-        (&["--grid", "huge"], "huge"),
-    ] {
-        let out = dfsched(&[&["bench", "spin"][..], args].concat());
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(out.stdout.is_empty());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        dfsched,
+        &["bench", "spin"],
+        &[
+            (&["--processes", "0"], "--processes"),
+            (&["--threads", "0"], "--threads"),
+            (&["--seconds=-1"], "--seconds"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "dfsched"], "dfsched"),
+            (&["--modes", "co-thread,co-thread"], "twice"),
+            (&["--grid", "paper", "--processes", "2"], "--processes"),
+            (&["--grid", "huge"], "huge"),
+        ],
+    );
 }
 
 #[test]
@@ -398,7 +322,7 @@ fn a_missing_worker_or_library_fails_clearly_with_no_result() {
 
     // dfsched run cannot find the library: the co-thread worker never
     // starts, and the benchmark says so instead of measuring vanilla twice.
-    let out = clean(dfsched_exe())
+    let out = clean(Command::new(dfsched_exe()))
         .env("DFSCHED_LIB", "/nonexistent/libdfsched.so")
         .args(["bench", "spin", "--seconds", "0.1", "--repeat", "1", "-q"])
         .args(["--modes", "vanilla,co-thread"])

@@ -2,25 +2,9 @@
 //! documented keys, bad usage exits 2 with a message and runs nothing,
 //! failures exit 1.
 
-use serde_json::Value;
-use std::process::{Command, Output};
+mod cli_support;
 
-fn dfsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dfsched"))
-        .args(args)
-        .output()
-        .expect("the dfsched binary runs")
-}
-
-fn stdout_json(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}, stderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON value")
-}
+use cli_support::{assert_usage_errors, dfsched, stdout_json};
 
 /// Tiny enough to take well under a second in every mode.
 const TINY: &[&str] = &[
@@ -145,24 +129,21 @@ fn tiny_bench_table_shows_modes_progress_and_the_vm_note() {
 
 #[test]
 fn bad_flags_exit_2_with_a_message_and_run_nothing() {
-    for (args, needle) in [
-        (&["bench", "df", "--threads", "0"][..], "--threads"),
-        (&["bench", "df", "--threads", "2", "--dfs", "3"], "--dfs"),
-        (&["bench", "df", "--df-bytes", "8"], "--df-bytes"),
-        (&["bench", "df", "--write-ratio", "1.01"], "--write-ratio"),
-        (&["bench", "df", "--modes", "vanilla,fast"], "fast"),
-        (&["bench", "df", "--threads", "lots"], "lots"),
-        (&["bench", "df", "--grid", "paper", "--dfs", "2"], "--dfs"),
-        (&["bench", "df", "--no-such-flag"], "--no-such-flag"),
-        (&["bench", "nope"], "nope"),
-    ] {
-        let out = dfsched(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?} printed a result");
-        assert!(!err.contains("[  1/"), "{args:?} started running");
-    }
+    assert_usage_errors(
+        dfsched,
+        &["bench"],
+        &[
+            (&["df", "--threads", "0"], "--threads"),
+            (&["df", "--threads", "2", "--dfs", "3"], "--dfs"),
+            (&["df", "--df-bytes", "8"], "--df-bytes"),
+            (&["df", "--write-ratio", "1.01"], "--write-ratio"),
+            (&["df", "--modes", "vanilla,fast"], "fast"),
+            (&["df", "--threads", "lots"], "lots"),
+            (&["df", "--grid", "paper", "--dfs", "2"], "--dfs"),
+            (&["df", "--no-such-flag"], "--no-such-flag"),
+            (&["nope"], "nope"),
+        ],
+    );
 }
 
 #[test]

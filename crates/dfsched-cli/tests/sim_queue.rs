@@ -2,24 +2,9 @@
 //! JSON that parses and says what the models say, the same seed printing
 //! the same JSON, figure files written, and bad input refused with exit 2.
 
-use std::process::{Command, Output};
+mod cli_support;
 
-fn dfsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dfsched"))
-        .args(args)
-        .output()
-        .expect("the dfsched binary runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = dfsched(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
+use cli_support::{dfsched, json};
 
 #[test]
 fn model_reload_prints_r_of_0_to_i_rising() {

@@ -2,29 +2,10 @@
 //! numbers come out, the same seed prints the same JSON, bad input exits
 //! non-zero with a message.
 
+mod cli_support;
+
+use cli_support::{dfsched, json, stdout_of as stdout};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn dfsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dfsched"))
-        .args(args)
-        .output()
-        .expect("the dfsched binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}, stderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).expect("UTF-8")
-}
-
-fn json(args: &[&str]) -> Value {
-    serde_json::from_str(&stdout(&dfsched(args))).expect("stdout is one JSON value")
-}
 
 const TINY_BENCH: &[&str] = &[
     "sim",

@@ -3,7 +3,9 @@
 //! programs compiled once per test process (gcc, g++, rustc; `None` after a
 //! SKIP message when the compiler is missing), `/proc` mask reading, and
 //! [`Running`], a fixture started under `dfsched run` and read up to its
-//! "ready" line.
+//! "ready" line. The benchmark tests that read worker threads' masks or run
+//! programs under `dfsched run` (tests/bench_spin.rs, bench_cothreads.rs)
+//! include it too, for the mask readers and [`clean`].
 //!
 //! Invariant: every command built here runs with the test's own `DFSCHED_*`
 //! and `LD_PRELOAD` removed and `DFSCHED_AGENT=off`, so that no test talks
@@ -167,6 +169,32 @@ pub fn cpus_allowed(pid: u32, tid: u32) -> BTreeSet<u32> {
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .unwrap_or_else(|| panic!("no Cpus_allowed_list in {path}"));
     cpulist(line)
+}
+
+/// `Cpus_allowed_list` of every thread of process `pid` whose name
+/// (`comm`) starts with `prefix`, with that name; a thread that ends while
+/// it is read is left out.
+pub fn thread_masks(pid: u32, prefix: &str) -> Vec<(String, BTreeSet<u32>)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(comm) = std::fs::read_to_string(t.path().join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+            continue;
+        };
+        if comm.trim().starts_with(prefix) {
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap();
+            out.push((comm.trim().to_string(), cpulist(list)));
+        }
+    }
+    out
 }
 
 /// A command with the test's own dfsched and preload variables removed,
