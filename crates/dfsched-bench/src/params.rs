@@ -7,7 +7,6 @@
 
 use crate::df::Stride;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 
 /// Bytes in a cache line on the machines dfsched targets (x86-64, arm64).
@@ -67,37 +66,66 @@ pub enum Mode {
     Split,
 }
 
-impl Mode {
-    /// Every mode, in the default order.
-    pub const ALL: [Mode; 4] = [Mode::Vanilla, Mode::Dfsched, Mode::Oracle, Mode::Split];
-
+/// What every benchmark's mode enum is: a fixed set of named modes
+/// (implemented by [`bench_modes!`]).
+pub trait BenchMode: Copy + PartialEq + 'static {
     /// The mode's name on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Vanilla => "vanilla",
-            Mode::Dfsched => "dfsched",
-            Mode::Oracle => "oracle",
-            Mode::Split => "split",
+    fn name(self) -> &'static str;
+}
+
+/// Gives a benchmark's mode enum its names, in one place per enum: the
+/// inherent `ALL` (every mode, in the order listed, which is the default
+/// order) and `as_str` (the name on the command line and in JSON),
+/// [`BenchMode`], `Display` (the name) and `FromStr` (a name of `ALL`,
+/// surrounding white space ignored; anything else is
+/// `$err::$unknown(trimmed name)`).
+macro_rules! bench_modes {
+    ($mode:ident, $err:ident::$unknown:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $mode {
+            /// Every mode, in the default order.
+            pub const ALL: [$mode; [$($name),+].len()] = [$($mode::$variant),+];
+
+            /// The mode's name on the command line and in JSON.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($mode::$variant => $name,)+
+                }
+            }
         }
-    }
-}
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+        impl $crate::params::BenchMode for $mode {
+            fn name(self) -> &'static str {
+                self.as_str()
+            }
+        }
 
-impl FromStr for Mode {
-    type Err = ParamError;
+        impl ::std::fmt::Display for $mode {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| ParamError::UnknownMode(s.trim().to_string()))
-    }
+        impl ::std::str::FromStr for $mode {
+            type Err = $err;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let name = s.trim();
+                $mode::ALL
+                    .into_iter()
+                    .find(|m| m.as_str() == name)
+                    .ok_or_else(|| $err::$unknown(name.to_string()))
+            }
+        }
+    };
 }
+pub(crate) use bench_modes;
+
+bench_modes!(Mode, ParamError::UnknownMode {
+    Vanilla => "vanilla",
+    Dfsched => "dfsched",
+    Oracle => "oracle",
+    Split => "split",
+});
 
 /// Parses a comma-separated list of modes of any benchmark (`vanilla,dfsched`).
 /// Order is kept and empty names are skipped; an unknown name is the mode's

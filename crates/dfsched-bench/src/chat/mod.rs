@@ -55,8 +55,6 @@ pub mod run;
 
 use crate::cothread;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 pub use report::{ChatGridReport, ChatModeReport, ChatRatios, ChatReport};
 pub use run::{run_chat_cases, ChatRun};
@@ -103,27 +101,15 @@ pub enum ChatMode {
     Split,
 }
 
+crate::params::bench_modes!(ChatMode, ChatParamError::UnknownMode {
+    Vanilla => "vanilla",
+    Dfsched => "dfsched",
+    CoThread => "co-thread",
+    Oracle => "oracle",
+    Split => "split",
+});
+
 impl ChatMode {
-    /// Every mode, in the default order.
-    pub const ALL: [ChatMode; 5] = [
-        ChatMode::Vanilla,
-        ChatMode::Dfsched,
-        ChatMode::CoThread,
-        ChatMode::Oracle,
-        ChatMode::Split,
-    ];
-
-    /// The mode's name on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChatMode::Vanilla => "vanilla",
-            ChatMode::Dfsched => "dfsched",
-            ChatMode::CoThread => "co-thread",
-            ChatMode::Oracle => "oracle",
-            ChatMode::Split => "split",
-        }
-    }
-
     /// The modes a run uses when none are named: all of them.
     pub fn available() -> Vec<ChatMode> {
         ChatMode::ALL.to_vec()
@@ -132,23 +118,6 @@ impl ChatMode {
     /// Whether this mode runs a dfsched runtime.
     pub fn needs_runtime(self) -> bool {
         matches!(self, ChatMode::Dfsched | ChatMode::CoThread)
-    }
-}
-
-impl fmt::Display for ChatMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ChatMode {
-    type Err = ChatParamError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ChatMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| ChatParamError::UnknownMode(s.trim().to_string()))
     }
 }
 

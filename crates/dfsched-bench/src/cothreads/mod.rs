@@ -64,10 +64,8 @@ use crate::workers::{WorkerError, Workers};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::fmt;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
-use std::str::FromStr;
 
 pub use agent::{idle_exit_secs, AgentSetting, CoAgent, PrivateAgent};
 pub use report::{
@@ -145,25 +143,14 @@ pub enum CoMode {
     Split,
 }
 
+crate::params::bench_modes!(CoMode, CoParamError::UnknownMode {
+    Vanilla => "vanilla",
+    CoThread => "co-thread",
+    Oracle => "oracle",
+    Split => "split",
+});
+
 impl CoMode {
-    /// Every mode, in the default order.
-    pub const ALL: [CoMode; 4] = [
-        CoMode::Vanilla,
-        CoMode::CoThread,
-        CoMode::Oracle,
-        CoMode::Split,
-    ];
-
-    /// The mode's name on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoMode::Vanilla => "vanilla",
-            CoMode::CoThread => "co-thread",
-            CoMode::Oracle => "oracle",
-            CoMode::Split => "split",
-        }
-    }
-
     /// Whether the mode pins threads itself (no runtime).
     pub fn is_pinned(self) -> bool {
         matches!(self, CoMode::Oracle | CoMode::Split)
@@ -186,23 +173,6 @@ pub fn oracle_cpu(process: usize, cpus: &[CpuId]) -> CpuId {
 pub fn split_cpu(process: usize, thread: usize, cpus: &[CpuId]) -> CpuId {
     assert!(!cpus.is_empty(), "split needs at least one CPU");
     cpus[(process + thread) % cpus.len()]
-}
-
-impl fmt::Display for CoMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for CoMode {
-    type Err = CoParamError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        CoMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| CoParamError::UnknownMode(s.trim().to_string()))
-    }
 }
 
 /// Parses a comma-separated mode list; empty, unknown or repeated names

@@ -41,9 +41,7 @@ pub mod report;
 use crate::machine::Machine;
 use crate::runner::{round_order, Progress};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 pub use procs::{SpinCommands, WorkerResult, WORKER_NAME};
 pub use report::{
@@ -78,23 +76,13 @@ pub enum SpinMode {
     DataAffinity,
 }
 
+crate::params::bench_modes!(SpinMode, SpinParamError::UnknownMode {
+    Vanilla => "vanilla",
+    CoThread => "co-thread",
+    DataAffinity => "data-affinity",
+});
+
 impl SpinMode {
-    /// Every mode, in the default order.
-    pub const ALL: [SpinMode; 3] = [
-        SpinMode::Vanilla,
-        SpinMode::CoThread,
-        SpinMode::DataAffinity,
-    ];
-
-    /// The mode's name on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpinMode::Vanilla => "vanilla",
-            SpinMode::CoThread => "co-thread",
-            SpinMode::DataAffinity => "data-affinity",
-        }
-    }
-
     /// The `dfsched run --policy` it runs under, if any.
     pub fn policy(self) -> Option<&'static str> {
         match self {
@@ -102,23 +90,6 @@ impl SpinMode {
             SpinMode::CoThread => Some("co-thread"),
             SpinMode::DataAffinity => Some("data-affinity"),
         }
-    }
-}
-
-impl fmt::Display for SpinMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for SpinMode {
-    type Err = SpinParamError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SpinMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| SpinParamError::UnknownMode(s.trim().to_string()))
     }
 }
 
