@@ -30,7 +30,7 @@ use crate::gate::StartGate;
 use crate::machine::{Machine, TickSample};
 use crate::modes::{PlaceError, Placed, Placer};
 use crate::os::{self, ThreadSched};
-use crate::params::{Mode, Params};
+use crate::params::{BenchMode, Mode, Params};
 use crate::report::BenchReport;
 use crate::BenchError;
 use dfsched::{Runtime, RuntimeConfig};
@@ -179,39 +179,85 @@ pub fn run_cases(
         "DF benchmark starting"
     );
     let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
-    let mut done = 0;
+    let mut rounds = Rounds::new(cases.len(), total, progress);
     let mut reports = Vec::with_capacity(cases.len());
     for (case, params) in cases.iter().enumerate() {
-        let mut runs = Vec::with_capacity(params.repeat * params.modes.len());
-        for round in 0..params.repeat {
-            for mode in round_order(&params.modes, params.seed, round) {
-                let run = run_once(params, mode, round, &env)?;
-                tracing::debug!(
-                    case,
-                    round,
-                    mode = mode.as_str(),
-                    wall_s = run.wall_s,
-                    cpu_s = run.cpu_s,
-                    ctx_switches = run.ctx_switches,
-                    migrations = run.migrations,
-                    "run finished"
-                );
-                done += 1;
-                progress(&Progress {
-                    done,
-                    total,
-                    case,
-                    cases: cases.len(),
-                    mode: mode.as_str(),
-                    round,
-                    wall_s: run.wall_s,
-                });
-                runs.push(run);
-            }
-        }
+        let order = (&params.modes[..], params.repeat, params.seed);
+        let run_mode = |mode: Mode, round| -> Result<RunRecord, BenchError> {
+            let run = run_once(params, mode, round, &env)?;
+            tracing::debug!(
+                case,
+                round,
+                mode = mode.as_str(),
+                wall_s = run.wall_s,
+                cpu_s = run.cpu_s,
+                ctx_switches = run.ctx_switches,
+                migrations = run.migrations,
+                "run finished"
+            );
+            Ok(run)
+        };
+        let runs = rounds.run_case(case, order, run_mode, |r| r.wall_s)?;
         reports.push(BenchReport::new(params.clone(), env.machine.clone(), runs));
     }
     Ok(reports)
+}
+
+/// Every benchmark's cases as interleaved rounds: runs each case's rounds
+/// ([`Rounds::run_case`]) and tells `progress` of every run, counted over
+/// all cases.
+pub(crate) struct Rounds<'p> {
+    /// Runs finished so far, over all cases.
+    done: usize,
+    /// Runs in total, over all cases.
+    total: usize,
+    /// Number of cases.
+    cases: usize,
+    /// Hears of every finished run.
+    progress: &'p mut dyn FnMut(&Progress),
+}
+
+impl<'p> Rounds<'p> {
+    /// For `cases` cases of `total` runs in all.
+    pub(crate) fn new(cases: usize, total: usize, progress: &'p mut dyn FnMut(&Progress)) -> Self {
+        Rounds {
+            done: 0,
+            total,
+            cases,
+            progress,
+        }
+    }
+
+    /// Case number `case`: `repeat` rounds, round `r` running each of
+    /// `modes` once, in [`round_order`]`(modes, seed, r)`, by `run(mode,
+    /// r)`; `progress` hears of each run as it ends, with `wall_s` of it.
+    /// The runs in the order they ran; the first error ends the case.
+    pub(crate) fn run_case<M: BenchMode, R, E>(
+        &mut self,
+        case: usize,
+        (modes, repeat, seed): (&[M], usize, u64),
+        mut run: impl FnMut(M, usize) -> Result<R, E>,
+        wall_s: impl Fn(&R) -> f64,
+    ) -> Result<Vec<R>, E> {
+        let mut runs = Vec::with_capacity(repeat * modes.len());
+        for round in 0..repeat {
+            for mode in round_order(modes, seed, round) {
+                let r = run(mode, round)?;
+                self.done += 1;
+                (self.progress)(&Progress {
+                    done: self.done,
+                    total: self.total,
+                    case,
+                    cases: self.cases,
+                    mode: mode.name(),
+                    round,
+                    wall_s: wall_s(&r),
+                });
+                runs.push(r);
+            }
+        }
+        Ok(runs)
+    }
 }
 
 /// The modes of round `round`, shuffled (Fisher–Yates) from `(seed, round)`.

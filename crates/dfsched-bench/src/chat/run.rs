@@ -31,7 +31,7 @@ use crate::cothread;
 use crate::gate::StartGate;
 use crate::machine::{Machine, TickSample};
 use crate::os::{self, ThreadSched};
-use crate::runner::{round_order, Progress};
+use crate::runner::{Progress, Rounds};
 use dfsched::{Runtime, RuntimeConfig};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
@@ -116,33 +116,22 @@ pub fn run_chat_cases(
         rt_config,
     };
     let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
-    let mut done = 0;
+    let mut rounds = Rounds::new(cases.len(), total, progress);
     let mut reports = Vec::with_capacity(cases.len());
     for (case, params) in cases.iter().enumerate() {
-        let mut runs = Vec::with_capacity(params.repeat * params.modes.len());
-        for round in 0..params.repeat {
-            for mode in round_order(&params.modes, params.seed, round) {
-                let run = run_once(params, mode, round, &env)?;
-                tracing::debug!(
-                    case,
-                    round,
-                    mode = mode.as_str(),
-                    time_s = run.time_s,
-                    "chat run finished"
-                );
-                done += 1;
-                progress(&Progress {
-                    done,
-                    total,
-                    case,
-                    cases: cases.len(),
-                    mode: mode.as_str(),
-                    round,
-                    wall_s: run.time_s,
-                });
-                runs.push(run);
-            }
-        }
+        let order = (&params.modes[..], params.repeat, params.seed);
+        let run_mode = |mode: ChatMode, round| -> Result<ChatRun, ChatError> {
+            let run = run_once(params, mode, round, &env)?;
+            tracing::debug!(
+                case,
+                round,
+                mode = mode.as_str(),
+                time_s = run.time_s,
+                "chat run finished"
+            );
+            Ok(run)
+        };
+        let runs = rounds.run_case(case, order, run_mode, |r| r.time_s)?;
         reports.push(ChatReport::new(params.clone(), env.machine.clone(), runs));
     }
     Ok(reports)

@@ -58,7 +58,7 @@ pub mod worker;
 use crate::cothread::CoThreadError;
 use crate::machine::Machine;
 use crate::os::OsError;
-use crate::runner::{round_order, Progress};
+use crate::runner::{Progress, Rounds};
 use crate::stats::median;
 use crate::workers::{WorkerError, Workers};
 use dfsched_core::{CpuId, CpuSet};
@@ -437,26 +437,12 @@ pub fn run_cothread_cases(
     let allowed = crate::os::get_affinity().map_err(|e| CoThreadsError::Runtime(e.source))?;
     let machine = Machine::describe(&allowed);
     let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
-    let mut done = 0;
+    let mut rounds = Rounds::new(cases.len(), total, progress);
     let mut reports = Vec::new();
     for (case, p) in cases.iter().enumerate() {
-        let mut runs = Vec::new();
-        for round in 0..p.repeat {
-            for mode in round_order(&p.modes, p.seed, round) {
-                let run = run_once(p, mode, round, worker)?;
-                done += 1;
-                progress(&Progress {
-                    done,
-                    total,
-                    case,
-                    cases: cases.len(),
-                    mode: mode.as_str(),
-                    round,
-                    wall_s: run.elapsed_s,
-                });
-                runs.push(run);
-            }
-        }
+        let order = (&p.modes[..], p.repeat, p.seed);
+        let run_mode = |mode, round| run_once(p, mode, round, worker);
+        let runs = rounds.run_case(case, order, run_mode, |r| r.elapsed_s)?;
         reports.push(CoReport::new(
             p.clone(),
             machine.clone(),

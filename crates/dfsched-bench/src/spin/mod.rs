@@ -39,7 +39,7 @@ pub mod procs;
 pub mod report;
 
 use crate::machine::Machine;
-use crate::runner::{round_order, Progress};
+use crate::runner::{Progress, Rounds};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -284,38 +284,27 @@ pub fn run_spin_cases(
     let allowed = crate::os::get_affinity().map_err(SpinError::Os)?;
     let machine = Machine::describe(&allowed);
     let total = cases.iter().map(|c| c.repeat * c.modes.len()).sum();
-    let mut done = 0;
+    let mut rounds = Rounds::new(cases.len(), total, progress);
     let mut reports = Vec::with_capacity(cases.len());
     for (case, p) in cases.iter().enumerate() {
         let background = match p.background_threads {
             0 => None,
             n => Some(procs::Background::start(commands, n)?),
         };
-        let mut runs = Vec::with_capacity(p.repeat * p.modes.len());
-        for round in 0..p.repeat {
-            for mode in round_order(&p.modes, p.seed, round) {
-                let run = procs::run_once(p, mode, round, commands, &allowed)?;
-                tracing::debug!(
-                    case,
-                    round,
-                    mode = mode.as_str(),
-                    ops = run.ops_total,
-                    ops_per_s = run.ops_per_s,
-                    "spin run finished"
-                );
-                done += 1;
-                progress(&Progress {
-                    done,
-                    total,
-                    case,
-                    cases: cases.len(),
-                    mode: mode.as_str(),
-                    round,
-                    wall_s: run.elapsed_s,
-                });
-                runs.push(run);
-            }
-        }
+        let order = (&p.modes[..], p.repeat, p.seed);
+        let run_mode = |mode: SpinMode, round| -> Result<SpinRun, SpinError> {
+            let run = procs::run_once(p, mode, round, commands, &allowed)?;
+            tracing::debug!(
+                case,
+                round,
+                mode = mode.as_str(),
+                ops = run.ops_total,
+                ops_per_s = run.ops_per_s,
+                "spin run finished"
+            );
+            Ok(run)
+        };
+        let runs = rounds.run_case(case, order, run_mode, |r| r.elapsed_s)?;
         let background_ops = background.map(procs::Background::stop).transpose()?;
         reports.push(SpinReport::new(
             p.clone(),
