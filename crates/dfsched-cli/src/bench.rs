@@ -163,10 +163,7 @@ impl DfArgs {
             Some(GridArg::Paper) => Grid::Paper.cells(&base, self.iterations, self.repeat),
         };
         for c in &cases {
-            c.validate().map_err(|e| Failure::Usage {
-                path: DF_PATH,
-                msg: e.to_string(),
-            })?;
+            c.validate().map_err(|e| Failure::usage(DF_PATH, e))?;
         }
         Ok(cases)
     }
@@ -176,12 +173,13 @@ impl DfArgs {
 pub fn run(args: DfArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
     let mut progress = ProgressLine::new(args.quiet);
-    let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| match e {
-        BenchError::Params(p) => Failure::Usage {
-            path: DF_PATH,
-            msg: p.to_string(),
-        },
-        e => Failure::Run(anyhow::Error::new(e).context("the DF benchmark failed")),
+    let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
+        Failure::bench(
+            DF_PATH,
+            matches!(e, BenchError::Params(_)),
+            e,
+            "the DF benchmark failed",
+        )
     })?;
     progress.finish();
     match args.grid {
@@ -295,10 +293,7 @@ mod tests {
     fn cases(args: &[&str]) -> Result<Vec<Params>, String> {
         let t = T::try_parse_from(std::iter::once("df").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        t.df.cases().map_err(|f| match f {
-            Failure::Usage { msg, .. } => msg,
-            Failure::Run(e) => panic!("not a usage error: {e}"),
-        })
+        t.df.cases().map_err(Failure::usage_message)
     }
 
     #[test]

@@ -134,10 +134,7 @@ impl ChatArgs {
             Some(ChatGridArg::Paper) => paper_grid(&base, self.repeat),
         };
         for c in &cases {
-            c.validate().map_err(|e| Failure::Usage {
-                path: CHAT_PATH,
-                msg: e.to_string(),
-            })?;
+            c.validate().map_err(|e| Failure::usage(CHAT_PATH, e))?;
         }
         Ok(cases)
     }
@@ -147,12 +144,13 @@ impl ChatArgs {
 pub fn run(args: ChatArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
     let mut progress = ProgressLine::new(args.quiet);
-    let reports = run_chat_cases(&cases, &mut |p| progress.show(p)).map_err(|e| match e {
-        ChatError::Params(p) => Failure::Usage {
-            path: CHAT_PATH,
-            msg: p.to_string(),
-        },
-        e => Failure::Run(anyhow::Error::new(e).context("the Chat benchmark failed")),
+    let reports = run_chat_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
+        Failure::bench(
+            CHAT_PATH,
+            matches!(e, ChatError::Params(_)),
+            e,
+            "the Chat benchmark failed",
+        )
     })?;
     progress.finish();
     match args.grid {
@@ -182,10 +180,7 @@ mod tests {
     fn cases(args: &[&str]) -> Result<Vec<ChatParams>, String> {
         let t = T::try_parse_from(std::iter::once("chat").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        t.chat.cases().map_err(|f| match f {
-            Failure::Usage { msg, .. } => msg,
-            Failure::Run(e) => panic!("not a usage error: {e}"),
-        })
+        t.chat.cases().map_err(Failure::usage_message)
     }
 
     #[test]

@@ -187,10 +187,7 @@ impl CothreadsArgs {
             Some(CoGridArg::Paper) => paper_grid(&base, self.seconds, self.repeat),
         };
         for c in &cases {
-            c.validate().map_err(|e| Failure::Usage {
-                path: PATH,
-                msg: e.to_string(),
-            })?;
+            c.validate().map_err(|e| Failure::usage(PATH, e))?;
         }
         Ok(cases)
     }
@@ -237,12 +234,13 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
     };
     let mut progress = ProgressLine::new(args.quiet);
     let reports = run_cothread_cases(&cases, &worker, &agent_info, &mut |p| progress.show(p))
-        .map_err(|e| match e {
-            CoThreadsError::Params(p) => Failure::Usage {
-                path: PATH,
-                msg: p.to_string(),
-            },
-            e => Failure::Run(anyhow::Error::new(e).context("the co-thread benchmark failed")),
+        .map_err(|e| {
+            Failure::bench(
+                PATH,
+                matches!(e, CoThreadsError::Params(_)),
+                e,
+                "the co-thread benchmark failed",
+            )
         })?;
     progress.finish();
     if let Some(a) = agent {
@@ -293,10 +291,7 @@ mod tests {
     fn cases(args: &[&str]) -> Result<Vec<CoParams>, String> {
         let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        t.a.cases().map_err(|f| match f {
-            Failure::Usage { msg, .. } => msg,
-            Failure::Run(e) => panic!("not a usage error: {e}"),
-        })
+        t.a.cases().map_err(Failure::usage_message)
     }
 
     #[test]

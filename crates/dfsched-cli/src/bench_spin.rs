@@ -154,10 +154,7 @@ impl SpinArgs {
             Some(SpinGridArg::Paper) => paper_grid(&base, cpus),
         };
         for c in &cases {
-            c.validate().map_err(|e| Failure::Usage {
-                path: PATH,
-                msg: e.to_string(),
-            })?;
+            c.validate().map_err(|e| Failure::usage(PATH, e))?;
         }
         Ok(cases)
     }
@@ -199,13 +196,8 @@ impl Failure {
     /// A benchmark error: bad parameters are usage errors, the rest
     /// failures.
     fn from_spin(e: SpinError) -> Failure {
-        match e {
-            SpinError::Params(p) => Failure::Usage {
-                path: PATH,
-                msg: p.to_string(),
-            },
-            e => Failure::Run(anyhow::Error::new(e).context("the spin benchmark failed")),
-        }
+        let usage = matches!(e, SpinError::Params(_));
+        Failure::bench(PATH, usage, e, "the spin benchmark failed")
     }
 }
 
@@ -223,10 +215,7 @@ mod tests {
     fn cases(args: &[&str], cpus: usize) -> Result<Vec<SpinParams>, String> {
         let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        t.a.cases(cpus).map_err(|f| match f {
-            Failure::Usage { msg, .. } => msg,
-            Failure::Run(e) => panic!("not a usage error: {e}"),
-        })
+        t.a.cases(cpus).map_err(Failure::usage_message)
     }
 
     #[test]

@@ -101,6 +101,45 @@ pub(crate) enum Failure {
     Run(anyhow::Error),
 }
 
+impl Failure {
+    /// `e` as bad input to the subcommand at `path`, with `e`'s message.
+    pub(crate) fn usage(path: &'static [&'static str], e: impl std::fmt::Display) -> Failure {
+        Failure::Usage {
+            path,
+            msg: e.to_string(),
+        }
+    }
+
+    /// A benchmark's error: with `usage` (its parameters were refused; the
+    /// error is transparent, so its message is theirs) bad input to the
+    /// subcommand at `path`, otherwise a failure under `context`.
+    pub(crate) fn bench<E>(
+        path: &'static [&'static str],
+        usage: bool,
+        e: E,
+        context: &'static str,
+    ) -> Failure
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if usage {
+            Failure::usage(path, e)
+        } else {
+            Failure::Run(anyhow::Error::new(e).context(context))
+        }
+    }
+
+    /// The message of a usage error (tests of argument handling); panics
+    /// on any other failure.
+    #[cfg(test)]
+    pub(crate) fn usage_message(self) -> String {
+        match self {
+            Failure::Usage { msg, .. } => msg,
+            Failure::Run(e) => panic!("not a usage error: {e}"),
+        }
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
         Failure::Run(e)
