@@ -65,6 +65,12 @@
  *                                    momentary burst (a build, a shell) is
  *                                    ignored and lasting load is seen after
  *                                    N passes; 1 = no damping (3; 1..100)
+ *   DFSCHED_IDLE_PASSES=N            a registered thread that used no CPU
+ *                                    over the last N balancer passes (and at
+ *                                    least 200 ms) counts as blocked, not as
+ *                                    load, until it runs or hints again;
+ *                                    0 = every registered thread counts as
+ *                                    runnable until it exits (2; 0..100)
  *   DFSCHED_SYSFS_ROOT=DIR           where sys/devices/system/... is read (/)
  *   DFSCHED_AGENT=auto|off|PATH      the `dfsched agent` to share the load
  *                                    view with (its Unix socket); auto: the

@@ -5,6 +5,7 @@
 //! ```text
 //!   ┌──────────── sleep on the condvar (interval, or until shutdown) ◄─────┐
 //!   ▼                                                                      │
+//!   0. idle step: threads that used no CPU → Block, again → Wake (idle.rs) │
 //!   1. the agent's view (others' load, unmanaged load), else our own      │
 //!      /proc scan; the unmanaged part through the window (external.rs)    │
 //!      (optional; outside the engine's mutex)                             │
@@ -97,6 +98,10 @@ impl Inner {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
+        let cpu_before = crate::sys::own_cpu_ns();
+        // Idle threads first, so that the load reported to the agent and
+        // balanced below counts only threads that use CPU.
+        self.idle_pass();
         // The agent's view first: it carries the unmanaged load from the
         // agent's shared scan, and when it does not, its registered pids are
         // left out of our own scan (their load comes with the view).
@@ -148,6 +153,7 @@ impl Inner {
         // pass itself was refused.
         self.apply(&mut st, None);
         let moved = moves(&st.stats) != moves_before;
+        st.stats.balancer_cpu_ns += crate::sys::own_cpu_ns().saturating_sub(cpu_before);
         drop(st);
         if moved {
             self.agent_update();

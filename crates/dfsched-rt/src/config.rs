@@ -15,6 +15,7 @@
 //! | `DFSCHED_MOVE_UNMANAGED` | the balancer may pin a thread that is in no group (no DF; under `data-affinity`) to one CPU to even out the load; off, such threads are left to the kernel, which balances them itself (see `dfsched_core::Config::move_unmanaged`) | `0` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_EXTERNAL_LOAD` | before each pass, count other processes' runnable threads per CPU (from the agent's shared `/proc` scan, else from our own) | `1` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_EXTERNAL_WINDOW` | the load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
+//! | `DFSCHED_IDLE_PASSES` | a registered thread that has used no CPU over this many balancer passes (and at least 200 ms) counts as blocked, not as load, until it uses CPU again (see [`crate::idle`]); `0` = every registered thread counts as runnable until it exits | `2` | `0`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
@@ -58,6 +59,11 @@ pub const MAX_BALANCE_INTERVAL_MS: u64 = 3_600_000;
 pub const DEFAULT_EXTERNAL_WINDOW: u32 = 3;
 /// The longest external-load window accepted, in samples.
 pub const MAX_EXTERNAL_WINDOW: u32 = 100;
+/// The default idle window, in balancer passes: with the default interval
+/// and [`crate::idle::MIN_IDLE_NS`], a thread that used no CPU for ~200 ms.
+pub const DEFAULT_IDLE_PASSES: u32 = 2;
+/// The longest idle window accepted, in passes.
+pub const MAX_IDLE_PASSES: u32 = 100;
 
 /// Every variable the runtime reads, in the order of the module doc's table.
 pub const ENV_VARS: &[&str] = &[
@@ -72,6 +78,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_MOVE_UNMANAGED",
     "DFSCHED_EXTERNAL_LOAD",
     "DFSCHED_EXTERNAL_WINDOW",
+    "DFSCHED_IDLE_PASSES",
     "DFSCHED_AGENT",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
@@ -110,6 +117,14 @@ pub struct RuntimeConfig {
     /// never damped. Default [`DEFAULT_EXTERNAL_WINDOW`];
     /// `1..=`[`MAX_EXTERNAL_WINDOW`]. `DFSCHED_EXTERNAL_WINDOW`.
     pub external_window: u32,
+    /// A registered thread that has used no CPU over this many balancer
+    /// passes, and over at least [`crate::idle::MIN_IDLE_NS`], and is not
+    /// running or queued then, is blocked in the engine (`Event::Block`:
+    /// no load) until it uses CPU or hints again (`Event::Wake`). 0 turns
+    /// this off: every registered thread counts as runnable until it
+    /// exits. Default [`DEFAULT_IDLE_PASSES`];
+    /// `0..=`[`MAX_IDLE_PASSES`]. `DFSCHED_IDLE_PASSES`.
+    pub idle_passes: u32,
     /// Whether and where to reach `dfsched agent` (`DFSCHED_AGENT`).
     /// Default [`crate::agent::AgentMode::Auto`]. With `external_load` off,
     /// the agent's load view is not used either, but sharing-set homes are.
@@ -135,6 +150,7 @@ impl Default for RuntimeConfig {
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
             external_load: true,
             external_window: DEFAULT_EXTERNAL_WINDOW,
+            idle_passes: DEFAULT_IDLE_PASSES,
             agent: crate::agent::AgentMode::Auto,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
@@ -233,6 +249,15 @@ impl RuntimeConfig {
                 }
                 self.external_window = n as u32;
             }
+            "DFSCHED_IDLE_PASSES" => {
+                let n = parse_u64(value).map_err(&bad)?;
+                if n > u64::from(MAX_IDLE_PASSES) {
+                    return Err(bad(format!(
+                        "a number of passes from 0 (off) to {MAX_IDLE_PASSES}"
+                    )));
+                }
+                self.idle_passes = n as u32;
+            }
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
             "DFSCHED_PRELOAD" => self.preload = parse_bool(value).map_err(&bad)?,
             "DFSCHED_POLICY" => match parse_policy(value).map_err(&bad)? {
@@ -313,6 +338,12 @@ impl RuntimeConfig {
         if self.sysfs_root.as_os_str().is_empty() {
             return Err("sysfs_root must not be empty".into());
         }
+        if self.idle_passes > MAX_IDLE_PASSES {
+            return Err(format!(
+                "idle_passes must be from 0 (off) to {MAX_IDLE_PASSES}, not {}",
+                self.idle_passes
+            ));
+        }
         if !(1..=MAX_EXTERNAL_WINDOW).contains(&self.external_window) {
             return Err(format!(
                 "external_window must be from 1 to {MAX_EXTERNAL_WINDOW} samples, not {}",
@@ -375,6 +406,7 @@ mod tests {
         assert_eq!(cfg, RuntimeConfig::default());
         assert_eq!(cfg.balance_interval_ms, 100);
         assert_eq!(cfg.external_window, 3);
+        assert_eq!(cfg.idle_passes, 2, "idle threads are seen by default");
         assert!(cfg.enabled && cfg.external_load);
         assert!(
             !cfg.engine.move_unmanaged,
@@ -398,6 +430,7 @@ mod tests {
             ("DFSCHED_MAX_MOVES_PER_PASS", "4"),
             ("DFSCHED_EXTERNAL_LOAD", "off"),
             ("DFSCHED_EXTERNAL_WINDOW", "5"),
+            ("DFSCHED_IDLE_PASSES", "7"),
             ("DFSCHED_SYSFS_ROOT", "/tmp/fixture"),
             ("PATH", "ignored"),
         ])
@@ -410,12 +443,15 @@ mod tests {
         assert_eq!(cfg.engine.max_moves_per_pass, 4);
         assert!(!cfg.external_load);
         assert_eq!(cfg.external_window, 5);
+        assert_eq!(cfg.idle_passes, 7);
         assert_eq!(cfg.sysfs_root, PathBuf::from("/tmp/fixture"));
         assert!(
             RuntimeConfig::from_vars([("DFSCHED_DISABLE", "0")])
                 .unwrap()
                 .enabled
         );
+        let off = RuntimeConfig::from_vars([("DFSCHED_IDLE_PASSES", "0")]).unwrap();
+        assert_eq!(off.idle_passes, 0, "0 turns idle detection off");
     }
 
     #[test]
@@ -434,6 +470,10 @@ mod tests {
             ("DFSCHED_EXTERNAL_WINDOW", "0"),
             ("DFSCHED_EXTERNAL_WINDOW", "101"),
             ("DFSCHED_EXTERNAL_WINDOW", "three"),
+            ("DFSCHED_IDLE_PASSES", "101"),
+            ("DFSCHED_IDLE_PASSES", "-1"),
+            ("DFSCHED_IDLE_PASSES", "two"),
+            ("DFSCHED_IDLE_PASSES", "4294967298"),
             ("DFSCHED_SYSFS_ROOT", " "),
             ("DFSCHED_DISABLED", "1"),
             ("DFSCHED_POLICY", "fast"),
@@ -460,6 +500,13 @@ mod tests {
             ("DFSCHED_IMBALANCE_PCT", "50"),
             ("DFSCHED_HEAVY_LOAD_MILLI", "12"),
             ("DFSCHED_EXTERNAL_LOAD", "0"),
+        ]);
+        assert!(r.is_err());
+        assert_eq!(cfg, before);
+        // A bad idle window after a good one: neither applies.
+        let r = cfg.apply_vars([
+            ("DFSCHED_IMBALANCE_PCT", "50"),
+            ("DFSCHED_IDLE_PASSES", "1000"),
         ]);
         assert!(r.is_err());
         assert_eq!(cfg, before);
@@ -556,6 +603,11 @@ mod tests {
             ..RuntimeConfig::default()
         };
         assert!(cfg.validate().is_err());
+        let cfg = RuntimeConfig {
+            idle_passes: MAX_IDLE_PASSES + 1,
+            ..RuntimeConfig::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("idle_passes"));
         for external_window in [0, MAX_EXTERNAL_WINDOW + 1] {
             let cfg = RuntimeConfig {
                 external_window,

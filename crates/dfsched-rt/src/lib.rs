@@ -89,9 +89,14 @@
 //!
 //! # Limitations
 //!
-//! - The kernel does not tell a library when a thread blocks, so the runtime
-//!   sends the engine no `Block`/`Wake`: every registered thread counts as
-//!   runnable load until it leaves its DF or exits.
+//! - The kernel does not tell a library when a thread blocks. Each balancer
+//!   pass reads every registered thread's CPU clock instead: one that used
+//!   no CPU over the last `DFSCHED_IDLE_PASSES` passes (2) and ≥ 200 ms, and
+//!   is not running or queued then, is blocked in the engine (no load)
+//!   until it uses CPU or hints again ([`idle`]). A thread that waits for
+//!   less than that, or runs a little in every window, counts as runnable;
+//!   a thread that just woke counts again at the next pass or its next
+//!   slow-path hint.
 //! - A runtime does not survive `fork()`: in the child it counts as shut
 //!   down (its records name the parent's threads, and it has no balancer
 //!   thread). The global runtime is started anew in a child by the child's
@@ -138,6 +143,7 @@ pub mod external;
 pub mod ffi;
 mod fork;
 mod global;
+pub mod idle;
 mod place;
 pub mod preload;
 pub mod procfs;

@@ -1,6 +1,8 @@
 //! What dfsched reads from `/proc`: per-thread scheduler counters (for the
-//! benchmarks' migration and context-switch figures) and, for the balancer,
-//! how many threads of *other* processes are runnable on each CPU.
+//! benchmarks' migration and context-switch figures), whether one of our
+//! threads is running or queued right now (for the idle step, `idle.rs`)
+//! and, for the balancer, how many threads of *other* processes are
+//! runnable on each CPU.
 //!
 //! The external-load sample is a scan of `/proc/<pid>/stat` (and, for
 //! multi-threaded processes, `/proc/<pid>/task/<tid>/stat`): state `R` counts
@@ -134,6 +136,28 @@ pub(crate) fn parse_stat(line: &str) -> Option<StatFields> {
         num_threads,
         processor,
     })
+}
+
+/// The state letter of a `/proc/…/stat` line (field 3: `R` running or
+/// runnable, `S` sleeping, `D` in uninterruptible wait, …), without
+/// requiring the fields after it: `None` for a line with no `)` or no
+/// field after it, or a field that is not one ASCII letter.
+pub(crate) fn parse_state(line: &str) -> Option<u8> {
+    let rest = &line[line.rfind(')')? + 1..];
+    let field = rest.split_ascii_whitespace().next()?.as_bytes();
+    match field {
+        [letter] if letter.is_ascii_alphabetic() => Some(*letter),
+        _ => None,
+    }
+}
+
+/// Whether thread `tid` of process `pid` is running or waiting for a CPU
+/// right now (state `R` in `/proc/<pid>/task/<tid>/stat`): `None` if the
+/// file cannot be read or parsed (the thread is gone, `/proc` is not
+/// mounted).
+pub(crate) fn thread_runnable_now(pid: u32, tid: u64) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    parse_state(&text).map(|state| state == b'R')
 }
 
 /// Samples other processes' runnable threads per CPU; keeps its buffers
@@ -361,6 +385,51 @@ se.load.weight                               :              1048576
             }
         );
         assert!(parse_stat("12 (x) R 1 2").is_none(), "too short");
+    }
+
+    #[test]
+    fn parses_the_state_letter_and_refuses_truncated_or_garbled_lines() {
+        assert_eq!(parse_state(&stat_line("a) R (b", 'S', 3, 1)), Some(b'S'));
+        assert_eq!(
+            parse_state("12 (x) D"),
+            Some(b'D'),
+            "fields after it optional"
+        );
+        assert_eq!(parse_state("12 (x) R 1 2\n"), Some(b'R'));
+        for bad in [
+            "",
+            "12 (x)",
+            "12 (x) ",
+            "12 x R 1",
+            "12 (x) 7 1",
+            "12 (x) RS 1",
+            "12 (x) \u{e9} 1",
+        ] {
+            assert_eq!(parse_state(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tells_a_running_thread_from_a_sleeping_one() {
+        let pid = std::process::id();
+        // The calling thread is running as it reads its own state.
+        assert_eq!(thread_runnable_now(pid, crate::sys::gettid()), Some(true));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tid_tx.send(crate::sys::gettid()).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
+        // It reaches its recv soon; until then it may still be running.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while thread_runnable_now(pid, tid) != Some(false) {
+            assert!(std::time::Instant::now() < deadline, "never seen asleep");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(stop_tx);
+        sleeper.join().unwrap();
+        assert_eq!(thread_runnable_now(pid, u32::MAX as u64), None);
     }
 
     #[test]

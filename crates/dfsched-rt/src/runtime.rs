@@ -99,6 +99,9 @@ pub(crate) struct TaskRec {
     /// engine's target is not where the thread runs: its next hint places it
     /// even if the engine's target does not change.
     pub(crate) stale: bool,
+    /// Its CPU-time readings and whether the engine has it blocked
+    /// (`idle.rs`).
+    pub(crate) idle: crate::idle::Track,
 }
 
 /// Everything behind the mutex.
@@ -387,6 +390,7 @@ impl Runtime {
         s.fast_hints = st.retired_fast_hints + st.tasks.values().map(|r| r.fast.get()).sum::<u64>();
         s.hints += s.fast_hints;
         s.threads_active = st.tasks.len() as u64;
+        s.threads_idle = st.tasks.values().filter(|r| r.idle.blocked).count() as u64;
         s.enabled = inner.config.enabled;
         s.shut_down = inner.is_shut_down();
         s.engine = st.engine.stats().clone();
@@ -627,6 +631,7 @@ impl Inner {
                 Err(e) => return refuse(&mut st, e),
             };
         }
+        self.wake_by_call(&mut st, tid);
         let event = Event::Hint {
             task: TaskId(tid),
             app: AppId(app),
@@ -740,6 +745,7 @@ impl Inner {
                 fast: Arc::clone(&fast),
                 last_set: mask,
                 stale: false,
+                idle: crate::idle::Track::default(),
             },
         );
         st.stats.threads_registered += 1;
@@ -771,6 +777,27 @@ impl Inner {
             if let Some(cpus) = st.engine.task(task).and_then(|v| v.placed) {
                 st.decisions.push(Decision::Place { task, cpus });
             }
+        }
+    }
+
+    /// The calling thread `tid` runs: if the idle step had it blocked, it is
+    /// woken now (`Event::Wake`, its placements carried out at once), not a
+    /// pass later. A hint of a blocked thread would otherwise join its group
+    /// as not runnable.
+    fn wake_by_call(&self, st: &mut State, tid: u64) {
+        let Some(rec) = st.tasks.get_mut(&tid) else {
+            return;
+        };
+        if !rec.idle.blocked {
+            return;
+        }
+        rec.idle.woken_by_call();
+        if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
+            st.stats.idle_wakes += 1;
+            // Carried out before the hint, whose refusal would drop them.
+            self.apply(st, None);
+        } else {
+            st.stats.balancer_errors += 1;
         }
     }
 

@@ -2,7 +2,8 @@
 //! They are what the hot path records instead of logging.
 //!
 //! All counters count since the runtime started and only grow, except
-//! `threads_active` and `external_runnable`, which are current values.
+//! `threads_active`, `threads_idle` and `external_runnable`, which are
+//! current values.
 //! Counters are kept under the runtime's one mutex, except the fast-path
 //! hint count, which each thread keeps in its own slot (see `thread.rs`) so
 //! that a repeated hint touches no shared cache line.
@@ -111,6 +112,9 @@ pub struct RuntimeStats {
     pub threads_gone: u64,
     /// Threads registered now.
     pub threads_active: u64,
+    /// Of those, the ones the idle step has blocked now (not counted as
+    /// load; see [`crate::idle`]).
+    pub threads_idle: u64,
     /// Applications created (application 0 always exists and is not
     /// counted).
     pub apps_created: u64,
@@ -133,6 +137,19 @@ pub struct RuntimeStats {
     pub balancer_passes: u64,
     /// Balancer passes the engine refused (should stay 0).
     pub balancer_errors: u64,
+    /// CPU time the balancer passes took, in nanoseconds (the thread that
+    /// ran each pass, by its own CPU clock): with `balancer_passes`, the
+    /// cost of a pass.
+    pub balancer_cpu_ns: u64,
+    /// `Event::Block`s sent: a thread used no CPU over the idle window
+    /// (`DFSCHED_IDLE_PASSES`; see [`crate::idle`]).
+    pub idle_blocks: u64,
+    /// `Event::Wake`s sent: a blocked thread used CPU again (seen by a
+    /// pass) or called the runtime (a hint).
+    pub idle_wakes: u64,
+    /// Of `balancer_cpu_ns`, the idle step's share (reading the threads'
+    /// CPU clocks, and their state when one looks idle).
+    pub idle_cpu_ns: u64,
     /// External-load samples given to the engine (one per pass with
     /// `external_load` on): `external_load_agent_samples +
     /// external_load_own_scans`.
@@ -197,6 +214,11 @@ mod tests {
             "group_moves",
             "splits",
             "balancer_passes",
+            "balancer_cpu_ns",
+            "idle_blocks",
+            "idle_wakes",
+            "idle_cpu_ns",
+            "threads_idle",
             "external_load_agent_samples",
             "external_load_own_scans",
             "placement_failures",

@@ -46,11 +46,15 @@ pub fn with_two_cpus(test: &str, f: impl FnOnce(CpuId, CpuId) + Send + 'static) 
 }
 
 /// A configuration for deterministic tests: no balancer thread (passes run
-/// through `balance_now`), no external-load sampling.
+/// through `balance_now`), no external-load sampling, and no idle
+/// detection: these tests park their threads between calls, and on a slow
+/// machine a parked thread would turn blocked (no load) mid-test. The idle
+/// tests (`idle.rs`) turn it back on.
 pub fn quiet() -> RuntimeConfig {
     RuntimeConfig {
         balance_interval_ms: 0,
         external_load: false,
+        idle_passes: 0,
         ..RuntimeConfig::default()
     }
 }
