@@ -34,12 +34,14 @@
 //! per pass.
 //!
 //! Invariants:
-//! - [`Track::blocked`] of a record is true exactly when the engine has the
+//! - `Track::blocked` of a record is true exactly when the engine has the
 //!   thread not runnable (both change together under the runtime's mutex);
 //! - a record's track is written back only if it is the one the reading
 //!   started from: a hint that woke the thread meanwhile, or a new thread
 //!   that got the tid of an exited one, is never overwritten by a stale
-//!   reading.
+//!   reading. (A thread found idle that wakes between its reading and the
+//!   write-back, without a call that finds it blocked, is blocked for one
+//!   pass: the next reading sees its CPU time move and wakes it.)
 
 use crate::runtime::Inner;
 use dfsched_core::{Event, TaskId};
