@@ -39,10 +39,28 @@ fn heavy_threads(cpus: &BTreeSet<u32>) -> usize {
     (3 * cpus.len()).min(48)
 }
 
-/// 6 spinning threads of a process pinned to one CPU, not under dfsched.
-/// Held only to be dropped: dropping it stops them.
+/// The machine's load, as the tests of this binary share it: a test whose
+/// assertion rests on a premise about load (hogs on the second CPU make the
+/// first the co-thread home) holds it for writing, so no other test's
+/// spinning threads run meanwhile; a test that only adds spinning threads
+/// holds it for reading. Without it a concurrent test's 6 spinners, moved
+/// by the kernel onto the first CPU beside hogs pinned to the second, made
+/// both CPUs look alike, and the co-thread process rightly stayed put.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Holds [`MACHINE`] for a test that only adds load.
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// 6 spinning threads of a process pinned to one CPU, not under dfsched,
+/// on a machine no other test of this binary loads meanwhile. Held only to
+/// be dropped: dropping it stops them, then frees the machine.
 struct Hogs {
     _process: Running,
+    _machine: std::sync::RwLockWriteGuard<'static, ()>,
 }
 
 impl Hogs {
@@ -54,12 +72,16 @@ impl Hogs {
             eprintln!("SKIP: no taskset on this machine");
             return None;
         }
+        let machine = MACHINE
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut cmd = clean(Command::new("taskset"));
         cmd.args(["-c", &cpu.to_string()])
             .arg(program)
             .args(["spin", "6"]);
         Some(Hogs {
             _process: Running::start(cmd),
+            _machine: machine,
         })
     }
 }
@@ -130,6 +152,7 @@ fn assert_one_home(test: &str, program: Option<PathBuf>, mode: &[&str]) {
 fn assert_full_masks(test: &str, policy: &str, program: Option<PathBuf>, mode: &[&str]) {
     let Some(cpus) = two_cpus(test) else { return };
     let Some(program) = program else { return };
+    let _machine = beside_others();
     let n = heavy_threads(&cpus).to_string();
     let args: Vec<&str> = mode.iter().copied().chain([n.as_str()]).collect();
     let r = Running::start(run_cmd(
@@ -191,6 +214,7 @@ fn data_affinity_leaves_unhinted_threads_unplaced() {
 #[test]
 fn the_programs_own_hints_reach_the_same_runtime() {
     let Some(program) = c_program() else { return };
+    let _machine = beside_others();
     let n = 3;
     let mut r = Running::start(run_cmd(
         &["--policy", "co-thread", "--balance-interval-ms", "0"],
@@ -237,6 +261,7 @@ fn a_program_started_by_the_program_inherits_the_policy() {
 #[test]
 fn when_dfsched_cannot_start_the_threads_run_unplaced_and_it_is_counted() {
     let Some(program) = c_program() else { return };
+    let _machine = beside_others();
     let cpus = allowed();
     let n = 4;
     // A sysfs root with no topology: the runtime cannot start in the
@@ -275,6 +300,7 @@ fn a_thread_dfsched_cannot_place_runs_anyway_and_is_counted() {
         eprintln!("SKIP {test}: no taskset");
         return;
     }
+    let _machine = beside_others();
     let mut cpus = cpus.iter();
     let (first, second) = (*cpus.next().unwrap(), *cpus.next().unwrap());
     // The runtime starts in a main thread confined to `first`, so its CPUs
