@@ -74,9 +74,14 @@ pub struct DfBenchArgs {
     /// each its own application: under co-thread, a co-thread group each.
     #[arg(long, default_value_t = 1)]
     processes: u32,
-    /// Distinct DFs.
-    #[arg(long, default_value_t = 4)]
-    dfs: u32,
+    /// Distinct DFs [default: 4, or --processes with --df-per-process].
+    #[arg(long)]
+    dfs: Option<u32>,
+    /// Each process works on a DF of its own (thread i on DF i mod P), as in
+    /// the co-thread test program (paper 001 §IV), instead of a seeded deal
+    /// of threads to DFs.
+    #[arg(long)]
+    df_per_process: bool,
     /// Bytes per DF.
     #[arg(long, default_value_t = 8192)]
     df_bytes: u64,
@@ -218,6 +223,9 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
     } else {
         (a.llcs, a.cores)
     };
+    let dfs = a
+        .dfs
+        .unwrap_or(if a.df_per_process { a.processes } else { 4 });
     let params = DfBenchParams {
         nodes: if a.cpus > 0 { 1 } else { a.nodes },
         llcs,
@@ -225,7 +233,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         smt: if a.cpus > 0 { 1 } else { a.smt },
         threads: a.threads,
         processes: a.processes,
-        dfs: a.dfs,
+        dfs,
         df_bytes: a.df_bytes,
         passes: a.passes,
         write_pct: a.write_pct,
@@ -234,6 +242,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         llc_kib: a.llc_kib,
         quantum_cycles: a.quantum_cycles,
         seed: a.seed,
+        df_per_process: a.df_per_process,
     };
     let mut walls = Vec::new();
     let mut t0 = Instant::now();
@@ -251,9 +260,15 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
     writeln!(
         out,
         "df-bench: {} CPUs, {} threads, {} DFs of {} bytes, {} passes, {}% written; private {} KiB, LLC {} KiB",
-        result.cpus, a.threads, a.dfs, a.df_bytes, a.passes, a.write_pct, a.private_kib, a.llc_kib
+        result.cpus, a.threads, dfs, a.df_bytes, a.passes, a.write_pct, a.private_kib, a.llc_kib
     )?;
-    if a.processes > 1 {
+    if a.df_per_process {
+        writeln!(
+            out,
+            "threads dealt to {} processes, each on a DF of its own",
+            a.processes
+        )?;
+    } else if a.processes > 1 {
         writeln!(out, "threads dealt to {} processes", a.processes)?;
     }
     writeln!(

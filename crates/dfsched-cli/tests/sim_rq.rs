@@ -144,3 +144,47 @@ fn df_bench_deals_threads_to_processes() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("processes"));
 }
+
+#[test]
+fn df_bench_df_per_process_gives_each_process_a_df_of_its_own() {
+    let args = [
+        "sim",
+        "df-bench",
+        "--threads",
+        "6",
+        "--processes",
+        "3",
+        "--df-per-process",
+        "--df-bytes",
+        "2048",
+        "--passes",
+        "2",
+        "--policies",
+        "vanilla,co-thread",
+        "--json",
+    ];
+    let v = json(&args);
+    // --dfs defaults to --processes with --df-per-process.
+    assert_eq!(v["params"]["dfs"], 3);
+    assert_eq!(v["params"]["df_per_process"], true);
+    assert_eq!(
+        v["results"][1]["report"]["processes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let table = stdout(&dfsched(&args[..args.len() - 1]));
+    assert!(table.contains("3 DFs"), "{table}");
+    assert!(table.contains("each on a DF of its own"), "{table}");
+    // A --dfs that disagrees is refused, naming the parameter.
+    let mut bad = args.to_vec();
+    bad.extend(["--dfs", "4"]);
+    let out = dfsched(&bad);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dfs = 4") && err.contains("df_per_process"),
+        "{err}"
+    );
+}

@@ -150,6 +150,12 @@ pub struct DfBenchParams {
     pub quantum_cycles: u64,
     /// Seed of the thread → DF deal.
     pub seed: u64,
+    /// Each process works on one DF of its own: thread `i` gets DF
+    /// `i mod processes` (so `dfs` must equal `processes`) instead of a
+    /// seeded deal. This is the co-thread test program of paper 001 §IV:
+    /// P processes of T threads, each process's threads on its shared data.
+    #[serde(default)]
+    pub df_per_process: bool,
 }
 
 /// `DfBenchParams::processes` when a JSON document predates it.
@@ -178,6 +184,7 @@ impl Default for DfBenchParams {
             llc_kib: 0,
             quantum_cycles: 30_000,
             seed: 1,
+            df_per_process: false,
         }
     }
 }
@@ -253,6 +260,12 @@ impl DfBenchParams {
             self.processes <= self.threads,
             "at most one process per thread",
         )?;
+        param(
+            "dfs",
+            self.dfs.into(),
+            !self.df_per_process || self.dfs == self.processes,
+            "must equal processes when each process has a DF of its own (df_per_process)",
+        )?;
         let cpus = u64::from(self.nodes) * u64::from(self.llcs) * u64::from(self.cores);
         let cpus = cpus * u64::from(self.smt);
         param("cpus", cpus, cpus <= 4096, "at most 4096 CPUs")?;
@@ -309,8 +322,14 @@ impl DfBenchParams {
     pub fn workload(&self) -> Workload {
         let lines = self.df_bytes.div_ceil(64);
         let written = lines * u64::from(self.write_pct) / 100;
-        let mut deal: Vec<u32> = (0..self.threads).map(|i| i % self.dfs).collect();
-        deal.shuffle(&mut SimRng::new(self.seed));
+        let deal: Vec<u32> = if self.df_per_process {
+            // The DF of thread i's process (i mod processes): see `workload`.
+            (0..self.threads).map(|i| i % self.processes).collect()
+        } else {
+            let mut deal: Vec<u32> = (0..self.threads).map(|i| i % self.dfs).collect();
+            deal.shuffle(&mut SimRng::new(self.seed));
+            deal
+        };
         let tasks = deal
             .iter()
             .enumerate()
@@ -556,5 +575,109 @@ mod tests {
         assert!(one.machine(&one.topology()).shared.is_empty());
         let r = run(&p, &[DfPolicy::Vanilla, DfPolicy::Dfsched], |_| {}).unwrap();
         assert!(r.results.iter().all(|x| x.report.memory.shared_hits > 0));
+    }
+
+    /// The co-thread test program of paper 001 §IV (Table I) on the
+    /// paper's 8 logical CPUs: P processes of T threads, each process's
+    /// threads on 16 KiB of its own ("small"), 32 KiB private caches.
+    fn table_i(processes: u32, threads_per_process: u32) -> DfBenchParams {
+        DfBenchParams {
+            cores: 8,
+            threads: processes * threads_per_process,
+            processes,
+            dfs: processes,
+            df_per_process: true,
+            df_bytes: 16 * 1024,
+            private_kib: 32,
+            llc_kib: 6144,
+            passes: 50,
+            ..DfBenchParams::default()
+        }
+    }
+
+    #[test]
+    fn df_per_process_puts_each_process_on_a_df_of_its_own() {
+        let p = table_i(9, 3);
+        let w = p.workload();
+        assert_eq!(w.dfs.len(), 9);
+        for (i, t) in w.tasks.iter().enumerate() {
+            assert_eq!(t.process, i as u32 % 9);
+            // The first burst names the DF: the process's own, 1-based.
+            assert!(
+                matches!(t.program[0], Burst::Switch { next: Some(DfId(d)) } if d == u64::from(t.process) + 1),
+                "task {i}: {:?}",
+                t.program[0]
+            );
+        }
+        // The seed does not change that deal.
+        assert_eq!(
+            DfBenchParams {
+                seed: 7,
+                ..p.clone()
+            }
+            .workload(),
+            w
+        );
+        // dfs must say as many DFs as there are processes.
+        let bad = DfBenchParams {
+            dfs: 4,
+            ..p.clone()
+        };
+        assert!(matches!(
+            bad.validate(),
+            Err(DfBenchError::Param {
+                name: "dfs",
+                value: 4,
+                ..
+            })
+        ));
+        // A JSON document without the field reads as the seeded deal.
+        let mut v = serde_json::to_value(small()).unwrap();
+        v.as_object_mut().unwrap().remove("df_per_process");
+        let back: DfBenchParams = serde_json::from_value(v).unwrap();
+        assert!(!back.df_per_process);
+    }
+
+    /// Table I's direction on the paper's machine size: packing each
+    /// process on one CPU removes at least a third of the coherence misses
+    /// of its threads running at once on several CPUs, and the run is at least
+    /// 1/1.10 shorter (≥ 1.10 × the throughput) for 9 × 3 and 11 × 5, and
+    /// the same for 7 × 1 (one thread a process: nothing to pack).
+    #[test]
+    fn co_thread_reaches_table_i_on_eight_cpus() {
+        for (p, t) in [(9, 3), (11, 5)] {
+            let r = run(
+                &table_i(p, t),
+                &[DfPolicy::Vanilla, DfPolicy::CoThread],
+                |_| {},
+            )
+            .unwrap();
+            let (v, c) = (by(&r, DfPolicy::Vanilla), by(&r, DfPolicy::CoThread));
+            assert!(
+                c.misses.coherence * 3 < v.misses.coherence * 2,
+                "{p}x{t}: coherence misses {} vs vanilla's {}",
+                c.misses.coherence,
+                v.misses.coherence
+            );
+            assert!(
+                c.makespan_cycles * 110 <= v.makespan_cycles * 100,
+                "{p}x{t}: {} cycles vs vanilla's {}",
+                c.makespan_cycles,
+                v.makespan_cycles
+            );
+        }
+        let r = run(
+            &table_i(7, 1),
+            &[DfPolicy::Vanilla, DfPolicy::CoThread],
+            |_| {},
+        )
+        .unwrap();
+        let (v, c) = (by(&r, DfPolicy::Vanilla), by(&r, DfPolicy::CoThread));
+        assert!(
+            c.makespan_cycles.abs_diff(v.makespan_cycles) * 100 <= v.makespan_cycles * 3,
+            "7x1: {} cycles vs vanilla's {}",
+            c.makespan_cycles,
+            v.makespan_cycles
+        );
     }
 }
