@@ -43,7 +43,7 @@
 //!   write-back, without a call that finds it blocked, is blocked for one
 //!   pass: the next reading sees its CPU time move and wakes it.)
 
-use crate::runtime::Inner;
+use crate::runtime::{Inner, State};
 use dfsched_core::{Event, TaskId};
 
 /// The least wall time a thread must have used no CPU before it counts as
@@ -145,6 +145,27 @@ struct Outcome {
 }
 
 impl Inner {
+    /// The calling thread `tid` runs: if the idle step had it blocked, it is
+    /// woken now (`Event::Wake`, its placements carried out at once), not a
+    /// pass later. A hint of a blocked thread would otherwise join its group
+    /// as not runnable.
+    pub(crate) fn wake_by_call(&self, st: &mut State, tid: u64) {
+        let Some(rec) = st.tasks.get_mut(&tid) else {
+            return;
+        };
+        if !rec.idle.blocked {
+            return;
+        }
+        rec.idle.woken_by_call();
+        if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
+            st.stats.idle_wakes += 1;
+            // Carried out before the hint, whose refusal would drop them.
+            self.apply(st, None);
+        } else {
+            st.stats.balancer_errors += 1;
+        }
+    }
+
     /// The idle step of a balancer pass (module doc); nothing when
     /// `idle_passes` is 0. Runs before the agent exchange, so that the load
     /// reported is the one after it.

@@ -780,27 +780,6 @@ impl Inner {
         }
     }
 
-    /// The calling thread `tid` runs: if the idle step had it blocked, it is
-    /// woken now (`Event::Wake`, its placements carried out at once), not a
-    /// pass later. A hint of a blocked thread would otherwise join its group
-    /// as not runnable.
-    fn wake_by_call(&self, st: &mut State, tid: u64) {
-        let Some(rec) = st.tasks.get_mut(&tid) else {
-            return;
-        };
-        if !rec.idle.blocked {
-            return;
-        }
-        rec.idle.woken_by_call();
-        if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
-            st.stats.idle_wakes += 1;
-            // Carried out before the hint, whose refusal would drop them.
-            self.apply(st, None);
-        } else {
-            st.stats.balancer_errors += 1;
-        }
-    }
-
     /// Removes `tid`'s record, keeping its fast-path count; whether it was
     /// there.
     pub(crate) fn forget_task(&self, st: &mut State, tid: u64) -> bool {
