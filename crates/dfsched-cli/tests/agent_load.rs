@@ -225,6 +225,9 @@ fn runtime_on(sock: &Path) -> Runtime {
         balance_interval_ms: 0,
         external_load: true,
         agent: AgentMode::Path(sock.to_path_buf()),
+        // The waiting threads below stand for load: they must not turn
+        // blocked however many passes a slow machine needs.
+        idle_passes: 0,
         ..RuntimeConfig::default()
     };
     // Heavy load from one runnable thread per CPU: a group's home is then
@@ -302,7 +305,8 @@ fn an_agent_of_another_protocol_version_means_an_own_scan() {
 }
 
 /// Two threads of the test process that joined `rt` (by `join`) and wait
-/// until [`Waiting::finish`]; the runtime counts them runnable meanwhile.
+/// until [`Waiting::finish`]; the runtime counts them runnable meanwhile
+/// (with idle detection off, `idle_passes: 0`).
 struct Waiting {
     tids: Vec<u64>,
     stop: std::sync::mpsc::Sender<()>,
@@ -514,6 +518,8 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
         external_load: true,
         agent: AgentMode::Path(dir.sock()),
         policy: dfsched::Policy::CoThread,
+        // As in `runtime_on`: the waiting threads count, however long.
+        idle_passes: 0,
         ..RuntimeConfig::default()
     };
     cfg.engine.heavy_load_milli = 1000;
