@@ -46,6 +46,22 @@
 //!   (or call `dfsched_hint` through the C ABI) for both to meet.
 //! - Forks: see `fork.rs`. A child that `exec`s inherits `LD_PRELOAD` and the
 //!   `DFSCHED_*` variables, and so the policy.
+//! - **Exec.** A program keeps the mask it was exec'd with as its allowed
+//!   CPUs for good. A child made by `vfork` (dash runs simple commands so)
+//!   gets no fork handler: it execs with its parent thread's mask, which is
+//!   dfsched's placement when dfsched placed that thread (a lone thread is
+//!   placed on its CPU at once), and the new program would be confined to
+//!   that CPU, its policy with nothing to choose from. So `execve`, `execv`,
+//!   `execvp` and `execvpe` are interposed too: a calling thread whose mask
+//!   is still dfsched's placement gets its allowed CPUs back first (the
+//!   child's own mask only: a `vfork` child is a task of its own), then the
+//!   real call. In a `fork` child the runtime is the parent's (see
+//!   `fork.rs`) and nothing is done; the fork handler restored the mask. A
+//!   `vfork` child runs on its parent thread's memory and thread-local
+//!   storage; the look-up takes the runtime's mutex (held, if at all, by a
+//!   parent thread that keeps running) and frees what it allocates before
+//!   the exec. Not covered: `posix_spawn`, `system`, `popen` and the
+//!   variadic `execl*`, whose exec inside libc is not interposable.
 //! - A thread that ends through `pthread_exit` or cancellation unwinds
 //!   through the trampoline, which is why it is `extern "C-unwind"` and holds
 //!   nothing that needs dropping while the program's start routine runs.
@@ -54,7 +70,7 @@ use crate::config::RuntimeConfig;
 use crate::error::Error;
 use dfsched_core::CpuSet;
 use std::cell::Cell;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A thread's start routine. `C-unwind` because `pthread_exit` and
@@ -131,6 +147,9 @@ fn attach_quietly() {
 /// The constructor's body (see the module doc). Never panics into ld.so.
 fn init() {
     let _ = std::panic::catch_unwind(|| {
+        for which in 0..EXECS.len() {
+            real_exec(which);
+        }
         let wanted = std::env::var("DFSCHED_PRELOAD").is_ok_and(|v| {
             RuntimeConfig::from_vars([("DFSCHED_PRELOAD", v)]).is_ok_and(|c| c.preload)
         });
@@ -290,4 +309,118 @@ pub unsafe extern "C" fn pthread_create(
         drop(unsafe { Box::from_raw(boxed) });
     }
     rc
+}
+
+/// Gives the calling task its allowed CPUs back if its mask is still
+/// dfsched's placement of the thread it runs as (see the module doc: exec).
+/// Never starts a runtime; a failure leaves the mask as it is.
+fn exec_without_placement() {
+    if !active() {
+        return;
+    }
+    let allowed = std::panic::catch_unwind(crate::global::mask_without_dfsched)
+        .ok()
+        .flatten();
+    if let Some(allowed) = allowed {
+        let _ = crate::sys::set_affinity(0, &allowed);
+    }
+}
+
+/// Cached addresses of the real exec functions, in [`EXECS`] order.
+static REAL_EXEC: [AtomicPtr<c_void>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
+/// The exec functions interposed, by name.
+const EXECS: [&std::ffi::CStr; 4] = [c"execve", c"execv", c"execvp", c"execvpe"];
+
+/// The next definition of exec function `which` (an index in [`EXECS`])
+/// after ours: libc's. Resolved by the constructor, so that a forked child
+/// normally needs no `dlsym`.
+fn real_exec(which: usize) -> *mut c_void {
+    let mut ptr = REAL_EXEC[which].load(Ordering::Acquire);
+    if ptr.is_null() {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        ptr = unsafe { libc::dlsym(libc::RTLD_NEXT, EXECS[which].as_ptr()) };
+        REAL_EXEC[which].store(ptr, Ordering::Release);
+    }
+    ptr
+}
+
+/// `ENOSYS` as the failed call's result, when no real function exists.
+fn no_exec() -> c_int {
+    // SAFETY: errno is the calling thread's.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
+}
+
+/// Interposes `execve(2)` (see the module doc: exec).
+///
+/// # Safety
+/// As `execve(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    exec_without_placement();
+    let real = real_exec(0);
+    if real.is_null() {
+        return no_exec();
+    }
+    type F =
+        unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    // SAFETY: libc's execve, with this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut c_void, F>(real)(path, argv, envp) }
+}
+
+/// Interposes `execv(3)` (see the module doc: exec).
+///
+/// # Safety
+/// As `execv(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    exec_without_placement();
+    let real = real_exec(1);
+    if real.is_null() {
+        return no_exec();
+    }
+    type F = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+    // SAFETY: libc's execv, with this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut c_void, F>(real)(path, argv) }
+}
+
+/// Interposes `execvp(3)` (see the module doc: exec).
+///
+/// # Safety
+/// As `execvp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    exec_without_placement();
+    let real = real_exec(2);
+    if real.is_null() {
+        return no_exec();
+    }
+    type F = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+    // SAFETY: libc's execvp, with this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut c_void, F>(real)(file, argv) }
+}
+
+/// Interposes `execvpe(3)` (see the module doc: exec).
+///
+/// # Safety
+/// As `execvpe(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    exec_without_placement();
+    let real = real_exec(3);
+    if real.is_null() {
+        return no_exec();
+    }
+    type F =
+        unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    // SAFETY: libc's execvpe, with this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut c_void, F>(real)(file, argv, envp) }
 }

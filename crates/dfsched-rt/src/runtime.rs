@@ -480,7 +480,9 @@ impl Runtime {
         if !inner.config.enabled || inner.is_shut_down() {
             return None;
         }
-        let tid = crate::sys::gettid();
+        // The registered id, not gettid: in a vfork child (see
+        // `preload::exec_without_placement`) gettid is the child's own id.
+        let tid = crate::thread::registered_tid(inner.id).unwrap_or_else(crate::sys::gettid);
         let st = inner.lock().ok()?;
         let rec = st.tasks.get(&tid)?;
         let now = inner.sys.get_affinity(0).ok()?;

@@ -212,6 +212,23 @@ pub(crate) fn current(runtime_id: u64) -> Option<(u64, u64)> {
         .flatten()
 }
 
+/// The thread id runtime `runtime_id` knows the calling thread by, if it is
+/// registered with it. Read from the thread-local registration, not from
+/// `gettid`: in the child of a `vfork` (which runs on its parent thread's
+/// thread-local storage until it execs) this is still the parent thread's
+/// id, the one whose placement the child inherited. No lock.
+pub(crate) fn registered_tid(runtime_id: u64) -> Option<u64> {
+    THREAD
+        .try_with(|t| {
+            let regs = t.regs.try_borrow().ok()?;
+            regs.iter()
+                .find(|r| r.runtime_id == runtime_id)
+                .map(|r| r.tid)
+        })
+        .ok()
+        .flatten()
+}
+
 fn with_regs<R>(f: impl FnOnce(&mut Vec<Registration>) -> R) -> Result<R, Error> {
     THREAD
         .try_with(|t| {
