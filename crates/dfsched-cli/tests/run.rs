@@ -246,6 +246,10 @@ fn a_program_started_by_the_program_inherits_the_policy() {
     };
     // sh forks and execs the C program (the `; exit` keeps sh from exec'ing
     // it in place): the grandchild gets LD_PRELOAD and DFSCHED_* from sh.
+    // sh's own runtime places sh's lone thread on its CPU at once, and dash
+    // starts the program with vfork, so without dfsched's exec hook the
+    // program would start confined to that CPU and pass or fail by where sh
+    // happened to run (see the test below).
     let r = Running::start_descendant(co_thread_on(
         first,
         second,
@@ -256,6 +260,50 @@ fn a_program_started_by_the_program_inherits_the_policy() {
     assert_all_on(&settle_on(&r, first), first);
     assert!(r.finish().success());
     drop(hogs);
+}
+
+/// The `Cpus_allowed_list` lines printed by `script`, run by `sh -c` under
+/// `dfsched run --policy co-thread` with no balancer.
+fn allowed_lists_printed_by(script: &str) -> Vec<BTreeSet<u32>> {
+    let mut cmd = clean(Command::new(dfsched()));
+    cmd.args(["run", "--policy", "co-thread", "--balance-interval-ms", "0"])
+        .args(["--", "sh", "-c", script]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| cpulist(l.strip_prefix("Cpus_allowed_list:").unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_program_execd_by_a_placed_thread_gets_the_allowed_cpus_back() {
+    let test = "a_program_execd_by_a_placed_thread_gets_the_allowed_cpus_back";
+    let Some(cpus) = two_cpus(test) else { return };
+    if !have("grep") {
+        eprintln!("SKIP {test}: no grep on this machine");
+        return;
+    }
+    // sh's runtime places sh's only thread on one CPU when it starts (a lone
+    // thread's smallest home), and sh starts each grep with (v)fork + exec.
+    // The second grep runs without dfsched (policy none), so it prints the
+    // mask it was exec'd with, not a placement of its own.
+    let lists = allowed_lists_printed_by(
+        "grep ^Cpus_allowed_list: /proc/$$/status && \
+         DFSCHED_POLICY=none grep ^Cpus_allowed_list: /proc/self/status",
+    );
+    let [sh, exec_d] = lists.as_slice() else {
+        panic!("expected two lists: {lists:?}");
+    };
+    assert!(
+        sh.len() == 1 && sh.is_subset(&cpus),
+        "premise: dfsched placed sh on one CPU of {cpus:?}, its mask is {sh:?}"
+    );
+    assert_eq!(
+        *exec_d, cpus,
+        "a program sh started has sh's placement {sh:?}, not the allowed CPUs"
+    );
 }
 
 #[test]
