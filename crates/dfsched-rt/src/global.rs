@@ -91,6 +91,26 @@ pub(crate) fn mask_without_dfsched() -> Option<CpuSet> {
         .mask_without_dfsched()
 }
 
+/// The current global runtime, if it was started in this process and
+/// runs; never starts one.
+fn running() -> Option<&'static Runtime> {
+    current_slot()?.outcome.as_ref().ok()
+}
+
+/// [`Runtime::lend_allowed`] on the current global runtime, for the
+/// interposed calls that start a program: whether the calling thread got
+/// its allowed CPUs (then [`end_lend`] must follow). Never starts a runtime.
+pub(crate) fn lend_allowed() -> bool {
+    running().is_some_and(Runtime::lend_allowed)
+}
+
+/// [`Runtime::end_lend`] on the current global runtime.
+pub(crate) fn end_lend() {
+    if let Some(rt) = running() {
+        rt.end_lend();
+    }
+}
+
 /// [`Runtime::attach`] on the global runtime.
 pub fn attach() -> Result<(), Error> {
     global()?.attach()

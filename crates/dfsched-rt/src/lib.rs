@@ -102,6 +102,14 @@
 //!   thread). The global runtime is started anew in a child by the child's
 //!   first call; a runtime of the program's own must be started anew by the
 //!   child. See `fork.rs`.
+//! - A program keeps the mask it was exec'd with as its allowed CPUs for
+//!   good, and a child inherits its creating thread's mask. Under
+//!   `LD_PRELOAD`, a program started by a thread dfsched placed gets that
+//!   thread's allowed CPUs instead of its placement when it is started
+//!   through `fork`, `vfork` + `execve`/`execv`/`execvp`/`execvpe`,
+//!   `posix_spawn`/`posix_spawnp`, `system` or `popen` (see [`preload`]);
+//!   not through the variadic `execl`, `execlp` or `execle` after a
+//!   `vfork`, nor a raw `clone`.
 //! - Threads are tracked by tid; a thread that vanished without running its
 //!   thread-local destructors is found out (`ESRCH`) at its next placement.
 //!
@@ -155,6 +163,7 @@ mod place;
 pub mod preload;
 pub mod procfs;
 mod runtime;
+mod spawn;
 pub mod stats;
 pub mod sys;
 pub mod sysfs;

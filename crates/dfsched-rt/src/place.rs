@@ -21,6 +21,10 @@
 //! a placement fails: the thread keeps its DF and group, its record is marked
 //! stale, and its next hint places it again even if its target is unchanged.
 //!
+//! A thread whose allowed CPUs are lent to a call that starts a program
+//! (`posix_spawn`, `system`, `popen`; see `spawn.rs`) is neither read back
+//! nor moved: its record takes the new mask, which the call's end sets.
+//!
 //! A placement is *prepared* (step 1 and the record's book-keeping) and then
 //! *made* (steps 2–3). The calling thread's own placement comes last in its
 //! round, and when it is the last thing left, [`Inner::rounds`] hands it back
@@ -155,6 +159,15 @@ impl Inner {
                 previous: None,
             });
         };
+        if rec.lent.is_some() {
+            // In a call that starts a program with the thread's allowed CPUs
+            // (`spawn.rs`): narrowing it now could confine the program; the
+            // call's end places it where `last_set` says then (and counts
+            // that placement).
+            rec.last_set = cpus;
+            rec.stale = false;
+            return Prep::Settled(Ok(()));
+        }
         match self.sys.affinity_if_not(target, &rec.last_set) {
             Ok(Some(mask)) if may_reread => {
                 a.reread.push(tid);

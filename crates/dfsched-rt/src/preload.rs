@@ -60,8 +60,28 @@
 //!   `vfork` child runs on its parent thread's memory and thread-local
 //!   storage; the look-up takes the runtime's mutex (held, if at all, by a
 //!   parent thread that keeps running) and frees what it allocates before
-//!   the exec. Not covered: `posix_spawn`, `system`, `popen` and the
-//!   variadic `execl*`, whose exec inside libc is not interposable.
+//!   the exec. Not covered: the variadic `execl`, `execlp` and `execle`
+//!   (a variadic function cannot be defined in stable Rust); a program
+//!   they start from a placed thread keeps that thread's placement.
+//! - **Spawn.** `posix_spawn`, `posix_spawnp`, `system` and `popen` create
+//!   the child and exec the program inside libc (glibc's `system` and
+//!   `popen` call its internal `__posix_spawn`), where no hook reaches; the
+//!   child is cloned with the calling thread's mask. So these four are
+//!   interposed: a calling thread whose mask is still dfsched's placement
+//!   gets its allowed CPUs for the length of the real call, and afterwards
+//!   the placement the runtime wants for it *then* (the balancer may have
+//!   moved it meanwhile: such a move only updates its record while the
+//!   call runs, so the child is never cloned narrowed). `system` waits for
+//!   the command's whole life, the thread waiting with its allowed CPUs.
+//!   See `spawn.rs`. The rule is the same whatever the spawn attributes:
+//!   glibc has none that sets a mask, and the scheduler ones
+//!   (`POSIX_SPAWN_SETSCHEDULER`, `…SETSCHEDPARAM`) set the child's policy,
+//!   not its CPUs, so its mask is still the caller's. A thread dfsched
+//!   did not place (unregistered, or masked by the program itself), or a
+//!   process whose runtime did not start, passes straight through. The
+//!   caller sees the real call's result and `errno`, whatever dfsched's
+//!   steps did. Rust's `std::process::Command` uses `posix_spawnp` when it
+//!   can, and `fork` + `execvp` otherwise: covered either way.
 //! - A thread that ends through `pthread_exit` or cancellation unwinds
 //!   through the trampoline, which is why it is `extern "C-unwind"` and holds
 //!   nothing that needs dropping while the program's start routine runs.
@@ -147,8 +167,8 @@ fn attach_quietly() {
 /// The constructor's body (see the module doc). Never panics into ld.so.
 fn init() {
     let _ = std::panic::catch_unwind(|| {
-        for which in 0..EXECS.len() {
-            real_exec(which);
+        for which in 0..INTERPOSED.len() {
+            real_fn(which);
         }
         let wanted = std::env::var("DFSCHED_PRELOAD").is_ok_and(|v| {
             RuntimeConfig::from_vars([("DFSCHED_PRELOAD", v)]).is_ok_and(|c| c.preload)
@@ -326,28 +346,73 @@ fn exec_without_placement() {
     }
 }
 
-/// Cached addresses of the real exec functions, in [`EXECS`] order.
-static REAL_EXEC: [AtomicPtr<c_void>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
-/// The exec functions interposed, by name.
-const EXECS: [&std::ffi::CStr; 4] = [c"execve", c"execv", c"execvp", c"execvpe"];
+/// Cached addresses of the real functions interposed besides
+/// `pthread_create`, in [`INTERPOSED`] order.
+static REAL: [AtomicPtr<c_void>; 8] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 8];
+/// The functions interposed besides `pthread_create`, by name: the exec
+/// functions (indices 0–3), then those that start a program (4–7).
+const INTERPOSED: [&std::ffi::CStr; 8] = [
+    c"execve",
+    c"execv",
+    c"execvp",
+    c"execvpe",
+    c"posix_spawn",
+    c"posix_spawnp",
+    c"system",
+    c"popen",
+];
 
-/// The next definition of exec function `which` (an index in [`EXECS`])
+/// The next definition of function `which` (an index in [`INTERPOSED`])
 /// after ours: libc's. Resolved by the constructor, so that a forked child
-/// normally needs no `dlsym`.
-fn real_exec(which: usize) -> *mut c_void {
-    let mut ptr = REAL_EXEC[which].load(Ordering::Acquire);
+/// normally needs no `dlsym`; null if there is none.
+fn real_fn(which: usize) -> *mut c_void {
+    let mut ptr = REAL[which].load(Ordering::Acquire);
     if ptr.is_null() {
-        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-        ptr = unsafe { libc::dlsym(libc::RTLD_NEXT, EXECS[which].as_ptr()) };
-        REAL_EXEC[which].store(ptr, Ordering::Release);
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name. Racing
+        // threads store the same address.
+        ptr = unsafe { libc::dlsym(libc::RTLD_NEXT, INTERPOSED[which].as_ptr()) };
+        REAL[which].store(ptr, Ordering::Release);
     }
     ptr
 }
 
+/// The calling thread's `errno`.
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot,
+    // valid for the thread's life.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno`.
+fn set_errno(value: c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Runs `call` (a real function that starts a program) with the calling
+/// thread's allowed CPUs lent if its mask is still dfsched's placement, and
+/// gives it the runtime's placement back afterwards (see the module doc:
+/// spawn). The caller sees the real call's result and `errno`, whatever
+/// dfsched's steps did.
+fn with_allowed_cpus<R>(call: impl FnOnce() -> R) -> R {
+    if !active() {
+        return call();
+    }
+    let saved = errno();
+    let lent = std::panic::catch_unwind(crate::global::lend_allowed).unwrap_or(false);
+    set_errno(saved);
+    let result = call();
+    if lent {
+        let after = errno();
+        let _ = std::panic::catch_unwind(crate::global::end_lend);
+        set_errno(after);
+    }
+    result
+}
+
 /// `ENOSYS` as the failed call's result, when no real function exists.
 fn no_exec() -> c_int {
-    // SAFETY: errno is the calling thread's.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    set_errno(libc::ENOSYS);
     -1
 }
 
@@ -362,7 +427,7 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     exec_without_placement();
-    let real = real_exec(0);
+    let real = real_fn(0);
     if real.is_null() {
         return no_exec();
     }
@@ -379,7 +444,7 @@ pub unsafe extern "C" fn execve(
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     exec_without_placement();
-    let real = real_exec(1);
+    let real = real_fn(1);
     if real.is_null() {
         return no_exec();
     }
@@ -395,7 +460,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     exec_without_placement();
-    let real = real_exec(2);
+    let real = real_fn(2);
     if real.is_null() {
         return no_exec();
     }
@@ -415,7 +480,7 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     exec_without_placement();
-    let real = real_exec(3);
+    let real = real_fn(3);
     if real.is_null() {
         return no_exec();
     }
@@ -423,4 +488,112 @@ pub unsafe extern "C" fn execvpe(
         unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
     // SAFETY: libc's execvpe, with this signature; the caller's arguments.
     unsafe { std::mem::transmute::<*mut c_void, F>(real)(file, argv, envp) }
+}
+
+/// `posix_spawn` and `posix_spawnp`'s signature.
+type PosixSpawn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    *const *mut c_char,
+    *const *mut c_char,
+) -> c_int;
+
+/// Interposes `posix_spawn(3)` (see the module doc: spawn). Returns the
+/// real call's result, or `ENOSYS` if there is no real `posix_spawn`.
+///
+/// # Safety
+/// As `posix_spawn(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    file_actions: *const libc::posix_spawn_file_actions_t,
+    attrp: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let real = real_fn(4);
+    if real.is_null() {
+        return libc::ENOSYS;
+    }
+    // SAFETY: libc's posix_spawn, with this signature; the caller's
+    // arguments.
+    with_allowed_cpus(|| unsafe {
+        std::mem::transmute::<*mut c_void, PosixSpawn>(real)(
+            pid,
+            path,
+            file_actions,
+            attrp,
+            argv,
+            envp,
+        )
+    })
+}
+
+/// Interposes `posix_spawnp(3)` (see the module doc: spawn). Returns the
+/// real call's result, or `ENOSYS` if there is no real `posix_spawnp`.
+///
+/// # Safety
+/// As `posix_spawnp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    file_actions: *const libc::posix_spawn_file_actions_t,
+    attrp: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let real = real_fn(5);
+    if real.is_null() {
+        return libc::ENOSYS;
+    }
+    // SAFETY: libc's posix_spawnp, with this signature; the caller's
+    // arguments.
+    with_allowed_cpus(|| unsafe {
+        std::mem::transmute::<*mut c_void, PosixSpawn>(real)(
+            pid,
+            file,
+            file_actions,
+            attrp,
+            argv,
+            envp,
+        )
+    })
+}
+
+/// Interposes `system(3)` (see the module doc: spawn). The thread waits for
+/// the command's whole life with its allowed CPUs, and gets its placement
+/// back when it returns.
+///
+/// # Safety
+/// As `system(3)`: `command` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    let real = real_fn(6);
+    if real.is_null() {
+        return no_exec();
+    }
+    type F = unsafe extern "C" fn(*const c_char) -> c_int;
+    // SAFETY: libc's system, with this signature; the caller's argument.
+    with_allowed_cpus(|| unsafe { std::mem::transmute::<*mut c_void, F>(real)(command) })
+}
+
+/// Interposes `popen(3)` (see the module doc: spawn). Returns the real
+/// call's stream, or NULL with `errno` `ENOSYS` if there is no real `popen`.
+///
+/// # Safety
+/// As `popen(3)`: `command` and `mode` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    let real = real_fn(7);
+    if real.is_null() {
+        set_errno(libc::ENOSYS);
+        return std::ptr::null_mut();
+    }
+    type F = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
+    // SAFETY: libc's popen, with this signature; the caller's arguments.
+    with_allowed_cpus(|| unsafe { std::mem::transmute::<*mut c_void, F>(real)(command, mode) })
 }

@@ -102,6 +102,10 @@ pub(crate) struct TaskRec {
     /// Its CPU-time readings and whether the engine has it blocked
     /// (`idle.rs`).
     pub(crate) idle: crate::idle::Track,
+    /// The allowed CPUs set on it for a call that starts a program
+    /// (`spawn.rs`), while that call runs: placements of it then only
+    /// update `last_set`, which the call's end sets.
+    pub(crate) lent: Option<CpuSet>,
 }
 
 /// Everything behind the mutex.
@@ -748,6 +752,7 @@ impl Inner {
                 last_set: mask,
                 stale: false,
                 idle: crate::idle::Track::default(),
+                lent: None,
             },
         );
         st.stats.threads_registered += 1;

@@ -164,6 +164,11 @@ pub struct RuntimeStats {
     pub external_load_errors: u64,
     /// Other processes' runnable threads on our CPUs in the last sample.
     pub external_runnable: u64,
+    /// Calls starting a program (`posix_spawn`, `posix_spawnp`, `system`,
+    /// `popen`, under `LD_PRELOAD`) made by a thread dfsched had placed,
+    /// which ran with the thread's allowed CPUs so that the program got
+    /// them (see `spawn.rs`).
+    pub spawn_lends: u64,
     /// Threads of this process that ran unplaced because attaching them
     /// under `LD_PRELOAD` failed (process-wide, not per runtime).
     pub preload_attach_failures: u64,
@@ -219,6 +224,7 @@ mod tests {
             "idle_wakes",
             "idle_cpu_ns",
             "threads_idle",
+            "spawn_lends",
             "external_load_agent_samples",
             "external_load_own_scans",
             "placement_failures",
