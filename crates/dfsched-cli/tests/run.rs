@@ -2,7 +2,11 @@
 //! built here with gcc, g++ and rustc) run under `LD_PRELOAD` of
 //! `libdfsched.so`; every thread's `Cpus_allowed_list` is read from
 //! `/proc/PID/task/TID/status` while they spin. Exit statuses, aborts and
-//! forks behave as without dfsched. Tests skip with a message where a
+//! forks behave as without dfsched, and a program started by a thread
+//! dfsched placed (exec after vfork, posix_spawn, system, popen,
+//! `std::process::Command`) gets the allowed CPUs, not that placement: each
+//! such test checks the premise (the parent thread was on one CPU just
+//! before). Tests skip with a message where a
 //! compiler is missing or fewer than 2 CPUs are allowed.
 //!
 //! A process alone on the machine keeps its co-thread group within its fair
@@ -303,6 +307,97 @@ fn a_program_execd_by_a_placed_thread_gets_the_allowed_cpus_back() {
     assert_eq!(
         *exec_d, cpus,
         "a program sh started has sh's placement {sh:?}, not the allowed CPUs"
+    );
+}
+
+/// The output of `program spawn`, run by `dfsched run --policy co-thread`
+/// with no balancer: its lone main thread is placed on one CPU at once (a
+/// lone thread's smallest home), then starts children that print the masks
+/// they were created with (see the fixtures' `spawn` modes).
+fn spawn_output(program: &Path) -> Vec<String> {
+    let out = run_cmd(
+        &["--policy", "co-thread", "--balance-interval-ms", "0"],
+        program,
+        &["spawn"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The cpulist after `tag ` on each line of `lines` that has it.
+fn masks_tagged(lines: &[String], tag: &str) -> Vec<BTreeSet<u32>> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(tag)?.strip_prefix(' '))
+        .map(cpulist)
+        .collect()
+}
+
+/// Asserts the premise and the restore: every `parent-mask` line (before
+/// the first child and after each) is the same single CPU of `cpus`.
+fn assert_placed_alone_throughout(lines: &[String], cpus: &BTreeSet<u32>, children: usize) {
+    let parent = masks_tagged(lines, "parent-mask");
+    assert_eq!(parent.len(), children + 1, "{lines:?}");
+    assert!(
+        parent[0].len() == 1 && parent[0].is_subset(cpus),
+        "premise: dfsched placed the main thread on one CPU of {cpus:?}: {lines:?}"
+    );
+    assert!(
+        parent.iter().all(|m| *m == parent[0]),
+        "the thread did not get its placement back after each child: {lines:?}"
+    );
+}
+
+#[test]
+fn programs_started_by_a_placed_thread_with_posix_spawn_system_or_popen_get_the_allowed_cpus() {
+    let test =
+        "programs_started_by_a_placed_thread_with_posix_spawn_system_or_popen_get_the_allowed_cpus";
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = c_program() else { return };
+    // libc makes these children itself (system and popen through its
+    // internal posix_spawn), cloned with the calling thread's mask: without
+    // dfsched's hooks each would be confined to the parent's placement.
+    let lines = spawn_output(&program);
+    assert_placed_alone_throughout(&lines, &cpus, 4);
+    for how in ["posix_spawn", "posix_spawnp", "system", "popen"] {
+        assert_eq!(
+            masks_tagged(&lines, &format!("{how}-mask")),
+            std::slice::from_ref(&cpus),
+            "a program started with {how} by a placed thread: {lines:?}"
+        );
+    }
+    // The real call's own result passes through: ENOENT (2 on Linux).
+    assert!(lines.iter().any(|l| l == "missing 2"), "{lines:?}");
+    let stats: serde_json::Value = serde_json::from_str(
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix("stats "))
+            .expect("a stats line"),
+    )
+    .unwrap();
+    assert_eq!(stats["spawn_lends"], 5, "{stats}");
+    assert_eq!(stats["placement_failures"]["eperm"], 0, "{stats}");
+}
+
+#[test]
+fn a_program_started_by_a_placed_rust_thread_with_std_command_gets_the_allowed_cpus() {
+    let test = "a_program_started_by_a_placed_rust_thread_with_std_command_gets_the_allowed_cpus";
+    let Some(cpus) = two_cpus(test) else { return };
+    let Some(program) = rust_program() else {
+        return;
+    };
+    let lines = spawn_output(&program);
+    assert_placed_alone_throughout(&lines, &cpus, 1);
+    assert_eq!(
+        masks_tagged(&lines, "command-mask"),
+        [cpus],
+        "a program started with std::process::Command by a placed thread: {lines:?}"
     );
 }
 

@@ -29,6 +29,18 @@
  *                    prints "child-pid C", starts 2 spinning threads,
  *                    prints "child-ready", and runs, outliving its parent,
  *                    until stdin closes; then it exits 0
+ *   threads spawn    no thread of its own: its lone main thread is the one
+ *                    dfsched places (on one CPU, under co-thread). Sets
+ *                    DFSCHED_POLICY=none for its children, so that each
+ *                    prints the mask it was created with; prints
+ *                    "parent-mask <cpulist>"; then starts this program as
+ *                    "threads mask T" by posix_spawn (T = posix_spawn-mask),
+ *                    posix_spawnp, system and popen (whose output it
+ *                    copies), each waited for and followed by
+ *                    "parent-mask <cpulist>" again; then prints
+ *                    "missing <posix_spawn's result for a missing file>",
+ *                    "stats <json>", and exits 0
+ *   threads mask T   prints "T <cpulist>" of its mask
  *   threads exit C   exits with status C
  *   threads abort    abort()s
  */
@@ -37,6 +49,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +150,80 @@ static void print_mask(const char *tag) {
     pthread_mutex_unlock(&out);
 }
 
+extern char **environ;
+
+/* Waits for child `pid`; exits 2 if it failed. */
+static void reap(pid_t pid, const char *how) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s: child failed (%d)\n", how, status);
+        exit(2);
+    }
+}
+
+/* The `spawn` mode (see the top of the file). */
+static int spawn_children(void) {
+    static char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        perror("readlink");
+        return 2;
+    }
+    self[len] = '\0';
+    setenv("DFSCHED_POLICY", "none", 1);
+    print_mask("parent-mask");
+
+    char *spawn_argv[] = {"threads", "mask", "posix_spawn-mask", NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, self, NULL, NULL, spawn_argv, environ);
+    if (rc != 0) {
+        fprintf(stderr, "posix_spawn: %s\n", strerror(rc));
+        return 2;
+    }
+    reap(pid, "posix_spawn");
+    print_mask("parent-mask");
+
+    char *spawnp_argv[] = {"threads", "mask", "posix_spawnp-mask", NULL};
+    rc = posix_spawnp(&pid, self, NULL, NULL, spawnp_argv, environ);
+    if (rc != 0) {
+        fprintf(stderr, "posix_spawnp: %s\n", strerror(rc));
+        return 2;
+    }
+    reap(pid, "posix_spawnp");
+    print_mask("parent-mask");
+
+    char command[4200];
+    snprintf(command, sizeof command, "'%s' mask system-mask", self);
+    fflush(stdout);
+    if (system(command) != 0) {
+        fprintf(stderr, "system failed\n");
+        return 2;
+    }
+    print_mask("parent-mask");
+
+    snprintf(command, sizeof command, "'%s' mask popen-mask", self);
+    FILE *p = popen(command, "r");
+    if (p == NULL) {
+        perror("popen");
+        return 2;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, p) != NULL) {
+        printf("%s", line);
+    }
+    if (pclose(p) != 0) {
+        fprintf(stderr, "popen: child failed\n");
+        return 2;
+    }
+    print_mask("parent-mask");
+
+    char *missing_argv[] = {"missing", NULL};
+    rc = posix_spawn(&pid, "/nonexistent/dfsched-test-program", NULL, NULL, missing_argv, environ);
+    printf("missing %d\n", rc);
+    print_stats("stats");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static pthread_t t[MAX_THREADS];
     const char *mode = argc > 1 ? argv[1] : "spin";
@@ -149,6 +236,13 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "abort") == 0) {
         abort();
+    }
+    if (strcmp(mode, "mask") == 0) {
+        print_mask(argc > 2 ? argv[2] : "mask");
+        return 0;
+    }
+    if (strcmp(mode, "spawn") == 0) {
+        return spawn_children();
     }
     if (strcmp(mode, "outside") == 0) {
         pthread_attr_t attr;

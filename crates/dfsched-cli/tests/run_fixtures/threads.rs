@@ -3,6 +3,13 @@
 //! spin; prints "pid P", one "tid T" per thread, "ready0"; runs until stdin
 //! closes, then exits 0. It uses no crate, only std (and the raw gettid
 //! system call through an extern declaration of libc's `syscall`).
+//!
+//! `threads spawn`: no thread of its own (its lone main thread is the one
+//! dfsched places, on one CPU under co-thread); prints "parent-mask
+//! <cpulist>", runs this program as `threads mask command-mask` with
+//! `std::process::Command` (`DFSCHED_POLICY=none`, so the child prints the
+//! mask it was created with), copies its output, prints "parent-mask
+//! <cpulist>" again, exits 0. `threads mask T` prints "T <cpulist>".
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,7 +25,40 @@ const SYS_GETTID: i64 = 186;
 #[cfg(target_arch = "aarch64")]
 const SYS_GETTID: i64 = 178;
 
+/// The calling thread's `Cpus_allowed_list`.
+fn mask() -> String {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// `threads spawn` (see the module doc).
+fn spawn() {
+    println!("parent-mask {}", mask());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["mask", "command-mask"])
+        .env("DFSCHED_POLICY", "none")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    print!("{}", String::from_utf8(out.stdout).unwrap());
+    println!("parent-mask {}", mask());
+}
+
 fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("spawn") => return spawn(),
+        Some("mask") => {
+            let tag = std::env::args().nth(2).unwrap_or_else(|| "mask".into());
+            println!("{tag} {}", mask());
+            return;
+        }
+        _ => {}
+    }
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4);
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = |out: &Mutex<std::io::Stdout>, line: String| {
