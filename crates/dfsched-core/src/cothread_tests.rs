@@ -4,7 +4,7 @@
 
 use crate::config::{Config, ConfigError, Policy};
 use crate::event::{Decision, Event};
-use crate::ids::{AppId, DfId, GroupId, GroupKind, TaskId};
+use crate::ids::{AppId, CpuId, DfId, GroupId, GroupKind, TaskId};
 use crate::testutil::{p, places, set, H};
 use crate::topology::Topology;
 
@@ -183,6 +183,28 @@ fn rule_1_yields_to_load_and_rule_2_takes_the_last_cpu() {
     let d = h.task_at(2, 0, "0-1", Some(1));
     assert_eq!(places(&d), p(&[(1, "1"), (2, "1")]));
     assert_eq!(h.home(1), "1");
+}
+
+#[test]
+fn weighed_outside_load_below_heavy_leaves_the_group_spread() {
+    // Premise: an outside build's 12 runnable threads counted one by one
+    // make the load heavy, and 2 threads fit on one CPU (8 against an
+    // average of 7): packed.
+    let mut h = two();
+    h.external(&[6, 6]);
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    assert!(["0", "1"].contains(&h.home(1).as_str()), "premise: packed");
+    // The same threads weighed as one CFS group (an autogroup of nice 0:
+    // half a task per CPU): light, one cache domain.
+    let mut h = two();
+    h.ev(Event::ExternalLoadMilli {
+        load_milli: vec![(CpuId(0), 500), (CpuId(1), 500)],
+    });
+    h.task_at(1, 0, "0-1", None);
+    h.task_at(2, 0, "0-1", None);
+    assert_eq!(h.home(1), "0-1");
+    assert_eq!(h.load(), vec![1500, 1500]);
 }
 
 #[test]

@@ -14,6 +14,7 @@ use crate::error::CoreError;
 use crate::event::{Decision, Event};
 use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, TaskId};
 use crate::load::LoadVec;
+use crate::load::TASK_MILLI;
 use crate::state::{Ctx, Group, State, TaskSlot};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
@@ -167,7 +168,13 @@ impl Engine {
                 let allowed = allowed.intersection(cx.topo.cpus());
                 cx.allowed(task(), allowed);
             }
-            Event::ExternalLoad { runnable } => cx.external_load(&runnable),
+            Event::ExternalLoad { runnable } => {
+                let milli = runnable
+                    .iter()
+                    .map(|&(c, n)| (c, u64::from(n) * TASK_MILLI));
+                cx.external_load(milli)
+            }
+            Event::ExternalLoadMilli { load_milli } => cx.external_load(load_milli.iter().copied()),
             Event::Balance { now } => {
                 let report = cx.balance_pass(now);
                 self.last_balance = Some(report);
@@ -249,6 +256,14 @@ impl Engine {
             }
             Event::ExternalLoad { runnable } => {
                 if let Some((cpu, _)) = runnable
+                    .iter()
+                    .find(|(c, _)| !self.topo.cpus().contains(*c))
+                {
+                    return Err(CoreError::UnknownCpu(*cpu));
+                }
+            }
+            Event::ExternalLoadMilli { load_milli } => {
+                if let Some((cpu, _)) = load_milli
                     .iter()
                     .find(|(c, _)| !self.topo.cpus().contains(*c))
                 {

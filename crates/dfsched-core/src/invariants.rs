@@ -114,7 +114,7 @@ impl State {
         }
         let mut load = LoadVec::zero(machine);
         for c in machine.iter() {
-            load.add_cpu(c, u64::from(self.external[c.0 as usize]) * 1000);
+            load.add_cpu(c, self.external[c.0 as usize]);
         }
         for (_, _, t) in self.tasks.iter().filter(|(_, _, t)| t.runnable) {
             load.add_task(&t.target);

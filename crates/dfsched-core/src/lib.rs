@@ -28,7 +28,8 @@
 //!   when they do not meet: "off-home"); [`Decision::Place`] is issued
 //!   exactly when a target changes.
 //! - **Load**: runnable tasks per CPU in thousandths ([`Engine::load_milli`]):
-//!   other processes' runnable tasks ([`Event::ExternalLoad`]) × 1000, plus
+//!   other processes' runnable tasks ([`Event::ExternalLoad`]) × 1000, or
+//!   their weighed load in thousandths ([`Event::ExternalLoadMilli`]), plus
 //!   1000 per runnable engine task spread evenly over its target. Blocked
 //!   tasks do not count.
 //! - **Unmanaged task**: a task with no DF (it never hinted, or hinted

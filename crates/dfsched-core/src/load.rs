@@ -3,7 +3,8 @@
 //! Load counts runnable tasks, dfsched's and everybody else's:
 //!
 //! ```text
-//!   load(cpu) = 1000 × external runnable tasks on cpu
+//!   load(cpu) = external load on cpu (1000 per runnable nice-0 task, or
+//!               the body's weighing of it: `Event::ExternalLoadMilli`)
 //!             + Σ over runnable engine tasks t whose target set S(t) holds cpu
 //!                 of share(S(t), cpu)
 //!
@@ -27,6 +28,11 @@ use crate::ids::CpuId;
 
 /// One runnable task, in thousandths.
 pub(crate) const TASK_MILLI: u64 = 1000;
+
+/// The most external load one CPU holds, in thousandths: `u32::MAX` tasks,
+/// the most an `ExternalLoad` sample can name, so that a weighed sample
+/// (`ExternalLoadMilli`) cannot overflow the vector's sum either.
+pub(crate) const MAX_EXTERNAL_MILLI: u64 = u32::MAX as u64 * TASK_MILLI;
 
 /// Load per CPU in thousandths of a runnable task, indexed by `CpuId.0`.
 ///

@@ -39,7 +39,7 @@
 use crate::config::Policy;
 use crate::cpuset::CpuSet;
 use crate::ids::{AppId, CpuId, DfId, GroupKind, TaskId};
-use crate::load::{share_within, TASK_MILLI};
+use crate::load::{share_within, MAX_EXTERNAL_MILLI};
 use crate::state::{App, Ctx, GroupSlot, Task, TaskSlot};
 
 impl Ctx<'_> {
@@ -212,21 +212,21 @@ impl Ctx<'_> {
         self.retarget(ts);
     }
 
-    /// A new sample of other processes' runnable tasks per CPU; CPUs not
-    /// listed count 0, a CPU listed twice counts the sum.
-    pub(crate) fn external_load(&mut self, runnable: &[(CpuId, u32)]) {
+    /// A new sample of other processes' load per CPU, in thousandths of a
+    /// nice-0 task; CPUs not listed count 0, a CPU listed twice counts the
+    /// sum, saturating at [`MAX_EXTERNAL_MILLI`] per CPU.
+    pub(crate) fn external_load(&mut self, load_milli: impl Iterator<Item = (CpuId, u64)>) {
         let machine = self.topo.cpus();
         for c in machine.iter() {
             let old = std::mem::take(&mut self.st.external[c.0 as usize]);
-            self.st.load.sub_cpu(c, u64::from(old) * TASK_MILLI);
+            self.st.load.sub_cpu(c, old);
         }
-        for &(c, n) in runnable {
+        for (c, m) in load_milli {
             let e = &mut self.st.external[c.0 as usize];
-            *e = e.saturating_add(n);
+            *e = e.saturating_add(m).min(MAX_EXTERNAL_MILLI);
         }
         for c in machine.iter() {
-            let n = self.st.external[c.0 as usize];
-            self.st.load.add_cpu(c, u64::from(n) * TASK_MILLI);
+            self.st.load.add_cpu(c, self.st.external[c.0 as usize]);
         }
     }
 }
@@ -234,7 +234,7 @@ impl Ctx<'_> {
 #[cfg(test)]
 mod tests {
     use crate::event::{Decision, Event};
-    use crate::ids::{AppId, DfId, GroupId, TaskId};
+    use crate::ids::{AppId, CpuId, DfId, GroupId, TaskId};
     use crate::testutil::{p, places, set, H};
     use crate::topology::Topology;
 
@@ -285,6 +285,66 @@ mod tests {
         h.external(&[0, 0, 0, 5]);
         assert_eq!(h.load(), vec![0, 1000, 0, 6000]);
         assert_eq!(places(&h.task_df(3, "0-3", 3)), p(&[(3, "0")]));
+    }
+
+    fn milli(h: &mut H, load: &[u64]) -> Vec<Decision> {
+        h.ev(Event::ExternalLoadMilli {
+            load_milli: load
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| (CpuId(i as u32), m))
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn weighed_external_load_of_500_per_cpu_is_exactly_half_of_one_task_per_cpu() {
+        let mut counted = H::new(Topology::test(1, 1, 4, 1));
+        counted.external(&[1, 1, 1, 1]);
+        let mut weighed = H::new(Topology::test(1, 1, 4, 1));
+        milli(&mut weighed, &[500, 500, 500, 500]);
+        assert_eq!(counted.load(), vec![1000; 4]);
+        assert_eq!(weighed.load(), vec![500; 4]);
+        // Each new sample replaces the last, whichever event gave it.
+        counted.external(&[0, 0, 0, 0]);
+        milli(&mut counted, &[0, 250, 0, 1250]);
+        assert_eq!(counted.load(), vec![0, 250, 0, 1250]);
+        counted.external(&[2]);
+        assert_eq!(counted.load(), vec![2000, 0, 0, 0]);
+    }
+
+    #[test]
+    fn weighed_external_load_in_whole_tasks_decides_as_the_counted_sample() {
+        let counts = [3u32, 0, 1, 2];
+        let mut counted = H::new(Topology::test(1, 1, 4, 1));
+        let mut weighed = H::new(Topology::test(1, 1, 4, 1));
+        assert_eq!(
+            counted.external(&counts),
+            milli(&mut weighed, &counts.map(|n| u64::from(n) * 1000))
+        );
+        for t in 1..=6 {
+            assert_eq!(
+                counted.task_df(t, "0-3", t % 3),
+                weighed.task_df(t, "0-3", t % 3)
+            );
+        }
+        assert_eq!(counted.balance(), weighed.balance());
+        assert_eq!(counted.load(), weighed.load());
+    }
+
+    #[test]
+    fn weighed_external_load_sums_a_repeated_cpu_and_saturates() {
+        let mut h = two_cpus();
+        h.ev(Event::ExternalLoadMilli {
+            load_milli: vec![(CpuId(1), 300), (CpuId(1), 450), (CpuId(0), u64::MAX)],
+        });
+        assert_eq!(h.load(), vec![u64::from(u32::MAX) * 1000, 750]);
+        milli(&mut h, &[]);
+        assert_eq!(h.load(), vec![0, 0]);
+        let err = h.refused(Event::ExternalLoadMilli {
+            load_milli: vec![(CpuId(0), 1), (CpuId(2), 1)],
+        });
+        assert_eq!(err, crate::error::CoreError::UnknownCpu(CpuId(2)));
     }
 
     #[test]

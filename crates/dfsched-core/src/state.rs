@@ -29,8 +29,8 @@
 //!    `home` is its group's home, its balancer-chosen `solo_home` when it has
 //!    no group, or its allowed set when it has neither; so nothing is ever
 //!    targeted outside its allowed CPUs;
-//! 4. `load` = 1000 × external runnable + one task's shares on the target of
-//!    every runnable task.
+//! 4. `load` = the external load (in thousandths) + one task's shares on
+//!    the target of every runnable task.
 //!
 //! Every walk that can affect a decision goes in id order (the slabs' and
 //! the maps' order; a census in allowed-set order), which makes decisions
@@ -149,8 +149,9 @@ pub(crate) struct State {
     pub groups: Slab<GroupId, Group>,
     /// Load per CPU (invariant 4).
     pub load: LoadVec,
-    /// External runnable tasks per CPU, indexed by `CpuId.0`.
-    pub external: Vec<u32>,
+    /// External load per CPU in thousandths of a nice-0 task, indexed by
+    /// `CpuId.0` (1000 per task of an `ExternalLoad` sample).
+    pub external: Vec<u64>,
     /// The id the next group gets; ids are never reused.
     pub next_group: u64,
     /// Consecutive balancer passes that ended imbalanced with nothing moved.
@@ -362,8 +363,8 @@ impl<'s> View<'s> {
             }
         };
         for c in topo.cpus().iter() {
-            let n = self.st.external.get(c.0 as usize).copied().unwrap_or(0);
-            pinned.add_cpu(c, u64::from(n) * TASK_MILLI);
+            let m = self.st.external.get(c.0 as usize).copied().unwrap_or(0);
+            pinned.add_cpu(c, m);
         }
         for (_, slot, grp) in self.st.groups.iter() {
             if Some(slot) == group || grp.runnable == 0 {
