@@ -55,10 +55,18 @@
  *                                    group (no DF, data-affinity) to one CPU
  *                                    to even out the load; 0: such threads
  *                                    are left to the kernel (0)
- *   DFSCHED_EXTERNAL_LOAD=0|1        count other processes' runnable threads
+ *   DFSCHED_EXTERNAL_LOAD=0|1        weigh other processes' runnable threads
  *                                    per CPU before each pass, from the
  *                                    agent's shared /proc scan, else from
- *                                    our own (1)
+ *                                    our own (1). CFS shares a CPU between
+ *                                    task groups first, so a thread of our
+ *                                    own group (session autogroup or cpu
+ *                                    cgroup) counts as one thread, while
+ *                                    another group counts as one thread in
+ *                                    all, spread over the CPUs its runnable
+ *                                    threads are on: a 30-thread build in
+ *                                    another terminal weighs ~0.5 thread
+ *                                    per CPU on 2 CPUs, not 15
  *   DFSCHED_EXTERNAL_WINDOW=N        the load of processes not under dfsched
  *                                    counts per CPU as its minimum over the
  *                                    last N samples (one per pass), so a

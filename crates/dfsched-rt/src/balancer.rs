@@ -9,7 +9,7 @@
 //!   1. the agent's view (others' load, unmanaged load), else our own      │
 //!      /proc scan; the unmanaged part through the window (external.rs)    │
 //!      (optional; outside the engine's mutex)                             │
-//!   2. lock; Event::ExternalLoad { sample }; Event::Balance { now }        │
+//!   2. lock; Event::ExternalLoadMilli { sample }; Event::Balance { now }    │
 //!   3. carry out GroupMoved / GroupSplit / TaskMoved → Place per member   │
 //!   4. if anything moved: report the new load to the agent at once ───────┘
 //! ```
@@ -117,18 +117,26 @@ impl Inner {
         let moves_before = moves(&st.stats);
         match sample {
             Some(Ok(sample)) => {
-                let runnable: Vec<(CpuId, u32)> = sample
-                    .runnable
+                let ours = |cpu: &CpuId| self.topology.cpus().contains(*cpu);
+                let load_milli: Vec<(CpuId, u64)> = sample
+                    .load_milli
                     .into_iter()
-                    .filter(|(cpu, _)| self.topology.cpus().contains(*cpu))
+                    .filter(|(cpu, _)| ours(cpu))
                     .collect();
                 st.stats.external_load_samples += 1;
                 match sample.source {
                     Source::Agent => st.stats.external_load_agent_samples += 1,
                     Source::OwnScan => st.stats.external_load_own_scans += 1,
                 }
-                st.stats.external_runnable = runnable.iter().map(|&(_, n)| u64::from(n)).sum();
-                if st.handle(Event::ExternalLoad { runnable }).is_err() {
+                st.stats.external_runnable = sample
+                    .counted
+                    .iter()
+                    .filter(|(cpu, _)| ours(cpu))
+                    .map(|&(_, n)| u64::from(n))
+                    .sum();
+                st.stats.external_load_milli = load_milli.iter().map(|&(_, m)| m).sum();
+                st.stats.external_load_per_cpu_milli = load_milli.clone();
+                if st.handle(Event::ExternalLoadMilli { load_milli }).is_err() {
                     st.stats.balancer_errors += 1;
                 }
             }

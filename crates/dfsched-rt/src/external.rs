@@ -1,19 +1,33 @@
-//! The external load a balancer pass gives the engine (`Event::ExternalLoad`):
-//! runnable threads per CPU that are not this runtime's, in two parts
+//! The external load a balancer pass gives the engine
+//! (`Event::ExternalLoadMilli`): the load of threads that are not this
+//! runtime's, per CPU in thousandths of a nice-0 thread, in two parts
 //! treated differently.
 //!
 //! ```text
 //!   unmanaged: processes not under dfsched        others: dfsched processes
 //!   (the agent's shared scan, else our own         (the agent's view: what each
-//!    /proc scan)                                     one reported of its load)
+//!    /proc scan), weighed by CFS group             one reported of its load)
+//!    (weigh.rs)                                             │
 //!        │                                                 │
 //!        ▼                                                 │
 //!   SustainedWindow: per CPU, the minimum                  │
 //!   over the last K samples (K = DFSCHED_EXTERNAL_WINDOW)  │
 //!        └──────────────────────── + ──────────────────────┘
 //!                                  ▼
-//!                    Event::ExternalLoad { runnable }
+//!                  Event::ExternalLoadMilli { load_milli }
 //! ```
+//!
+//! # Why the unmanaged part is weighed, not counted
+//!
+//! CFS shares a CPU between task groups (with autogroups, one per session)
+//! before threads: 30 runnable threads of a build in another terminal
+//! weigh about half a nice-0 thread per CPU on 2 CPUs, not 15, and
+//! counting them made the co-thread policy pack a small program onto one
+//! CPU for nothing. Our own scan weighs each outside thread by its
+//! process's group against ours (see [`crate::weigh`] for the rule); the
+//! agent does the same against the asking process's group
+//! (`View::unmanaged_milli`). An agent that sends only whole threads (an
+//! older one) is taken at 1000 per thread.
 //!
 //! # Why only the unmanaged part is damped
 //!
@@ -26,8 +40,8 @@
 //! halving its own throughput (measured: 0.92–1.10 s against vanilla's
 //! 0.60–0.69 s for two independent spinning threads under `co-thread`).
 //! So the unmanaged load enters as its per-CPU *minimum* over the last K
-//! samples: a thread counts on a CPU only if at least that many threads
-//! were runnable there at each of the last K passes. Load that lasts is
+//! samples (in thousandths, after weighing): a CPU carries only the load
+//! that was there at each of the last K passes. Load that lasts is
 //! seen on the K-th pass (≈ 300 ms at the defaults); load that goes away is
 //! dropped at the first sample without it, since the minimum includes the
 //! latest sample. Before K samples exist, the missing ones count as empty:
@@ -56,13 +70,13 @@ use std::collections::VecDeque;
 /// The last K samples of the unmanaged load and their per-CPU minimum.
 ///
 /// Invariants: holds at most K samples, each in CPU order with no zero
-/// counts; the minimum counts a CPU missing from a sample as 0.
+/// loads; the minimum counts a CPU missing from a sample as 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SustainedWindow {
     /// K, at least 1.
     samples_wanted: usize,
-    /// The latest samples, oldest first.
-    samples: VecDeque<Vec<(CpuId, u32)>>,
+    /// The latest samples (thousandths per CPU), oldest first.
+    samples: VecDeque<Vec<(CpuId, u64)>>,
 }
 
 impl SustainedWindow {
@@ -75,14 +89,17 @@ impl SustainedWindow {
         }
     }
 
-    /// Adds `sample` (runnable threads per CPU; CPUs not listed count 0)
-    /// and returns the per-CPU minimum over the last K samples, the ones
-    /// not yet taken counting as empty: CPUs with a minimum of 0 are left
-    /// out, the rest in CPU order.
-    pub fn push(&mut self, sample: &[(CpuId, u32)]) -> Vec<(CpuId, u32)> {
-        let mut sample: Vec<(CpuId, u32)> =
-            sample.iter().copied().filter(|&(_, n)| n > 0).collect();
-        sample.sort_unstable();
+    /// Adds `sample` (load per CPU in thousandths; CPUs not listed count 0,
+    /// a CPU listed twice the sum) and returns the per-CPU minimum over the
+    /// last K samples, the ones not yet taken counting as empty: CPUs with
+    /// a minimum of 0 are left out, the rest in CPU order.
+    pub fn push(&mut self, sample: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
+        let mut summed: std::collections::BTreeMap<CpuId, u64> = Default::default();
+        for &(cpu, m) in sample {
+            let e = summed.entry(cpu).or_default();
+            *e = e.saturating_add(m);
+        }
+        let sample: Vec<(CpuId, u64)> = summed.into_iter().filter(|&(_, m)| m > 0).collect();
         if self.samples.len() == self.samples_wanted {
             self.samples.pop_front();
         }
@@ -96,8 +113,8 @@ impl SustainedWindow {
         let older = self.samples.len() - 1;
         latest
             .iter()
-            .map(|&(cpu, n)| {
-                let least = self.samples.range(..older).fold(n, |least, s| {
+            .map(|&(cpu, m)| {
+                let least = self.samples.range(..older).fold(m, |least, s| {
                     let there = s
                         .binary_search_by_key(&cpu, |&(c, _)| c)
                         .map_or(0, |i| s[i].1);
@@ -105,7 +122,7 @@ impl SustainedWindow {
                 });
                 (cpu, least)
             })
-            .filter(|&(_, n)| n > 0)
+            .filter(|&(_, m)| m > 0)
             .collect()
     }
 }
@@ -120,11 +137,15 @@ pub(crate) enum Source {
     OwnScan,
 }
 
-/// One pass's external load, ready for `Event::ExternalLoad`.
+/// One pass's external load, ready for `Event::ExternalLoadMilli`.
 #[derive(Debug)]
 pub(crate) struct Sample {
-    /// The damped unmanaged load plus the others' load, per CPU.
-    pub(crate) runnable: Vec<(CpuId, u32)>,
+    /// The damped, weighed unmanaged load plus the others' load, per CPU in
+    /// thousandths.
+    pub(crate) load_milli: Vec<(CpuId, u64)>,
+    /// The unmanaged runnable threads of this sample, counted one by one
+    /// (before weighing and the window), per CPU.
+    pub(crate) counted: Vec<(CpuId, u32)>,
     /// Where the unmanaged part came from.
     pub(crate) source: Source,
 }
@@ -147,21 +168,32 @@ impl External {
 
     /// This pass's external load: the unmanaged part from `agent`'s view if
     /// it carries one, else from a scan of `/proc` skipping `own_pid` and
-    /// the agent's registered pids; damped by the window; the others' load
-    /// added as it is. Fails only if our own scan could not list `/proc`
-    /// (the window is then left as it was).
+    /// the agent's registered pids, weighed against `own_pid`'s CFS group;
+    /// damped by the window; the others' load added as it is. Fails only if
+    /// our own scan could not list `/proc` (the window is then left as it
+    /// was).
     pub(crate) fn sample(&mut self, own_pid: u32, agent: &AgentPass) -> Result<Sample, Error> {
-        let (unmanaged, source) = match agent.unmanaged() {
-            Some(u) => (self.window.push(u), Source::Agent),
+        let (weighed, counted, source) = match agent.unmanaged() {
+            Some(u) => (u.milli, u.counted, Source::Agent),
             None => {
-                let own = self
+                let scan = self
                     .sampler
-                    .sample_except(|pid| pid == own_pid || agent.skips(pid))?;
-                (self.window.push(&own), Source::OwnScan)
+                    .sample_outside(|pid| pid == own_pid || agent.skips(pid))?;
+                let ours = match scan.context {
+                    Some(ctx) => self.sampler.group_of(ctx, own_pid),
+                    None => crate::weigh::SchedGroup::Unknown,
+                };
+                (
+                    scan.weigh(&ours, |_| false),
+                    scan.count(|_| false),
+                    Source::OwnScan,
+                )
             }
         };
+        let unmanaged = self.window.push(&weighed);
         Ok(Sample {
-            runnable: agent.add_others(unmanaged),
+            load_milli: agent.add_others(unmanaged),
+            counted,
             source,
         })
     }
@@ -181,39 +213,58 @@ mod tests {
         assert!(w.push(&[]).is_empty());
         assert!(w.push(&[]).is_empty());
         // Two threads for two samples: never seen.
-        assert!(w.push(&[(C0, 2)]).is_empty());
-        assert!(w.push(&[(C0, 2), (C1, 1)]).is_empty());
+        assert!(w.push(&[(C0, 2000)]).is_empty());
+        assert!(w.push(&[(C0, 2000), (C1, 1000)]).is_empty());
         assert!(w.push(&[]).is_empty());
-        assert!(w.push(&[(C1, 1)]).is_empty());
+        assert!(w.push(&[(C1, 1000)]).is_empty());
     }
 
     #[test]
     fn sustained_load_is_seen_on_the_kth_sample() {
         let mut w = SustainedWindow::new(3);
-        assert!(w.push(&[(C1, 2)]).is_empty(), "1st sample");
-        assert!(w.push(&[(C1, 2)]).is_empty(), "2nd sample");
-        assert_eq!(w.push(&[(C1, 2)]), vec![(C1, 2)], "3rd sample");
+        assert!(w.push(&[(C1, 2000)]).is_empty(), "1st sample");
+        assert!(w.push(&[(C1, 2000)]).is_empty(), "2nd sample");
+        assert_eq!(w.push(&[(C1, 2000)]), vec![(C1, 2000)], "3rd sample");
         // It lasts, with a burst on top: only what lasted counts.
-        assert_eq!(w.push(&[(C0, 4), (C1, 3)]), vec![(C1, 2)]);
+        assert_eq!(w.push(&[(C0, 4000), (C1, 3000)]), vec![(C1, 2000)]);
+    }
+
+    #[test]
+    fn weighed_load_is_damped_in_thousandths() {
+        let mut w = SustainedWindow::new(2);
+        assert!(w.push(&[(C0, 500), (C1, 1500)]).is_empty());
+        // The least of each CPU's last 2 samples, to the thousandth.
+        assert_eq!(
+            w.push(&[(C0, 666), (C1, 1250)]),
+            vec![(C0, 500), (C1, 1250)]
+        );
+        // A CPU listed twice counts the sum.
+        assert_eq!(w.push(&[(C0, 400), (C0, 400)]), vec![(C0, 666)]);
     }
 
     #[test]
     fn load_that_goes_away_is_dropped_at_once() {
         let mut w = SustainedWindow::new(3);
         for _ in 0..5 {
-            w.push(&[(C0, 3), (C1, 1)]);
+            w.push(&[(C0, 3000), (C1, 1000)]);
         }
-        assert_eq!(w.push(&[(C0, 3), (C1, 1)]), vec![(C0, 3), (C1, 1)]);
+        assert_eq!(
+            w.push(&[(C0, 3000), (C1, 1000)]),
+            vec![(C0, 3000), (C1, 1000)]
+        );
         // One thread on CPU 0 ends and CPU 1 empties: seen at the next
         // sample, not K samples later.
-        assert_eq!(w.push(&[(C0, 2)]), vec![(C0, 2)]);
+        assert_eq!(w.push(&[(C0, 2000)]), vec![(C0, 2000)]);
         assert!(w.push(&[]).is_empty());
     }
 
     #[test]
     fn a_window_of_one_passes_samples_through() {
         let mut w = SustainedWindow::new(1);
-        assert_eq!(w.push(&[(C1, 1), (C0, 2)]), vec![(C0, 2), (C1, 1)]);
+        assert_eq!(
+            w.push(&[(C1, 1000), (C0, 2000)]),
+            vec![(C0, 2000), (C1, 1000)]
+        );
         assert!(w.push(&[(C0, 0)]).is_empty());
         assert_eq!(SustainedWindow::new(0), SustainedWindow::new(1));
     }
@@ -227,10 +278,15 @@ mod tests {
         let mut ext = External::new("/proc", 3);
         let s = ext.sample(std::process::id(), &pass).unwrap();
         assert_eq!(s.source, Source::Agent);
-        assert_eq!(s.runnable, vec![(C1, 2)], "unmanaged not yet sustained");
+        assert_eq!(
+            s.load_milli,
+            vec![(C1, 2000)],
+            "unmanaged not yet sustained"
+        );
+        assert_eq!(s.counted, vec![(C0, 1)]);
         ext.sample(std::process::id(), &pass).unwrap();
         let s = ext.sample(std::process::id(), &pass).unwrap();
-        assert_eq!(s.runnable, vec![(C0, 1), (C1, 2)]);
+        assert_eq!(s.load_milli, vec![(C0, 1000), (C1, 2000)]);
         let none = AgentPass::default();
         let s = ext.sample(std::process::id(), &none).unwrap();
         assert_eq!(s.source, Source::OwnScan);

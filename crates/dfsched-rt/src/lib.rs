@@ -133,6 +133,13 @@
 //! (`engine/hint_switch_known_df` in `--bench engine`), the rest is the
 //! read-back and the engine's data going cold on the new CPU.
 //!
+//! Weighing the outside load by CFS group ([`weigh`]) adds to a scan the
+//! reading of `/proc/PID/cgroup` and `/proc/PID/autogroup` of each process
+//! with a runnable thread: +13 µs on a scan of ≈ 375 µs with 65 quiet
+//! processes, +70–78 µs on ≈ 400 µs with 6 more spinning in sessions of
+//! their own (`cargo run --release -p dfsched-rt --example scan_cost 6`,
+//! under `prio.sh`, medians of 21 interleaved batches, 2026-11-22).
+//!
 //! A balancer pass that scans `/proc` itself for the external load costs
 //! ≈ 1.4 ms of CPU; with `dfsched agent` running, the agent scans once per
 //! 50 ms for all its clients and a pass costs ≈ 0.16 ms (9 processes of
@@ -168,6 +175,7 @@ pub mod stats;
 pub mod sys;
 pub mod sysfs;
 mod thread;
+pub mod weigh;
 
 pub use config::RuntimeConfig;
 pub use dfsched_core::{

@@ -11,9 +11,23 @@
 //! runs every ~100 ms needs. To keep it cheap, a single-threaded process costs
 //! one `open`+`read` (its `stat` *is* its thread's), buffers are reused across
 //! samples, and processes or threads that vanish mid-scan are skipped.
+//!
+//! To weigh the sample by CFS group (`weigh.rs`), a scan also reads each
+//! thread's nice (`stat` field 19) and, once per process with a runnable
+//! thread and never for the others, the process's group:
+//! `/proc/PID/cgroup` (the cgroup-v1 `cpu` controller's line, else the v2
+//! `0::` line: a path other than `/` is a cpu cgroup of its own) and, for
+//! a process in the root cgroup while `kernel.sched_autogroup_enabled` is
+//! 1, `/proc/PID/autogroup` (`/autogroup-N nice X`; empty for the root
+//! autogroup of kernel threads and init). A `/` read from inside a cgroup
+//! namespace (a container) is the container's cgroup, not the root, and
+//! counts as a cpu cgroup. A process whose files cannot be read counts
+//! thread by thread, as before weighing.
 
 use crate::error::Error;
+use crate::weigh::{self, GroupInfo, GroupKey, OutsideThread, SchedGroup};
 use dfsched_core::CpuId;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -116,6 +130,8 @@ fn parse_ms_as_ns(text: &str) -> Option<u64> {
 pub(crate) struct StatFields {
     /// Field 3: `R` running or runnable, `S` sleeping, …
     pub state: u8,
+    /// Field 19: the thread's nice value, −20 … 19.
+    pub nice: i8,
     /// Field 20: threads in the process.
     pub num_threads: u64,
     /// Field 39: the CPU the thread last ran on.
@@ -123,19 +139,135 @@ pub(crate) struct StatFields {
 }
 
 /// Parses a `/proc/…/stat` line. The command name (field 2) may hold spaces
-/// and parentheses, so fields are counted after its *last* `)`.
+/// and parentheses, so fields are counted after its *last* `)`. A nice
+/// outside −20 … 19 is refused as garbage.
 pub(crate) fn parse_stat(line: &str) -> Option<StatFields> {
     let rest = &line[line.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     // `fields` starts at field 3.
     let state = *fields.next()?.as_bytes().first()?;
-    let num_threads = fields.nth(20 - 4)?.parse().ok()?;
+    let nice: i8 = fields.nth(19 - 4)?.parse().ok()?;
+    if !(-20..=19).contains(&nice) {
+        return None;
+    }
+    let num_threads = fields.next()?.parse().ok()?;
     let processor = fields.nth(39 - 21)?.parse().ok()?;
     Some(StatFields {
         state,
+        nice,
         num_threads,
         processor,
     })
+}
+
+/// What `/proc/PID/autogroup` says: `Some(Some((n, nice)))` for
+/// `/autogroup-N nice X`, `Some(None)` for an empty file (the task is in
+/// the root autogroup: kernel threads, init), `None` for anything else.
+pub(crate) fn parse_autogroup(text: &str) -> Option<Option<(u64, i32)>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(None);
+    }
+    let (name, nice) = text.split_once(" nice ")?;
+    let id = name.strip_prefix("/autogroup-")?.parse().ok()?;
+    let nice: i32 = nice.trim().parse().ok()?;
+    (-20..=19).contains(&nice).then_some(Some((id, nice)))
+}
+
+/// The cpu cgroup path in `/proc/PID/cgroup`: the line of the cgroup-v1
+/// hierarchy whose controllers include `cpu` (`4:cpu,cpuacct:/path`;
+/// `cpuset` and `cpuacct` alone do not count) if there is one, else the
+/// cgroup-v2 line (`0::/path`); `None` if neither is there or a line is
+/// garbled.
+pub(crate) fn parse_cpu_cgroup(text: &str) -> Option<&str> {
+    let mut v2 = None;
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        id.parse::<u32>().ok()?;
+        if !path.starts_with('/') {
+            return None;
+        }
+        if controllers.split(',').any(|c| c == "cpu") {
+            return Some(path);
+        }
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path);
+        }
+    }
+    v2
+}
+
+/// `kernel.sched_autogroup_enabled`: `Some(true)` for `1`, `Some(false)`
+/// for `0`, `None` for anything else.
+pub(crate) fn parse_enabled(text: &str) -> Option<bool> {
+    match text.trim() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// The inode of the initial cgroup namespace (`PROC_CGROUP_INIT_INO` in the
+/// kernel): in it, a cgroup path of `/` is the root task group.
+const INIT_CGROUP_NS_INO: u64 = 0xEFFF_FFFB;
+
+/// What a scan needs to tell processes' groups apart, read once per scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupContext {
+    /// `kernel.sched_autogroup_enabled` is 1 (missing: the kernel has no
+    /// autogroups).
+    pub autogroup: bool,
+    /// We read `/proc` from the initial cgroup namespace, so that a cgroup
+    /// path of `/` is the real root (in a container's namespace it is the
+    /// container's cgroup, which autogroups do not apply to).
+    pub root_is_real: bool,
+}
+
+/// A scan of the outside threads, ready to be weighed (see [`crate::weigh`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutsideSample {
+    /// The runnable threads, by pid then tid order of the scan.
+    pub threads: Vec<OutsideThread>,
+    /// Their groups, indexed by [`OutsideThread::group`].
+    pub groups: Vec<GroupInfo>,
+    /// The context the groups were read in, for reading ours the same way.
+    pub context: Option<GroupContext>,
+}
+
+impl OutsideSample {
+    /// The sample's load per CPU in thousandths of a nice-0 thread, weighed
+    /// against `ours` (see [`crate::weigh::weigh`]), leaving out the
+    /// threads of processes for which `skip` is true (their threads still
+    /// count in their group's size).
+    pub fn weigh(&self, ours: &SchedGroup, skip: impl Fn(u32) -> bool) -> Vec<(CpuId, u64)> {
+        if self.threads.iter().any(|t| skip(t.pid)) {
+            let kept: Vec<OutsideThread> = self
+                .threads
+                .iter()
+                .copied()
+                .filter(|t| !skip(t.pid))
+                .collect();
+            weigh::weigh(&kept, &self.groups, ours)
+        } else {
+            weigh::weigh(&self.threads, &self.groups, ours)
+        }
+    }
+
+    /// The sample's runnable threads per CPU, unweighed, leaving out the
+    /// processes for which `skip` is true.
+    pub fn count(&self, skip: impl Fn(u32) -> bool) -> Vec<(CpuId, u32)> {
+        let kept: Vec<OutsideThread> = self
+            .threads
+            .iter()
+            .copied()
+            .filter(|t| !skip(t.pid))
+            .collect();
+        weigh::count(&kept)
+    }
 }
 
 /// The state letter of a `/proc/…/stat` line (field 3: `R` running or
@@ -167,6 +299,8 @@ pub struct LoadSampler {
     proc_root: PathBuf,
     text: String,
     per_cpu: Vec<u32>,
+    /// One process's runnable threads as `(cpu, nice)`, while it is scanned.
+    threads: Vec<(usize, i8)>,
 }
 
 impl LoadSampler {
@@ -176,6 +310,7 @@ impl LoadSampler {
             proc_root: proc_root.into(),
             text: String::with_capacity(512),
             per_cpu: Vec::new(),
+            threads: Vec::new(),
         }
     }
 
@@ -194,11 +329,13 @@ impl LoadSampler {
     ) -> Result<Vec<(CpuId, u32)>, Error> {
         let mut per_cpu = std::mem::take(&mut self.per_cpu);
         per_cpu.iter_mut().for_each(|n| *n = 0);
-        let scanned = self.scan(skip, |_, cpu| {
-            if per_cpu.len() <= cpu {
-                per_cpu.resize(cpu + 1, 0);
+        let scanned = self.scan(skip, |_, _, threads| {
+            for &(cpu, _) in threads {
+                if per_cpu.len() <= cpu {
+                    per_cpu.resize(cpu + 1, 0);
+                }
+                per_cpu[cpu] += 1;
             }
-            per_cpu[cpu] += 1;
         });
         let out = per_cpu
             .iter()
@@ -213,49 +350,143 @@ impl LoadSampler {
     /// Runnable threads per process and CPU of every process for which
     /// `skip` is false: `(pid, cpu, count)` in pid then CPU order, only
     /// pairs with a runnable thread (so the result stays as small as the
-    /// machine's run queues, whatever the number of processes). The agent
-    /// keeps this form so that a process registering after the scan can be
-    /// taken out of it without a new scan.
+    /// machine's run queues, whatever the number of processes).
     pub fn sample_by_process(
         &mut self,
         skip: impl Fn(u32) -> bool,
     ) -> Result<Vec<(u32, CpuId, u32)>, Error> {
         let mut out: Vec<(u32, CpuId, u32)> = Vec::new();
-        self.scan(skip, |pid, cpu| {
-            let cpu = CpuId(cpu as u32);
-            // The scan visits one process's threads together, so a
-            // process's pairs are at the end of `out`.
-            match out
-                .iter_mut()
-                .rev()
-                .take_while(|(p, ..)| *p == pid)
-                .find(|(_, c, _)| *c == cpu)
-            {
-                Some((.., n)) => *n += 1,
-                None => out.push((pid, cpu, 1)),
+        self.scan(skip, |_, pid, threads| {
+            let first = out.len();
+            for &(cpu, _) in threads {
+                let cpu = CpuId(cpu as u32);
+                match out[first..].iter_mut().find(|(_, c, _)| *c == cpu) {
+                    Some((.., n)) => *n += 1,
+                    None => out.push((pid, cpu, 1)),
+                }
             }
         })?;
         out.sort_unstable();
         Ok(out)
     }
 
-    /// Calls `runnable(pid, cpu)` once per runnable thread of every process
-    /// not skipped. Fails only if `proc_root` itself cannot be listed.
+    /// The runnable threads of every process for which `skip` is false,
+    /// each with its nice value and its process's CFS group, ready to be
+    /// weighed ([`OutsideSample::weigh`]). A process's group files are read
+    /// once, and only for a process with a runnable thread; a process whose
+    /// files cannot be read counts thread by thread. Fails only if
+    /// `proc_root` itself cannot be listed.
+    pub fn sample_outside(&mut self, skip: impl Fn(u32) -> bool) -> Result<OutsideSample, Error> {
+        let context = self.group_context();
+        let mut out = OutsideSample {
+            context: Some(context),
+            ..OutsideSample::default()
+        };
+        let mut index: HashMap<GroupKey, u32> = HashMap::new();
+        self.scan(skip, |sampler, pid, threads| {
+            let group = match sampler.group_of(context, pid) {
+                SchedGroup::Group { key, weight } => {
+                    let next = out.groups.len() as u32;
+                    let g = *index.entry(key.clone()).or_insert(next);
+                    if g == next {
+                        out.groups.push(GroupInfo {
+                            key,
+                            weight,
+                            runnable: 0,
+                        });
+                    }
+                    let n = &mut out.groups[g as usize].runnable;
+                    *n = n.saturating_add(threads.len() as u32);
+                    Some(g)
+                }
+                SchedGroup::Root | SchedGroup::Unknown => None,
+            };
+            out.threads
+                .extend(threads.iter().map(|&(cpu, nice)| OutsideThread {
+                    pid,
+                    group,
+                    cpu: CpuId(cpu as u32),
+                    nice,
+                }));
+        })?;
+        Ok(out)
+    }
+
+    /// Whether autogroups are on and `/` is the real root cgroup (see
+    /// [`GroupContext`]); read anew by each [`LoadSampler::sample_outside`].
+    pub fn group_context(&mut self) -> GroupContext {
+        let autogroup = self
+            .read_small(&self.proc_root.join("sys/kernel/sched_autogroup_enabled"))
+            .and_then(parse_enabled)
+            .unwrap_or(false);
+        // No namespace file (an old kernel, a fixture): one namespace only.
+        let root_is_real = std::fs::metadata(self.proc_root.join("self/ns/cgroup"))
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m) == INIT_CGROUP_NS_INO)
+            .unwrap_or(true);
+        GroupContext {
+            autogroup,
+            root_is_real,
+        }
+    }
+
+    /// Process `pid`'s CFS group: its cpu cgroup if that is not the root
+    /// one, else its autogroup when autogroups are on, else the root group
+    /// (thread by thread). [`SchedGroup::Unknown`] if a file it needs cannot
+    /// be read or parsed.
+    pub fn group_of(&mut self, context: GroupContext, pid: u32) -> SchedGroup {
+        let mut path = self.proc_root.join(pid.to_string());
+        path.push("cgroup");
+        let Some(cgroup) = self.read_small(&path).and_then(parse_cpu_cgroup) else {
+            return SchedGroup::Unknown;
+        };
+        if cgroup != "/" || !context.root_is_real {
+            return SchedGroup::Group {
+                key: GroupKey::Cgroup(cgroup.to_owned()),
+                weight: weigh::NICE_0_WEIGHT,
+            };
+        }
+        if !context.autogroup {
+            return SchedGroup::Root;
+        }
+        path.set_file_name("autogroup");
+        match self.read_small(&path).and_then(parse_autogroup) {
+            Some(Some((id, nice))) => SchedGroup::Group {
+                key: GroupKey::Autogroup(id),
+                weight: weigh::nice_to_weight(nice),
+            },
+            Some(None) => SchedGroup::Root,
+            None => SchedGroup::Unknown,
+        }
+    }
+
+    /// The text of a small file in the sampler's buffer.
+    fn read_small(&mut self, path: &Path) -> Option<&str> {
+        self.text.clear();
+        File::open(path)
+            .and_then(|mut f| f.read_to_string(&mut self.text))
+            .ok()?;
+        Some(&self.text)
+    }
+
+    /// Calls `runnable(self, pid, threads)` once per process not skipped
+    /// that has a runnable thread, `threads` its runnable threads as
+    /// `(cpu, nice)`. Fails only if `proc_root` itself cannot be listed.
     fn scan(
         &mut self,
         skip: impl Fn(u32) -> bool,
-        mut runnable: impl FnMut(u32, usize),
+        mut runnable: impl FnMut(&mut Self, u32, &[(usize, i8)]),
     ) -> Result<(), Error> {
         let dir = std::fs::read_dir(&self.proc_root).map_err(|e| Error::Io {
             path: self.proc_root.clone(),
             reason: e.to_string(),
         })?;
         let mut path = self.proc_root.clone();
-        let mut count = |pid: u32, f: StatFields| {
+        let mut threads = std::mem::take(&mut self.threads);
+        let keep = |threads: &mut Vec<(usize, i8)>, f: StatFields| {
             // CPU numbers come from the kernel; bound them anyway so a
             // garbled file cannot make a caller allocate without limit.
             if f.state == b'R' && f.processor < dfsched_core::cpuset::MAX_CPUS {
-                runnable(pid, f.processor as usize);
+                threads.push((f.processor as usize, f.nice));
             }
         };
         for entry in dir.flatten() {
@@ -266,12 +497,13 @@ impl LoadSampler {
             if skip(pid) {
                 continue;
             }
+            threads.clear();
             path.push(name);
             path.push("stat");
             let fields = self.read_stat(&path);
             path.pop();
             match fields {
-                Some(f) if f.num_threads <= 1 => count(pid, f),
+                Some(f) if f.num_threads <= 1 => keep(&mut threads, f),
                 // A process that vanished, or a kernel whose stat we cannot
                 // parse: skip it rather than fail the whole sample.
                 None => {}
@@ -282,7 +514,7 @@ impl LoadSampler {
                             path.push(task.file_name());
                             path.push("stat");
                             if let Some(f) = self.read_stat(&path) {
-                                count(pid, f);
+                                keep(&mut threads, f);
                             }
                             path.pop();
                             path.pop();
@@ -292,16 +524,16 @@ impl LoadSampler {
                 }
             }
             path.pop();
+            if !threads.is_empty() {
+                runnable(self, pid, &threads);
+            }
         }
+        self.threads = threads;
         Ok(())
     }
 
     fn read_stat(&mut self, path: &Path) -> Option<StatFields> {
-        self.text.clear();
-        File::open(path)
-            .and_then(|mut f| f.read_to_string(&mut self.text))
-            .ok()?;
-        parse_stat(&self.text)
+        parse_stat(self.read_small(path)?)
     }
 }
 
@@ -364,10 +596,15 @@ se.load.weight                               :              1048576
     }
 
     fn stat_line(comm: &str, state: char, threads: u64, cpu: u32) -> String {
-        // 52 fields as in Linux 6.x; only 2, 3, 20 and 39 matter here.
+        nice_stat_line(comm, state, threads, cpu, 0)
+    }
+
+    fn nice_stat_line(comm: &str, state: char, threads: u64, cpu: u32, nice: i8) -> String {
+        // 52 fields as in Linux 6.x; only 2, 3, 19, 20 and 39 matter here.
         let mut f: Vec<String> = (1..=52).map(|i| i.to_string()).collect();
         f[1] = format!("({comm})");
         f[2] = state.to_string();
+        f[18] = nice.to_string();
         f[19] = threads.to_string();
         f[38] = cpu.to_string();
         f.join(" ")
@@ -380,11 +617,98 @@ se.load.weight                               :              1048576
             f,
             StatFields {
                 state: b'S',
+                nice: 0,
                 num_threads: 3,
                 processor: 1
             }
         );
         assert!(parse_stat("12 (x) R 1 2").is_none(), "too short");
+    }
+
+    #[test]
+    fn parses_the_threads_nice_and_refuses_a_garbled_one() {
+        for nice in [-20, -1, 0, 5, 19] {
+            let f = parse_stat(&nice_stat_line("n", 'R', 1, 0, nice)).unwrap();
+            assert_eq!(f.nice, nice);
+        }
+        let line = nice_stat_line("n", 'R', 1, 0, 0);
+        let mut f: Vec<&str> = line.split(' ').collect();
+        for bad in ["20", "-21", "x", "1.5", "--1"] {
+            f[18] = bad;
+            assert_eq!(parse_stat(&f.join(" ")), None, "nice {bad:?}");
+        }
+        // Truncated right after the nice field.
+        let cut: Vec<&str> = line.split(' ').take(19).collect();
+        assert_eq!(parse_stat(&cut.join(" ")), None);
+    }
+
+    #[test]
+    fn parses_autogroup_files() {
+        assert_eq!(
+            parse_autogroup("/autogroup-300 nice 0\n"),
+            Some(Some((300, 0)))
+        );
+        assert_eq!(
+            parse_autogroup("/autogroup-7 nice -19"),
+            Some(Some((7, -19)))
+        );
+        assert_eq!(
+            parse_autogroup("/autogroup-7 nice 19\n"),
+            Some(Some((7, 19)))
+        );
+        // Empty: the root autogroup (kernel threads, init).
+        assert_eq!(parse_autogroup(""), Some(None));
+        assert_eq!(parse_autogroup("\n"), Some(None));
+        for bad in [
+            "/autogroup-",
+            "/autogroup-3",
+            "/autogroup-3 nice",
+            "/autogroup-3 nice x",
+            "/autogroup-3 nice 20",
+            "/autogroup--3 nice 0",
+            "autogroup-3 nice 0",
+            "/autogroup-3 nice 0 extra",
+            "\u{0}\u{1}garbage",
+        ] {
+            assert_eq!(parse_autogroup(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn parses_the_cpu_cgroup_of_v1_v2_and_hybrid_files() {
+        let hybrid = "9:name=systemd:/user.slice\n4:memory:/m\n3:cpuset:/s\n\
+                      2:cpuacct:/a\n1:cpu:/batch\n0::/user.slice/x\n";
+        assert_eq!(parse_cpu_cgroup(hybrid), Some("/batch"));
+        assert_eq!(parse_cpu_cgroup("5:cpu,cpuacct:/\n"), Some("/"));
+        assert_eq!(parse_cpu_cgroup("5:cpuacct,cpu:/a b\n"), Some("/a b"));
+        // No v1 cpu line: the v2 one.
+        assert_eq!(
+            parse_cpu_cgroup("3:cpuset:/s\n0::/user.slice/session-2.scope\n"),
+            Some("/user.slice/session-2.scope")
+        );
+        assert_eq!(parse_cpu_cgroup("0::/\n"), Some("/"));
+        // Neither, truncated or garbage.
+        for bad in [
+            "",
+            "3:cpuset:/s\n",
+            "0::",
+            "0:",
+            "x::/\n",
+            "1:cpu:relative\n",
+            "garbage",
+            "1:cpu\n",
+        ] {
+            assert_eq!(parse_cpu_cgroup(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn parses_the_autogroup_switch() {
+        assert_eq!(parse_enabled("1\n"), Some(true));
+        assert_eq!(parse_enabled("0"), Some(false));
+        for bad in ["", "2", "yes", "1 1"] {
+            assert_eq!(parse_enabled(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -478,6 +802,108 @@ se.load.weight                               :              1048576
         assert_eq!(sampler.sample(30).unwrap(), vec![(CpuId(1), 1)]);
         std::fs::remove_dir_all(&root).unwrap();
         assert!(sampler.sample(30).is_err(), "a missing /proc is an error");
+    }
+
+    #[test]
+    fn outside_threads_are_weighed_by_their_processes_groups() {
+        let root = std::env::temp_dir().join(format!(
+            "dfsched-procfs-groups-{}-{}",
+            std::process::id(),
+            crate::sys::gettid()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        let in_root = "1:cpu,cpuacct:/\n0::/\n";
+        write("sys/kernel/sched_autogroup_enabled", "1\n");
+        // pids 10 and 11: one session (autogroup 5), 3 runnable threads.
+        write("10/stat", &stat_line("a", 'R', 1, 0));
+        write("10/cgroup", in_root);
+        write("10/autogroup", "/autogroup-5 nice 0\n");
+        write("11/stat", &stat_line("b", 'S', 3, 0));
+        write("11/task/11/stat", &stat_line("b", 'R', 3, 0));
+        write("11/task/12/stat", &stat_line("b", 'R', 3, 1));
+        write("11/task/13/stat", &stat_line("b", 'S', 3, 1));
+        write("11/cgroup", in_root);
+        write("11/autogroup", "/autogroup-5 nice 0\n");
+        // pid 20: our session, at nice 19.
+        write("20/stat", &nice_stat_line("c", 'R', 1, 1, 19));
+        write("20/cgroup", in_root);
+        write("20/autogroup", "/autogroup-6 nice 0\n");
+        // pid 21: a cpu cgroup of its own.
+        write("21/stat", &stat_line("d", 'R', 1, 1));
+        write("21/cgroup", "1:cpu:/batch\n0::/\n");
+        // pid 22: unreadable groups; pid 23: the root autogroup (kthread).
+        write("22/stat", &stat_line("e", 'R', 1, 0));
+        write("23/stat", &stat_line("f", 'R', 1, 0));
+        write("23/cgroup", in_root);
+        write("23/autogroup", "");
+        // pid 30: us, skipped.
+        write("30/stat", &stat_line("me", 'R', 1, 0));
+        write("30/cgroup", in_root);
+        write("30/autogroup", "/autogroup-6 nice 0\n");
+
+        let mut sampler = LoadSampler::new(&root);
+        let sample = sampler.sample_outside(|pid| pid == 30).unwrap();
+        let ctx = sample.context.unwrap();
+        assert_eq!(
+            ctx,
+            GroupContext {
+                autogroup: true,
+                root_is_real: true
+            }
+        );
+        let ours = sampler.group_of(ctx, 30);
+        assert_eq!(
+            ours,
+            SchedGroup::Group {
+                key: GroupKey::Autogroup(6),
+                weight: 1024
+            }
+        );
+        assert_eq!(sampler.group_of(ctx, 22), SchedGroup::Unknown);
+        assert_eq!(sampler.group_of(ctx, 23), SchedGroup::Root);
+        assert_eq!(sample.threads.len(), 7);
+        assert_eq!(sample.count(|_| false), vec![(CpuId(0), 4), (CpuId(1), 3)]);
+        // Autogroup 5: 1024 over 3 threads, 2 on CPU 0. Ours (nice 19):
+        // 15/1024 of a thread. /batch: one thread, 1000. pids 22, 23: 1000.
+        assert_eq!(
+            sample.weigh(&ours, |_| false),
+            vec![(CpuId(0), 666 + 2000), (CpuId(1), 333 + 14 + 1000)]
+        );
+        // pid 11 taken out afterwards: autogroup 5 still has 3 threads.
+        assert_eq!(
+            sample.weigh(&ours, |pid| pid == 11),
+            vec![(CpuId(0), 333 + 2000), (CpuId(1), 14 + 1000)]
+        );
+        // Autogroups off: the root group's threads count one by one.
+        write("sys/kernel/sched_autogroup_enabled", "0\n");
+        let sample = sampler.sample_outside(|pid| pid == 30).unwrap();
+        let ctx = sample.context.unwrap();
+        assert!(!ctx.autogroup);
+        let ours = sampler.group_of(ctx, 30);
+        assert_eq!(ours, SchedGroup::Root);
+        assert_eq!(
+            sample.weigh(&ours, |_| false),
+            vec![(CpuId(0), 4000), (CpuId(1), 2000 + 14)]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn our_own_group_is_known_on_this_machine() {
+        let mut sampler = LoadSampler::new("/proc");
+        let ctx = sampler.group_context();
+        let ours = sampler.group_of(ctx, std::process::id());
+        assert_ne!(ours, SchedGroup::Unknown, "{ctx:?}");
+        if ctx.autogroup && ctx.root_is_real {
+            // Root or an autogroup, unless we run in a cpu cgroup.
+            eprintln!("our group here: {ours:?}");
+        }
+        assert_eq!(sampler.group_of(ctx, u32::MAX), SchedGroup::Unknown);
     }
 
     #[test]

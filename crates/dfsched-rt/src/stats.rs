@@ -2,7 +2,8 @@
 //! They are what the hot path records instead of logging.
 //!
 //! All counters count since the runtime started and only grow, except
-//! `threads_active`, `threads_idle` and `external_runnable`, which are
+//! `threads_active`, `threads_idle`, `external_runnable`,
+//! `external_load_milli` and `external_load_per_cpu_milli`, which are
 //! current values.
 //! Counters are kept under the runtime's one mutex, except the fast-path
 //! hint count, which each thread keeps in its own slot (see `thread.rs`) so
@@ -162,8 +163,18 @@ pub struct RuntimeStats {
     pub external_load_own_scans: u64,
     /// External-load samples that failed (the pass ran without one).
     pub external_load_errors: u64,
-    /// Other processes' runnable threads on our CPUs in the last sample.
+    /// Runnable threads of processes not under dfsched on our CPUs in the
+    /// last sample, counted one by one (before the CFS-group weighing and
+    /// the window; the other dfsched processes' load not included).
     pub external_runnable: u64,
+    /// The external load the engine got at the last pass, summed over our
+    /// CPUs, in thousandths of a nice-0 thread: the unmanaged load weighed
+    /// by CFS group and damped by the window, plus the other dfsched
+    /// processes' reported load.
+    pub external_load_milli: u64,
+    /// The same per CPU, `(cpu, thousandths)` in CPU order, CPUs with none
+    /// left out.
+    pub external_load_per_cpu_milli: Vec<(dfsched_core::CpuId, u64)>,
     /// Calls starting a program (`posix_spawn`, `posix_spawnp`, `system`,
     /// `popen`, under `LD_PRELOAD`) made by a thread dfsched had placed,
     /// which ran with the thread's allowed CPUs so that the program got
@@ -227,6 +238,9 @@ mod tests {
             "spawn_lends",
             "external_load_agent_samples",
             "external_load_own_scans",
+            "external_runnable",
+            "external_load_milli",
+            "external_load_per_cpu_milli",
             "placement_failures",
             "refused",
             "engine",

@@ -13,7 +13,7 @@
 //!   3. the unmanaged load goes through the runtime's window (external.rs);
 //!      only when the view carries none does the runtime scan /proc itself,
 //!      skipping the registered pids (their load came in 2); the others'
-//!      sum is added in whole threads
+//!      sum is added in thousandths (`Event::ExternalLoadMilli`)
 //!   4. (under the lock, before Balance) narrow every thread's allowed set
 //!      to the sharing set's home with Event::Allowed; restore it when the
 //!      home goes
@@ -171,6 +171,15 @@ impl Link {
     }
 }
 
+/// The unmanaged load of a view, per CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unmanaged {
+    /// Weighed, in thousandths of a nice-0 thread.
+    pub(crate) milli: Vec<(CpuId, u64)>,
+    /// Runnable threads, counted one by one.
+    pub(crate) counted: Vec<(CpuId, u32)>,
+}
+
 /// What one pass got from the agent.
 #[derive(Debug, Default)]
 pub(crate) struct AgentPass {
@@ -186,10 +195,17 @@ impl AgentPass {
             .is_some_and(|v| v.registered.binary_search(&pid).is_ok())
     }
 
-    /// The agent's unmanaged load (runnable threads per CPU of the
-    /// processes it does not have registered), if the view carries it.
-    pub(crate) fn unmanaged(&self) -> Option<&[(CpuId, u32)]> {
-        self.view.as_ref()?.unmanaged.as_deref()
+    /// The agent's unmanaged load (the processes it does not have
+    /// registered), if the view carries it: per CPU in thousandths of a
+    /// nice-0 thread, 1000 per runnable thread; and the runnable threads
+    /// counted.
+    pub(crate) fn unmanaged(&self) -> Option<Unmanaged> {
+        let counted = self.view.as_ref()?.unmanaged.clone()?;
+        let milli = counted
+            .iter()
+            .map(|&(c, n)| (c, u64::from(n) * 1000))
+            .collect();
+        Some(Unmanaged { milli, counted })
     }
 
     /// A pass as if the agent had answered with these others' load and
@@ -210,46 +226,19 @@ impl AgentPass {
         }
     }
 
-    /// `sample` (runnable threads per CPU) plus the others' load in whole
-    /// threads. The others' thousandths are rounded as a whole (their total
-    /// to the nearest thread) and spread by largest remainder, so two
-    /// half-threads on two CPUs count one thread, not two or none.
-    pub(crate) fn add_others(&self, sample: Vec<(CpuId, u32)>) -> Vec<(CpuId, u32)> {
+    /// `sample` plus the others' load, per CPU in thousandths, CPUs with
+    /// none left out, in CPU order.
+    pub(crate) fn add_others(&self, sample: Vec<(CpuId, u64)>) -> Vec<(CpuId, u64)> {
         let Some(view) = &self.view else {
             return sample;
         };
-        let mut out: BTreeMap<CpuId, u32> = sample.into_iter().collect();
-        for (cpu, n) in whole_threads(&view.others_milli) {
-            *out.entry(cpu).or_default() += n;
+        let mut out: BTreeMap<CpuId, u64> = sample.into_iter().collect();
+        for &(cpu, m) in &view.others_milli {
+            let e = out.entry(cpu).or_default();
+            *e = e.saturating_add(m);
         }
-        out.into_iter().filter(|&(_, n)| n > 0).collect()
+        out.into_iter().filter(|&(_, m)| m > 0).collect()
     }
-}
-
-/// Thousandths per CPU as whole threads per CPU (see [`AgentPass::merge`]).
-pub(crate) fn whole_threads(milli: &[(CpuId, u64)]) -> Vec<(CpuId, u32)> {
-    let total: u64 = milli.iter().map(|&(_, m)| m).sum();
-    let mut left = (total + 500) / 1000;
-    let mut out: Vec<(CpuId, u64)> = milli.iter().map(|&(c, m)| (c, m / 1000)).collect();
-    left -= left.min(out.iter().map(|&(_, n)| n).sum());
-    let mut by_rem: Vec<(u64, CpuId, usize)> = milli
-        .iter()
-        .enumerate()
-        .map(|(i, &(c, m))| (m % 1000, c, i))
-        .collect();
-    // Largest remainder first; ties to the lowest CPU.
-    by_rem.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    for &(rem, _, i) in &by_rem {
-        if left == 0 || rem == 0 {
-            break;
-        }
-        out[i].1 += 1;
-        left -= 1;
-    }
-    out.into_iter()
-        .filter(|&(_, n)| n > 0)
-        .map(|(c, n)| (c, u32::try_from(n).unwrap_or(u32::MAX)))
-        .collect()
 }
 
 /// `share(S, cpu)` of the core's load formula, over every CPU of `s`.
@@ -489,23 +478,6 @@ mod tests {
     }
 
     #[test]
-    fn others_load_becomes_whole_threads_keeping_the_total() {
-        let c = CpuId;
-        // Two half-threads: one thread, on the lowest CPU.
-        assert_eq!(whole_threads(&[(c(0), 500), (c(1), 500)]), vec![(c(0), 1)]);
-        // 1.4 + 0.6 = 2 threads: one each.
-        assert_eq!(
-            whole_threads(&[(c(0), 1400), (c(1), 600)]),
-            vec![(c(0), 1), (c(1), 1)]
-        );
-        // Thirds of one thread over 3 CPUs: one thread in all.
-        let thirds = [(c(0), 334), (c(1), 333), (c(2), 333)];
-        assert_eq!(whole_threads(&thirds), vec![(c(0), 1)]);
-        assert_eq!(whole_threads(&[(c(3), 3000)]), vec![(c(3), 3)]);
-        assert!(whole_threads(&[(c(0), 400)]).is_empty());
-    }
-
-    #[test]
     fn shares_follow_the_core_formula() {
         let mut load = BTreeMap::new();
         add_shares(&"0-2".parse().unwrap(), &mut load);
@@ -526,14 +498,23 @@ mod tests {
             }),
         };
         assert!(pass.skips(9) && !pass.skips(7));
-        assert_eq!(pass.unmanaged(), Some(&[(CpuId(0), 4)][..]));
         assert_eq!(
-            pass.add_others(vec![(CpuId(0), 1), (CpuId(1), 1)]),
-            vec![(CpuId(0), 1), (CpuId(1), 3)]
+            pass.unmanaged(),
+            Some(Unmanaged {
+                milli: vec![(CpuId(0), 4000)],
+                counted: vec![(CpuId(0), 4)]
+            })
+        );
+        assert_eq!(
+            pass.add_others(vec![(CpuId(0), 1000), (CpuId(1), 500)]),
+            vec![(CpuId(0), 1000), (CpuId(1), 2500)]
         );
         let none = AgentPass::default();
         assert!(!none.skips(9));
         assert_eq!(none.unmanaged(), None);
-        assert_eq!(none.add_others(vec![(CpuId(0), 1)]), vec![(CpuId(0), 1)]);
+        assert_eq!(
+            none.add_others(vec![(CpuId(0), 1000)]),
+            vec![(CpuId(0), 1000)]
+        );
     }
 }
