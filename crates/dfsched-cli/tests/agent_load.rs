@@ -79,6 +79,26 @@ impl Helper {
         Helper(ChildProc::spawn(cmd, "H4:"))
     }
 
+    /// A process with `per_cpu[i].1` threads spinning on `per_cpu[i].0`,
+    /// in a session of its own if `new_session` (started through the
+    /// `setsid` tool, which then execs it under the same pid).
+    fn spin_on(per_cpu: &[(CpuId, u32)], new_session: bool) -> Helper {
+        let spec: Vec<String> = per_cpu
+            .iter()
+            .map(|&(c, n)| format!("{} {n}", c.0))
+            .collect();
+        let rerun = rerun("child_body");
+        let mut cmd = if new_session {
+            let mut cmd = Command::new("setsid");
+            cmd.arg(rerun.get_program()).args(rerun.get_args());
+            cmd
+        } else {
+            rerun
+        };
+        cmd.env(CHILD_ENV, spec.join(" ")).stderr(Stdio::null());
+        Helper(ChildProc::spawn(cmd, "H4:"))
+    }
+
     fn pid(&self) -> u32 {
         self.0.pid()
     }
@@ -94,7 +114,8 @@ impl Helper {
 /// The body of a helper process, and nothing when run as an ordinary test.
 ///
 /// With `AGENT_LOAD_CHILD="CPU N"`: pins itself to CPU, starts N threads
-/// spinning there (always runnable, always on that CPU), prints `H4:ready`,
+/// spinning there (always runnable, always on that CPU; more `CPU N` pairs
+/// may follow, each thread pinned to its pair's CPU), prints `H4:ready`,
 /// then answers `report SOCK CPU MILLI` (connect to the agent on SOCK,
 /// report MILLI thousandths on CPU, keep the connection) with `H4:ok`.
 /// Exits at EOF.
@@ -103,17 +124,18 @@ fn child_body() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let (cpu, threads) = spec.split_once(' ').unwrap();
-    let cpu: u32 = cpu.parse().unwrap();
-    let threads: u32 = threads.parse().unwrap();
-    let mut on: CpuSet = CpuSet::new();
-    on.insert(CpuId(cpu));
-    dfsched::sys::set_affinity(0, &on).unwrap();
+    let numbers: Vec<u32> = spec.split(' ').map(|w| w.parse().unwrap()).collect();
+    let on = |cpu: u32| -> CpuSet { [CpuId(cpu)].into_iter().collect() };
+    dfsched::sys::set_affinity(0, &on(numbers[0])).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinners: Vec<_> = (0..threads)
-        .map(|_| {
+    let spinners: Vec<_> = numbers
+        .chunks(2)
+        .flat_map(|pair| std::iter::repeat_n(pair[0], pair[1] as usize))
+        .map(|cpu| {
             let stop = stop.clone();
+            let on = on(cpu);
             std::thread::spawn(move || {
+                dfsched::sys::set_affinity(0, &on).unwrap();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
@@ -132,6 +154,7 @@ fn child_body() {
                     load_milli: vec![(CpuId(cpu.parse().unwrap()), milli.parse().unwrap())],
                     allowed: dfsched::sys::get_affinity(0).unwrap(),
                     own_socket_inode: c.socket_inode(),
+                    weighed: false,
                 };
                 match c.report(report) {
                     Ok(_) => {
@@ -159,13 +182,107 @@ fn on_cpu(unmanaged: &[(CpuId, u32)], cpu: CpuId) -> u32 {
         .map_or(0, |&(_, n)| n)
 }
 
-/// A report of no load from this process (registers it).
+/// A report of no load from this process (registers it), as a client
+/// that does not ask for the weighed load.
 fn empty_report(c: &Client) -> Report {
     Report {
         load_milli: Vec::new(),
         allowed: dfsched::sys::get_affinity(0).unwrap(),
         own_socket_inode: c.socket_inode(),
+        weighed: false,
     }
+}
+
+/// Thousandths per CPU in a weighed load.
+fn milli_on(load: &[(CpuId, u64)], cpu: CpuId) -> u64 {
+    load.iter().find(|&&(c, _)| c == cpu).map_or(0, |&(_, m)| m)
+}
+
+#[test]
+fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
+    const NAME: &str = "the_agent_weighs_the_unmanaged_load_against_the_clients_own_group";
+    // Alone: other tests' unregistered spinners would be outside load in
+    // our own session.
+    if !alone(NAME) {
+        return;
+    }
+    let Some((c0, c1)) = two_cpus(NAME) else {
+        return;
+    };
+    let mut sampler = dfsched::procfs::LoadSampler::new("/proc");
+    let ctx = sampler.group_context();
+    let ours = sampler.group_of(ctx, std::process::id());
+    if !matches!(
+        ours,
+        dfsched::weigh::SchedGroup::Group {
+            key: dfsched::weigh::GroupKey::Autogroup(_),
+            ..
+        }
+    ) {
+        println!("skipped {NAME}: not in an autogroup ({ours:?})");
+        return;
+    }
+    if !Command::new("setsid")
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        println!("skipped {NAME}: no setsid tool");
+        return;
+    }
+    let dir = TempDir::new("weigh");
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
+    let rt = Runtime::start(RuntimeConfig {
+        balance_interval_ms: 0,
+        external_load: true,
+        external_window: 1,
+        agent: AgentMode::Path(dir.sock()),
+        idle_passes: 0,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    // Our session: 2 threads per CPU weigh 2000 there at least (other
+    // load only adds). Another session: the same 4 threads are one group
+    // of 500 per CPU, so a pass that saw them has less than 2000 on each
+    // CPU, in the agent's view and in what the runtime gave its engine.
+    // Counted one by one, both would be 2000 or more.
+    for new_session in [false, true] {
+        let hogs = Helper::spin_on(&[(c0, 2), (c1, 2)], new_session);
+        loop {
+            rt.balance_now().unwrap();
+            let link = rt.agent_link();
+            let s = rt.stats();
+            let counted = link.unmanaged.clone().unwrap_or_default();
+            let milli = link.unmanaged_milli.clone().expect("the agent weighed");
+            let engine = &s.external_load_per_cpu_milli;
+            let seen = on_cpu(&counted, c0) >= 2 && on_cpu(&counted, c1) >= 2;
+            let reached = if new_session {
+                seen && [c0, c1]
+                    .iter()
+                    .all(|&c| milli_on(&milli, c) < 2000 && milli_on(engine, c) < 2000)
+            } else {
+                [c0, c1]
+                    .iter()
+                    .all(|&c| milli_on(&milli, c) >= 2000 && milli_on(engine, c) >= 2000)
+            };
+            if reached {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "new session {new_session}: {link:?} {engine:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!rt.agent_link().registered.contains(&hogs.pid()));
+        drop(hogs);
+    }
+    let s = rt.stats();
+    assert_eq!(s.external_load_own_scans, 0, "{s:?}");
+    assert!(s.external_load_agent_samples > 0);
+    rt.shutdown();
+    drop(agent);
 }
 
 #[test]

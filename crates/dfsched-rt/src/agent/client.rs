@@ -110,7 +110,7 @@ impl Client {
     /// Reports this process's load; the agent's view of everyone else's.
     pub fn report(&mut self, report: Report) -> Result<View, AgentError> {
         match self.request(&Request::Report(report))? {
-            Reply::View(v) => Ok(v),
+            Reply::View(v) => Ok(*v),
             other => Err(unexpected(other)),
         }
     }

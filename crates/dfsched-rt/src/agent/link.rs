@@ -9,7 +9,8 @@
 //!      engine's `load_milli()` minus the external part, computed from the
 //!      targets so that a load set by `set_external_load` cannot leak in.
 //!   2. report it; receive the others' sum, the unmanaged load (the agent's
-//!      shared /proc scan), the registered pids, the home
+//!      shared /proc scan, weighed against our CFS group: `weighed` asks
+//!      for it), the registered pids, the home
 //!   3. the unmanaged load goes through the runtime's window (external.rs);
 //!      only when the view carries none does the runtime scan /proc itself,
 //!      skipping the registered pids (their load came in 2); the others'
@@ -99,6 +100,11 @@ pub struct LinkStatus {
     /// runnable threads per CPU before the runtime's window; `None` if the
     /// view carried none.
     pub unmanaged: Option<Vec<(CpuId, u32)>>,
+    /// The same load weighed by the agent against this process's CFS
+    /// group, in thousandths per CPU before the runtime's window; `None` if
+    /// the view carried none (an agent that does not weigh: the runtime
+    /// then takes 1000 per thread of `unmanaged`).
+    pub unmanaged_milli: Option<Vec<(CpuId, u64)>>,
     /// The registered pids of the last view.
     pub registered: Vec<u32>,
     /// The sharing set's home the threads are narrowed to, if any.
@@ -197,14 +203,20 @@ impl AgentPass {
 
     /// The agent's unmanaged load (the processes it does not have
     /// registered), if the view carries it: per CPU in thousandths of a
-    /// nice-0 thread, 1000 per runnable thread; and the runnable threads
-    /// counted.
+    /// nice-0 thread, weighed against our CFS group by the agent
+    /// (`unmanaged_milli`), or 1000 per runnable thread from an agent that
+    /// does not weigh; and the runnable threads counted.
     pub(crate) fn unmanaged(&self) -> Option<Unmanaged> {
-        let counted = self.view.as_ref()?.unmanaged.clone()?;
-        let milli = counted
-            .iter()
-            .map(|&(c, n)| (c, u64::from(n) * 1000))
-            .collect();
+        let view = self.view.as_ref()?;
+        let counted = view.unmanaged.clone()?;
+        let milli = match &view.unmanaged_milli {
+            Some(m) => m.clone(),
+            // An agent that does not weigh: 1000 per thread, as counted.
+            None => counted
+                .iter()
+                .map(|&(c, n)| (c, u64::from(n) * 1000))
+                .collect(),
+        };
         Some(Unmanaged { milli, counted })
     }
 
@@ -219,6 +231,7 @@ impl AgentPass {
             view: Some(View {
                 others_milli: others_milli.to_vec(),
                 unmanaged: unmanaged.map(<[_]>::to_vec),
+                unmanaged_milli: None,
                 registered: Vec::new(),
                 home: None,
                 set: None,
@@ -319,6 +332,7 @@ impl Inner {
             load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
             allowed: self.allowed.intersection(self.topology.cpus()),
             own_socket_inode: inode,
+            weighed: true,
         }
     }
 
@@ -345,6 +359,7 @@ impl Inner {
                 s.reports += 1;
                 s.others_milli = view.others_milli.clone();
                 s.unmanaged = view.unmanaged.clone();
+                s.unmanaged_milli = view.unmanaged_milli.clone();
                 s.registered = view.registered.clone();
                 s.set = view.set;
                 AgentPass { view: Some(view) }
@@ -492,6 +507,7 @@ mod tests {
             view: Some(View {
                 others_milli: vec![(CpuId(1), 2000)],
                 unmanaged: Some(vec![(CpuId(0), 4)]),
+                unmanaged_milli: None,
                 registered: vec![5, 9],
                 home: None,
                 set: None,
@@ -515,6 +531,33 @@ mod tests {
         assert_eq!(
             none.add_others(vec![(CpuId(0), 1000)]),
             vec![(CpuId(0), 1000)]
+        );
+    }
+
+    #[test]
+    fn the_agents_weighed_load_is_preferred_to_its_thread_count() {
+        let view = |milli: Option<Vec<(CpuId, u64)>>| AgentPass {
+            view: Some(View {
+                others_milli: vec![],
+                unmanaged: Some(vec![(CpuId(0), 3), (CpuId(1), 3)]),
+                unmanaged_milli: milli,
+                registered: vec![],
+                home: None,
+                set: None,
+            }),
+        };
+        let weighed = view(Some(vec![(CpuId(0), 500), (CpuId(1), 500)]));
+        assert_eq!(
+            weighed.unmanaged(),
+            Some(Unmanaged {
+                milli: vec![(CpuId(0), 500), (CpuId(1), 500)],
+                counted: vec![(CpuId(0), 3), (CpuId(1), 3)]
+            })
+        );
+        // An agent that does not weigh: 1000 per thread.
+        assert_eq!(
+            view(None).unmanaged().unwrap().milli,
+            vec![(CpuId(0), 3000), (CpuId(1), 3000)]
         );
     }
 }

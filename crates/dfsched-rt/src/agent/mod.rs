@@ -39,7 +39,9 @@
 //! - `server.rs`: the agent itself (accept loop, a thread per connection,
 //!   the tick thread, the idle exit).
 //! - `scan.rs`: the shared `/proc` scan of the unmanaged load and its
-//!   freshness bound.
+//!   freshness bound; the load is weighed by CFS group against each
+//!   client's own group (`crate::weigh`), since which threads compete with
+//!   a process one by one depends on its session or cgroup.
 //! - `sharing.rs`: union-find over shared inodes, and the sharing sets'
 //!   homes by the core's home rule.
 //! - `client.rs`: the client used by runtimes and by `dfsched agent

@@ -4,8 +4,8 @@
 //! is an error reply, never silently dropped.
 //!
 //! ```text
-//!  client → {"v":2,"req":{"report":{"load_milli":[[0,1000],[1,500]],"allowed":"0-1","own_socket_inode":4711}}}
-//!  agent  ← {"v":2,"reply":{"view":{"others_milli":[[0,2000]],"unmanaged":[[1,3]],"registered":[812,990],"home":"0","set":3}}}
+//!  client → {"v":2,"req":{"report":{"load_milli":[[0,1000],[1,500]],"allowed":"0-1","own_socket_inode":4711,"weighed":true}}}
+//!  agent  ← {"v":2,"reply":{"view":{"others_milli":[[0,2000]],"unmanaged":[[1,3]],"unmanaged_milli":[[1,500]],"registered":[812,990],"home":"0","set":3}}}
 //!  client → {"v":2,"req":{"update":{"load_milli":[[1,1500]],"allowed":"0-1","own_socket_inode":4711}}}
 //!  agent  ← {"v":2,"reply":"updated"}
 //!  client → {"v":2,"req":"status"}
@@ -28,6 +28,15 @@
 //!   malformed reply, and a version-2 runtime talking to a version-1 agent
 //!   must know that no shared scan is coming: each side now gets a clear
 //!   "version" refusal and the runtime falls back to its own scan.
+//! - 2, additive: a report may carry `"weighed":true`, and the view to such
+//!   a report carries `unmanaged_milli`, the unmanaged load weighed by CFS
+//!   group against the *asking* process's group (its session's autogroup
+//!   or its cpu cgroup; see `crate::weigh`), in thousandths of a nice-0
+//!   thread per CPU. `unmanaged` (whole threads) stays in every view. The
+//!   new field is sent only when asked for because both sides refuse
+//!   unknown fields: an older client never gets a field it would refuse,
+//!   and an older agent refuses a report that asks (`malformed`), after
+//!   which the runtime counts on its own scan, which weighs too.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
@@ -95,6 +104,10 @@ pub struct Report {
     /// does not mistake the agent socket (inherited by a forked child) for
     /// a socket the processes share.
     pub own_socket_inode: Option<u64>,
+    /// Whether the view should carry [`View::unmanaged_milli`] (see the
+    /// module doc's versions); absent = false, and left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub weighed: bool,
 }
 
 /// One reply line.
@@ -111,8 +124,9 @@ pub struct ReplyLine {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Reply {
-    /// The answer to a [`Request::Report`].
-    View(View),
+    /// The answer to a [`Request::Report`] (boxed, as [`Reply::Status`]:
+    /// every reply line would otherwise be as large).
+    View(Box<View>),
     /// The answer to [`Request::Update`]: the load is recorded.
     Updated,
     /// The answer to [`Request::Status`] (boxed: it is by far the largest
@@ -139,6 +153,15 @@ pub struct View {
     /// taken out. `None` when the agent could not scan `/proc`: the runtime
     /// then scans itself.
     pub unmanaged: Option<Vec<(CpuId, u32)>>,
+    /// The same load weighed by CFS group against the asking process's
+    /// group, per CPU in thousandths of a nice-0 thread, CPUs with none
+    /// left out: a thread of the asker's own group (or whose group is not
+    /// known) weighs 1000 at nice 0, another group 1000 in all at nice 0,
+    /// spread over its CPUs by its runnable threads (see `crate::weigh`).
+    /// Only in answer to a report with [`Report::weighed`], and `None`
+    /// whenever `unmanaged` is; absent = `None`, and left out when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmanaged_milli: Option<Vec<(CpuId, u64)>>,
     /// Every registered pid, the asking one included, ascending: the
     /// runtime's `/proc` sample skips them, since their load is in
     /// `others_milli` (or is its own).
@@ -367,6 +390,7 @@ mod tests {
             load_milli: vec![(CpuId(0), 1000), (CpuId(1), 500)],
             allowed: "0-1".parse().unwrap(),
             own_socket_inode: Some(4711),
+            weighed: true,
         })
     }
 
@@ -447,17 +471,57 @@ mod tests {
 
     #[test]
     fn replies_round_trip() {
-        let view = ReplyLine::new(Reply::View(View {
+        let view = ReplyLine::new(Reply::View(Box::new(View {
             others_milli: vec![(CpuId(1), 2000)],
             unmanaged: Some(vec![(CpuId(0), 3)]),
+            unmanaged_milli: Some(vec![(CpuId(0), 1500)]),
             registered: vec![3, 9],
             home: Some("1".parse().unwrap()),
             set: Some(2),
-        }));
+        })));
         for reply in [view, ReplyLine::new(Reply::Updated)] {
             let line = encode(&reply);
             let back: ReplyLine = serde_json::from_slice(&line).unwrap();
             assert_eq!(back, reply);
         }
+    }
+
+    #[test]
+    fn the_weighed_field_is_additive_both_ways() {
+        // An older client's report (no `weighed`) parses, not weighed, and
+        // a report not asking leaves the key out.
+        let old = r#"{"v":2,"req":{"report":{"load_milli":[[0,1000]],"allowed":"0-1","own_socket_inode":null}}}"#;
+        let Request::Report(r) = parse_request(old.as_bytes()).unwrap() else {
+            panic!("not a report")
+        };
+        assert!(!r.weighed);
+        let line = encode(&RequestLine {
+            v: PROTOCOL_VERSION,
+            req: Request::Report(r),
+        });
+        assert!(!String::from_utf8(line).unwrap().contains("weighed"));
+        // A view to such a report has no `unmanaged_milli` key, so an older
+        // client (which refuses unknown fields) reads it; an older agent's
+        // view parses with none.
+        let view = View {
+            others_milli: vec![],
+            unmanaged: Some(vec![(CpuId(1), 2)]),
+            unmanaged_milli: None,
+            registered: vec![7],
+            home: None,
+            set: None,
+        };
+        let line = encode(&ReplyLine::new(Reply::View(Box::new(view.clone()))));
+        let text = String::from_utf8(line).unwrap();
+        assert!(!text.contains("unmanaged_milli"), "{text}");
+        let old_view = r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[1,2]],"registered":[7],"home":null,"set":null}}}"#;
+        let back: ReplyLine = serde_json::from_str(old_view).unwrap();
+        assert_eq!(back.reply, Reply::View(Box::new(view)));
+        // A weighed view carries both fields.
+        let weighed = r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[1,2]],"unmanaged_milli":[[1,500]],"registered":[7],"home":null,"set":null}}}"#;
+        let Reply::View(v) = serde_json::from_str::<ReplyLine>(weighed).unwrap().reply else {
+            panic!("not a view")
+        };
+        assert_eq!(v.unmanaged_milli, Some(vec![(CpuId(1), 500)]));
     }
 }

@@ -5,7 +5,8 @@
 //!   accept ──► connection thread: SO_PEERCRED once → refuse other uids
 //!                 loop { read line (≤ 64 KiB) → parse → handle under the lock → reply }
 //!                 report: record the load, then the unmanaged load from
-//!                         the shared /proc scan (scan.rs), then the view
+//!                         the shared /proc scan (scan.rs), weighed against
+//!                         the peer's CFS group if asked, then the view
 //!                 on EOF/error: drop the connection's process record
 //!   tick (every tick_ms):
 //!     0. with an idle exit set: no connection open for that long → stop
@@ -436,6 +437,7 @@ fn record(
 }
 
 fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
+    let weighed = r.weighed;
     let mut st = match record(shared, id, pid, uid, r) {
         Ok(st) => st,
         Err(refusal) => return refusal,
@@ -452,6 +454,7 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     let mut view = View {
         others_milli: others.into_iter().filter(|&(_, m)| m > 0).collect(),
         unmanaged: None,
+        unmanaged_milli: None,
         registered: registered.iter().copied().collect(),
         home: set.map(|s| s.home.clone()),
         set: set.map(|s| s.id),
@@ -462,14 +465,18 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     let fresh = Duration::from_millis(shared.config.scan_fresh_ms);
     let scanned = {
         let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
-        let (sample, scanned) = scan.get(fresh, || {
+        let scanned = scan.get(fresh, || {
             let mut skip = registered.clone();
             skip.insert(shared.pid);
             skip
         });
         // Processes registered since the scan are taken out here; the
         // asking one is registered, so its own threads never come back.
-        view.unmanaged = sample.map(|s| scan::unmanaged(s, &registered));
+        // The weighing is against the asking process's own CFS group.
+        if let Some(load) = scan.for_client(pid, &registered, weighed) {
+            view.unmanaged = Some(load.counted);
+            view.unmanaged_milli = load.milli;
+        }
         scanned
     };
     match scanned {
@@ -481,7 +488,7 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
             st.counters.scan_errors += 1;
         }
     }
-    ReplyLine::new(Reply::View(view))
+    ReplyLine::new(Reply::View(Box::new(view)))
 }
 
 fn status(shared: &Shared) -> Status {
