@@ -48,6 +48,8 @@ enum Op {
         mask: u32,
     },
     External(Vec<u32>),
+    /// A weighed sample: thousandths per CPU, not whole tasks.
+    ExternalMilli(Vec<u64>),
     Balance,
 }
 
@@ -70,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => task.clone().prop_map(Op::Exit),
         1 => (task, mask()).prop_map(|(task, mask)| Op::Allowed { task, mask }),
         2 => proptest::collection::vec(0u32..4, 0..9).prop_map(Op::External),
+        1 => proptest::collection::vec(0u64..5000, 0..9).prop_map(Op::ExternalMilli),
         4 => Just(Op::Balance),
     ]
 }
@@ -152,6 +155,9 @@ fn to_event(e: &Engine, op: &Op) -> Event {
         },
         Op::External(counts) => Event::ExternalLoad {
             runnable: topo.cpus().iter().zip(counts).collect(),
+        },
+        Op::ExternalMilli(milli) => Event::ExternalLoadMilli {
+            load_milli: topo.cpus().iter().zip(milli).collect(),
         },
         Op::Balance => Event::Balance { now: Nanos(0) },
     }
