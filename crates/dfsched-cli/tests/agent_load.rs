@@ -421,6 +421,54 @@ fn an_agent_of_another_protocol_version_means_an_own_scan() {
     server.join().unwrap();
 }
 
+#[test]
+fn an_agent_from_before_the_weighed_field_still_serves_its_sample() {
+    // A stand-in for a version-2 agent that predates `weighed`: it refuses
+    // a report carrying the field as malformed (it refuses unknown fields)
+    // and keeps the connection; a plain report gets a view with `unmanaged`
+    // only.
+    let dir = TempDir::new("preweigh");
+    let listener = std::os::unix::net::UnixListener::bind(dir.sock()).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        let mut line = String::new();
+        let mut refused = 0;
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            let reply = if line.contains("weighed") {
+                refused += 1;
+                r#"{"v":2,"reply":{"error":{"kind":"malformed","message":"unknown field `weighed`"}}}"#
+            } else {
+                r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[0,3]],"registered":[],"home":null,"set":null}}}"#
+            };
+            if writeln!(writer, "{reply}").is_err() {
+                break;
+            }
+            line.clear();
+        }
+        refused
+    });
+    let rt = runtime_on(&dir.sock());
+    for _ in 0..3 {
+        rt.balance_now().unwrap();
+    }
+    let s = rt.stats();
+    assert_eq!(
+        (s.external_load_agent_samples, s.external_load_own_scans),
+        (3, 0),
+        "{s:?}"
+    );
+    let link = rt.agent_link();
+    assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
+    assert_eq!(link.unmanaged, Some(vec![(CpuId(0), 3)]));
+    assert_eq!(link.unmanaged_milli, None);
+    rt.shutdown();
+    drop(rt);
+    // Asked once on the connection, then plain reports only.
+    assert_eq!(server.join().unwrap(), 1);
+}
+
 /// Two threads of the test process that joined `rt` (by `join`) and wait
 /// until [`Waiting::finish`]; the runtime counts them runnable meanwhile
 /// (with idle detection off, `idle_passes: 0`).

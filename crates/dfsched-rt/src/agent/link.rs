@@ -10,7 +10,9 @@
 //!      targets so that a load set by `set_external_load` cannot leak in.
 //!   2. report it; receive the others' sum, the unmanaged load (the agent's
 //!      shared /proc scan, weighed against our CFS group: `weighed` asks
-//!      for it), the registered pids, the home
+//!      for it; an agent from before the field refuses that once per
+//!      connection, and is asked plainly from then on), the registered
+//!      pids, the home
 //!   3. the unmanaged load goes through the runtime's window (external.rs);
 //!      only when the view carries none does the runtime scan /proc itself,
 //!      skipping the registered pids (their load came in 2); the others'
@@ -32,7 +34,8 @@
 //! becomes the thread's own set.
 
 use super::client::Client;
-use super::proto::{Report, View};
+use super::proto::{ErrorKind, Report, View};
+use super::AgentError;
 use crate::runtime::{Inner, Runtime, State};
 use dfsched_core::{CpuId, CpuSet, Event, TaskId};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -126,6 +129,10 @@ pub(crate) struct Link {
     /// Threads narrowed to a home: tid → (their own allowed set, the set
     /// dfsched gave them).
     narrowed: HashMap<u64, (CpuSet, CpuSet)>,
+    /// The agent on this connection refused a report asking for the weighed
+    /// load (an agent from before `weighed`, which refuses unknown fields):
+    /// reports on it ask no more. Reset with each new connection.
+    plain_reports: bool,
     status: LinkStatus,
 }
 
@@ -141,6 +148,7 @@ impl Link {
             inode: None,
             retry_in: 0,
             narrowed: HashMap::new(),
+            plain_reports: false,
             status: LinkStatus {
                 socket,
                 ..LinkStatus::default()
@@ -151,6 +159,8 @@ impl Link {
     /// The client, connecting if it is time to try.
     fn client(&mut self) -> Option<&mut Client> {
         if self.client.is_none() {
+            // Whatever the last agent refused, a new one is asked afresh.
+            self.plain_reports = false;
             let path = self.status.socket.as_deref()?;
             if self.retry_in > 0 {
                 self.retry_in -= 1;
@@ -332,7 +342,8 @@ impl Inner {
             load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
             allowed: self.allowed.intersection(self.topology.cpus()),
             own_socket_inode: inode,
-            weighed: true,
+            // Asked for by `agent_exchange` only: an update gets no view.
+            weighed: false,
         }
     }
 
@@ -347,12 +358,34 @@ impl Inner {
         };
         let mut link = self.link();
         let inode = link.inode;
-        let Some(client) = link.client() else {
+        if link.client().is_none() {
             link.status.connected = false;
             return AgentPass::default();
+        }
+        let mut plain = link.plain_reports;
+        let Some(client) = link.client.as_mut() else {
+            return AgentPass::default();
         };
-        let report = self.report_of(load, inode);
-        match client.report(report) {
+        let mut report = self.report_of(load, inode);
+        report.weighed = !plain;
+        let mut answer = client.report(report.clone());
+        if report.weighed
+            && matches!(
+                &answer,
+                Err(AgentError::Refused {
+                    kind: ErrorKind::Malformed,
+                    ..
+                })
+            )
+        {
+            // An agent of version 2 from before `weighed`: the connection
+            // stays usable after a refusal, so ask again without it.
+            report.weighed = false;
+            answer = client.report(report);
+            plain = true;
+        }
+        link.plain_reports = plain;
+        match answer {
             Ok(view) => {
                 let s = &mut link.status;
                 s.connected = true;

@@ -35,8 +35,9 @@
 //!   thread per CPU. `unmanaged` (whole threads) stays in every view. The
 //!   new field is sent only when asked for because both sides refuse
 //!   unknown fields: an older client never gets a field it would refuse,
-//!   and an older agent refuses a report that asks (`malformed`), after
-//!   which the runtime counts on its own scan, which weighs too.
+//!   and an older agent refuses a report that asks (`malformed`, the
+//!   connection kept), after which the runtime reports on that connection
+//!   without asking and takes `unmanaged` at 1000 per thread.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
