@@ -82,14 +82,17 @@ pub enum Event {
         runnable: Vec<(CpuId, u32)>,
     },
     /// The same sample as [`Event::ExternalLoad`], weighed in thousandths of
-    /// a nice-0 runnable task per CPU rather than counted: a task that gets
-    /// a smaller share of a CPU than a nice-0 task (a niced one, or one of
-    /// another CFS group's many) counts less than 1000. Replaces the
+    /// one of the engine's own runnable tasks per CPU rather than counted: a
+    /// task that gets a smaller share of a CPU than one of ours (a niced
+    /// one, or one of another CFS group's many) counts less than 1000.
+    /// Replaces the
     /// previous sample, whichever event gave it; CPUs not listed count 0, a
     /// CPU listed twice counts the sum. A CPU's load saturates at what
     /// `ExternalLoad` can express (`u32::MAX` tasks).
     ExternalLoadMilli {
-        /// `(cpu, thousandths of a nice-0 task)` pairs.
+        /// `(cpu, thousandths of a task)` pairs: a task is one of the
+        /// engine's own, so a body weighs outside load against its tasks'
+        /// CFS weight.
         load_milli: Vec<(CpuId, u64)>,
     },
     /// Run one pass of the balancer.

@@ -149,7 +149,7 @@ pub(crate) struct State {
     pub groups: Slab<GroupId, Group>,
     /// Load per CPU (invariant 4).
     pub load: LoadVec,
-    /// External load per CPU in thousandths of a nice-0 task, indexed by
+    /// External load per CPU in thousandths of a task, indexed by
     /// `CpuId.0` (1000 per task of an `ExternalLoad` sample).
     pub external: Vec<u64>,
     /// The id the next group gets; ids are never reused.

@@ -50,7 +50,8 @@ fn main() {
         for _ in 0..SCANS {
             let s = sampler.sample_outside(|p| p == me).unwrap();
             let ours = sampler.group_of(s.context.unwrap(), me);
-            last.1 = s.weigh(&ours, |_| false).len();
+            let our_nice = sampler.nice_of(me);
+            last.1 = s.weigh(&ours, our_nice, |_| false).len();
         }
         weighing.push(t.elapsed().as_secs_f64() / f64::from(SCANS));
     }

@@ -1,6 +1,6 @@
 //! The external load a balancer pass gives the engine
 //! (`Event::ExternalLoadMilli`): the load of threads that are not this
-//! runtime's, per CPU in thousandths of a nice-0 thread, in two parts
+//! runtime's, per CPU in thousandths of one of our threads, in two parts
 //! treated differently.
 //!
 //! ```text
@@ -183,8 +183,9 @@ impl External {
                     Some(ctx) => self.sampler.group_of(ctx, own_pid),
                     None => crate::weigh::SchedGroup::Unknown,
                 };
+                let our_nice = self.sampler.nice_of(own_pid);
                 (
-                    scan.weigh(&ours, |_| false),
+                    scan.weigh(&ours, our_nice, |_| false),
                     scan.count(|_| false),
                     Source::OwnScan,
                 )

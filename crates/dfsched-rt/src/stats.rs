@@ -168,7 +168,7 @@ pub struct RuntimeStats {
     /// the window; the other dfsched processes' load not included).
     pub external_runnable: u64,
     /// The external load the engine got at the last pass, summed over our
-    /// CPUs, in thousandths of a nice-0 thread: the unmanaged load weighed
+    /// CPUs, in thousandths of one of our threads: the unmanaged load weighed
     /// by CFS group and damped by the window, plus the other dfsched
     /// processes' reported load.
     pub external_load_milli: u64,

@@ -23,11 +23,13 @@
 //! ```text
 //!   t in our own group, in the root task group without autogroup, or of
 //!   an unknown group (its files unreadable), or our own group unknown:
-//!       weight(nice_t) × 1000 / 1024                     (thread by thread)
+//!       weight(nice_t) × 1000 / weight(our nice)         (thread by thread)
 //!   t in another group g:
-//!       w_g × 1000 / 1024 × n_{g,c} / n_g                (g's share of c)
+//!       w_g × 1000 / w_ours × n_{g,c} / n_g              (g's share of c)
 //!         w_g     = weight(autogroup nice) for an autogroup; 1024 for a
 //!                   non-root cpu cgroup (its cpu.weight is not read)
+//!         w_ours  = our own group's weight likewise; weight(our nice)
+//!                   when we compete thread by thread (no group, unknown)
 //!         n_{g,c} = g's runnable outside threads last run on c
 //!         n_g     = all of g's runnable threads on the machine that the
 //!                   scan saw (those of dfsched processes it skipped are not
@@ -35,10 +37,18 @@
 //!                   the safe side, as counting was)
 //! ```
 //!
+//! Everything is relative to *our* weights because the engine counts each of
+//! our threads as one task, whatever our nice: a program run entirely under
+//! `nice -n 5` sees a thread of its own session at nice 5 as one whole task,
+//! as CFS shares the CPU between them, and a program whose autogroup was
+//! given more weight (`/proc/self/autogroup`) sees other sessions as the
+//! smaller share they get.
+//!
 //! `weight(nice)` is the kernel's `sched_prio_to_weight` table (nice 0 =
 //! 1024, 19 = 15, −20 = 88761). Per CPU, g's term is computed once and
-//! rounded down, so g never weighs more than `w_g × 1000 / 1024` in all,
-//! and a group of one nice-0 thread weighs exactly 1000, as counting did.
+//! rounded down, so g never weighs more than `w_g × 1000 / w_ours` in all,
+//! and a group of one thread, of our group's weight, weighs exactly 1000, as
+//! counting did.
 //!
 //! What the model leaves out: our own threads are diluted too when we run
 //! in a group of our own (the engine still counts each as one task), a
@@ -128,18 +138,21 @@ pub struct OutsideThread {
     pub nice: i8,
 }
 
-/// The outside load per CPU, in thousandths of a nice-0 thread, by the
+/// The outside load per CPU, in thousandths of one of our threads, by the
 /// module doc's rule: `threads` (their `group` indexes into `groups`; an
-/// index out of range counts thread by thread), weighed against `ours`.
+/// index out of range counts thread by thread), weighed against `ours`, our
+/// own group, and `our_nice`, our threads' nice value.
 pub fn weigh(
     threads: &[OutsideThread],
     groups: &[GroupInfo],
     ours: &SchedGroup,
+    our_nice: i8,
 ) -> Vec<(CpuId, u64)> {
     let ours_known = !matches!(ours, SchedGroup::Unknown);
-    let our_key = match ours {
-        SchedGroup::Group { key, .. } => Some(key),
-        _ => None,
+    let our_thread_weight = nice_to_weight(i32::from(our_nice));
+    let (our_key, our_group_weight) = match ours {
+        SchedGroup::Group { key, weight } => (Some(key), (*weight).max(1)),
+        _ => (None, our_thread_weight),
     };
     let mut per_cpu: BTreeMap<CpuId, u64> = BTreeMap::new();
     // Another group's threads per CPU, by group index: (n_{g,c}, listed).
@@ -157,14 +170,14 @@ pub fn weigh(
             }
             None => {
                 *per_cpu.entry(t.cpu).or_default() +=
-                    nice_to_weight(i32::from(t.nice)) * TASK_MILLI / NICE_0_WEIGHT;
+                    nice_to_weight(i32::from(t.nice)) * TASK_MILLI / our_thread_weight;
             }
         }
     }
     for (&(g, cpu), &n_gc) in &of_group {
         let info = &groups[g as usize];
         let n_g = u64::from(info.runnable.max(listed[&g]));
-        let share = info.weight * TASK_MILLI * u64::from(n_gc) / (NICE_0_WEIGHT * n_g);
+        let share = info.weight * TASK_MILLI * u64::from(n_gc) / (our_group_weight * n_g);
         *per_cpu.entry(cpu).or_default() += share;
     }
     per_cpu.into_iter().filter(|&(_, m)| m > 0).collect()
@@ -236,17 +249,17 @@ mod tests {
         threads.extend(vec![thread(Some(0), C1, 0); 15]);
         let groups = [auto(7, 0, 30)];
         assert_eq!(
-            weigh(&threads, &groups, &in_auto(1)),
+            weigh(&threads, &groups, &in_auto(1), 0),
             vec![(C0, 500), (C1, 500)]
         );
         // In our own session: 15 threads per CPU, as counting had it.
         assert_eq!(
-            weigh(&threads, &groups, &in_auto(7)),
+            weigh(&threads, &groups, &in_auto(7), 0),
             vec![(C0, 15_000), (C1, 15_000)]
         );
         // Our group unknown: thread by thread too.
         assert_eq!(
-            weigh(&threads, &groups, &SchedGroup::Unknown),
+            weigh(&threads, &groups, &SchedGroup::Unknown, 0),
             vec![(C0, 15_000), (C1, 15_000)]
         );
         assert_eq!(count(&threads), vec![(C0, 15), (C1, 15)]);
@@ -262,13 +275,13 @@ mod tests {
             thread(Some(0), C1, 0),
         ];
         assert_eq!(
-            weigh(&threads, &[auto(3, 5, 4)], &in_auto(1)),
+            weigh(&threads, &[auto(3, 5, 4)], &in_auto(1), 0),
             // 335 × 1000 / 1024 × 3/4 = 245.36…, × 1/4 = 81.78…
             vec![(C0, 245), (C1, 81)]
         );
         // Its threads under dfsched (n_g = 8, 4 not listed) dilute it.
         assert_eq!(
-            weigh(&threads, &[auto(3, 5, 8)], &in_auto(1)),
+            weigh(&threads, &[auto(3, 5, 8)], &in_auto(1), 0),
             vec![(C0, 122), (C1, 40)]
         );
         // A non-root cgroup weighs as a nice-0 group.
@@ -278,9 +291,47 @@ mod tests {
             runnable: 4,
         };
         assert_eq!(
-            weigh(&threads, &[cg], &SchedGroup::Root),
+            weigh(&threads, &[cg], &SchedGroup::Root, 0),
             vec![(C0, 750), (C1, 250)]
         );
+    }
+
+    #[test]
+    fn load_is_weighed_against_our_own_nice_and_group() {
+        // Our program and the threads of our own session all at nice 5
+        // (`nice -n 5` on everything): each is one whole task beside ours.
+        let threads = [thread(Some(0), C0, 5), thread(Some(0), C1, 5)];
+        let groups = [auto(7, 0, 2)];
+        assert_eq!(
+            weigh(&threads, &groups, &in_auto(7), 5),
+            vec![(C0, 1000), (C1, 1000)]
+        );
+        // Thread by thread (autogroups off) likewise.
+        assert_eq!(
+            weigh(&threads, &[], &SchedGroup::Root, 5),
+            vec![(C0, 1000), (C1, 1000)]
+        );
+        // Our autogroup at nice −19 (weight 71755): another session's 30
+        // nice-0 threads, 15 per CPU, weigh 1024/71755 of a task in all.
+        let mut build = vec![thread(Some(0), C0, 0); 15];
+        build.extend(vec![thread(Some(0), C1, 0); 15]);
+        let heavy_ours = SchedGroup::Group {
+            key: GroupKey::Autogroup(1),
+            weight: nice_to_weight(-19),
+        };
+        assert_eq!(
+            weigh(&build, &[auto(7, 0, 30)], &heavy_ours, 0),
+            vec![(C0, 7), (C1, 7)]
+        );
+        // Our autogroup at nice 19 (weight 15): the same build weighs its
+        // weight over ours in all, 1024/15 tasks, split by its threads.
+        let light_ours = SchedGroup::Group {
+            key: GroupKey::Autogroup(1),
+            weight: nice_to_weight(19),
+        };
+        let got = weigh(&build, &[auto(7, 0, 30)], &light_ours, 0);
+        let total: u64 = got.iter().map(|&(_, m)| m).sum();
+        assert_eq!(total, 2 * (1024 * 1000 * 15 / (15 * 30)));
     }
 
     #[test]
@@ -292,11 +343,11 @@ mod tests {
             thread(Some(5), C1, 1), // no such group: thread by thread
         ];
         assert_eq!(
-            weigh(&threads, &[], &SchedGroup::Root),
+            weigh(&threads, &[], &SchedGroup::Root, 0),
             // 1000 + 15 × 1000/1024; 88761 × 1000/1024 + 820 × 1000/1024
             vec![(C0, 1014), (C1, 86_680 + 800)]
         );
-        assert!(weigh(&[], &[], &SchedGroup::Root).is_empty());
+        assert!(weigh(&[], &[], &SchedGroup::Root, 0).is_empty());
     }
 
     fn arb_threads() -> impl Strategy<Value = Vec<OutsideThread>> {
@@ -345,7 +396,25 @@ mod tests {
                 .into_iter()
                 .map(|(c, n)| (c, u64::from(n) * 1000))
                 .collect();
-            prop_assert_eq!(weigh(&threads, &groups, &ours), counted);
+            prop_assert_eq!(weigh(&threads, &groups, &ours, 0), counted);
+        }
+
+        #[test]
+        fn our_groups_threads_at_our_nice_weigh_one_task_each_at_any_nice(
+            cpus in prop::collection::vec(0u32..4, 0..40), nice in -20i8..=19
+        ) {
+            // Our own session, everything at one nice (say `nice -n N`
+            // dfsched run … beside more of the same session's work).
+            let threads: Vec<OutsideThread> = cpus
+                .iter()
+                .map(|&c| thread(Some(0), CpuId(c), nice))
+                .collect();
+            let groups = [auto(1, 0, cpus.len() as u32)];
+            let counted: Vec<(CpuId, u64)> = count(&threads)
+                .into_iter()
+                .map(|(c, n)| (c, u64::from(n) * 1000))
+                .collect();
+            prop_assert_eq!(weigh(&threads, &groups, &in_auto(1), nice), counted);
         }
 
         #[test]
@@ -359,7 +428,7 @@ mod tests {
                     .copied()
                     .filter(|t| t.group == Some(g as u32))
                     .collect();
-                let total: u64 = weigh(&only, &groups, &ours).iter().map(|&(_, m)| m).sum();
+                let total: u64 = weigh(&only, &groups, &ours, 0).iter().map(|&(_, m)| m).sum();
                 prop_assert!(total <= info.weight * 1000 / NICE_0_WEIGHT,
                     "group {g}: {total} > {}", info.weight * 1000 / NICE_0_WEIGHT);
                 if !only.is_empty() && info.runnable as usize <= only.len() {
@@ -375,7 +444,7 @@ mod tests {
             nice in -20i32..=19, cpu in 0u32..8
         ) {
             let groups = [auto(4, nice, 1)];
-            let got = weigh(&[thread(Some(0), CpuId(cpu), 0)], &groups, &in_auto(1));
+            let got = weigh(&[thread(Some(0), CpuId(cpu), 0)], &groups, &in_auto(1), 0);
             let want = nice_to_weight(nice) * 1000 / 1024;
             prop_assert_eq!(got, vec![(CpuId(cpu), want)]);
             if nice == 0 {
@@ -387,10 +456,10 @@ mod tests {
         fn the_output_is_in_cpu_order_without_zeros_and_deterministic(
             threads in arb_threads(), groups in arb_groups(), ours in 0u64..14
         ) {
-            let got = weigh(&threads, &groups, &in_auto(ours));
+            let got = weigh(&threads, &groups, &in_auto(ours), 0);
             prop_assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
             prop_assert!(got.iter().all(|&(_, m)| m > 0));
-            prop_assert_eq!(&got, &weigh(&threads, &groups, &in_auto(ours)));
+            prop_assert_eq!(&got, &weigh(&threads, &groups, &in_auto(ours), 0));
         }
     }
 }

@@ -149,14 +149,27 @@ fn hogs_in_our_session_weigh_a_thread_each_and_in_another_half_a_thread_per_cpu(
         return;
     };
     let mut sampler = LoadSampler::new("/proc");
-    for (new_session, want) in [(false, 2000), (true, 500)] {
+    // The hogs inherit our nice, and a new session's autogroup starts at
+    // nice 0 (weight 1024): against our own nice and group weight, 2 hogs
+    // per CPU of our session are 2 whole tasks per CPU, and 4 of another
+    // are that group's weight over ours, half on each CPU (500 per CPU
+    // when ours is at nice 0 too).
+    let our_nice = sampler.nice_of(std::process::id());
+    let SchedGroup::Group {
+        weight: our_weight, ..
+    } = ours
+    else {
+        unreachable!("in_an_autogroup gives a group");
+    };
+    let another = 1024 * 1000 * 2 / (our_weight * 4);
+    for (new_session, want) in [(false, 2000), (true, another)] {
         let hogs = Hogs::start(&[(c0, 2), (c1, 2)], new_session);
         // Only the hogs' threads, weighed against our group: exact, whatever
         // else runs on the machine.
         let got = wait_for("the hogs running on their CPUs", || {
             let sample = sampler.sample_outside(|pid| !hogs.contains(pid)).unwrap();
             let counted = sample.count(|_| false);
-            (counted == vec![(c0, 2), (c1, 2)]).then(|| sample.weigh(&ours, |_| false))
+            (counted == vec![(c0, 2), (c1, 2)]).then(|| sample.weigh(&ours, our_nice, |_| false))
         });
         assert_eq!(
             got,

@@ -190,7 +190,7 @@ impl Link {
 /// The unmanaged load of a view, per CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Unmanaged {
-    /// Weighed, in thousandths of a nice-0 thread.
+    /// Weighed, in thousandths of one of our threads.
     pub(crate) milli: Vec<(CpuId, u64)>,
     /// Runnable threads, counted one by one.
     pub(crate) counted: Vec<(CpuId, u32)>,
@@ -212,8 +212,8 @@ impl AgentPass {
     }
 
     /// The agent's unmanaged load (the processes it does not have
-    /// registered), if the view carries it: per CPU in thousandths of a
-    /// nice-0 thread, weighed against our CFS group by the agent
+    /// registered), if the view carries it: per CPU in thousandths of one
+    /// of our threads, weighed against our CFS group and nice by the agent
     /// (`unmanaged_milli`), or 1000 per runnable thread from an agent that
     /// does not weigh; and the runnable threads counted.
     pub(crate) fn unmanaged(&self) -> Option<Unmanaged> {

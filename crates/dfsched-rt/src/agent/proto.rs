@@ -31,8 +31,8 @@
 //! - 2, additive: a report may carry `"weighed":true`, and the view to such
 //!   a report carries `unmanaged_milli`, the unmanaged load weighed by CFS
 //!   group against the *asking* process's group (its session's autogroup
-//!   or its cpu cgroup; see `crate::weigh`), in thousandths of a nice-0
-//!   thread per CPU. `unmanaged` (whole threads) stays in every view. The
+//!   or its cpu cgroup, and its nice; see `crate::weigh`), in thousandths
+//!   of one of its threads per CPU. `unmanaged` (whole threads) stays in every view. The
 //!   new field is sent only when asked for because both sides refuse
 //!   unknown fields: an older client never gets a field it would refuse,
 //!   and an older agent refuses a report that asks (`malformed`, the
@@ -155,7 +155,7 @@ pub struct View {
     /// then scans itself.
     pub unmanaged: Option<Vec<(CpuId, u32)>>,
     /// The same load weighed by CFS group against the asking process's
-    /// group, per CPU in thousandths of a nice-0 thread, CPUs with none
+    /// group, per CPU in thousandths of one of our threads, CPUs with none
     /// left out: a thread of the asker's own group (or whose group is not
     /// known) weighs 1000 at nice 0, another group 1000 in all at nice 0,
     /// spread over its CPUs by its runnable threads (see `crate::weigh`).

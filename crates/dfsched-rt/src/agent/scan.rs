@@ -67,7 +67,7 @@ pub(super) enum Scanned {
 pub(super) struct ForClient {
     /// Runnable threads per CPU, CPUs with none left out, in CPU order.
     pub(super) counted: Vec<(CpuId, u32)>,
-    /// Thousandths of a nice-0 thread per CPU, if asked.
+    /// Thousandths of one of our threads per CPU, if asked.
     pub(super) milli: Option<Vec<(CpuId, u64)>>,
 }
 
@@ -129,7 +129,8 @@ impl SharedScan {
                 Some(ctx) => self.sampler.group_of(ctx, pid),
                 None => SchedGroup::Unknown,
             };
-            sample.weigh(&ours, skip)
+            let our_nice = self.sampler.nice_of(pid);
+            sample.weigh(&ours, our_nice, skip)
         });
         Some(ForClient { counted, milli })
     }

@@ -94,11 +94,17 @@ pub struct OutsideSample {
 }
 
 impl OutsideSample {
-    /// The sample's load per CPU in thousandths of a nice-0 thread, weighed
-    /// against `ours` (see [`crate::weigh::weigh`]), leaving out the
-    /// threads of processes for which `skip` is true (their threads still
-    /// count in their group's size).
-    pub fn weigh(&self, ours: &SchedGroup, skip: impl Fn(u32) -> bool) -> Vec<(CpuId, u64)> {
+    /// The sample's load per CPU in thousandths of one of our threads,
+    /// weighed against `ours`, our group, and `our_nice` (see
+    /// [`crate::weigh::weigh`]), leaving out the threads of processes for
+    /// which `skip` is true (their threads still count in their group's
+    /// size).
+    pub fn weigh(
+        &self,
+        ours: &SchedGroup,
+        our_nice: i8,
+        skip: impl Fn(u32) -> bool,
+    ) -> Vec<(CpuId, u64)> {
         if self.threads.iter().any(|t| skip(t.pid)) {
             let kept: Vec<OutsideThread> = self
                 .threads
@@ -106,9 +112,9 @@ impl OutsideSample {
                 .copied()
                 .filter(|t| !skip(t.pid))
                 .collect();
-            weigh::weigh(&kept, &self.groups, ours)
+            weigh::weigh(&kept, &self.groups, ours, our_nice)
         } else {
-            weigh::weigh(&self.threads, &self.groups, ours)
+            weigh::weigh(&self.threads, &self.groups, ours, our_nice)
         }
     }
 
@@ -141,6 +147,15 @@ impl LoadSampler {
             autogroup,
             root_is_real,
         }
+    }
+
+    /// Process `pid`'s nice value (its main thread's, `stat` field 19); 0
+    /// if it cannot be read.
+    pub fn nice_of(&mut self, pid: u32) -> i8 {
+        let path = self.proc_root.join(pid.to_string()).join("stat");
+        self.read_small(&path)
+            .and_then(super::parse_stat)
+            .map_or(0, |f| f.nice)
     }
 
     /// Process `pid`'s CFS group: its cpu cgroup if that is not the root
@@ -315,12 +330,12 @@ mod tests {
         // Autogroup 5: 1024 over 3 threads, 2 on CPU 0. Ours (nice 19):
         // 15/1024 of a thread. /batch: one thread, 1000. pids 22, 23: 1000.
         assert_eq!(
-            sample.weigh(&ours, |_| false),
+            sample.weigh(&ours, 0, |_| false),
             vec![(CpuId(0), 666 + 2000), (CpuId(1), 333 + 14 + 1000)]
         );
         // pid 11 taken out afterwards: autogroup 5 still has 3 threads.
         assert_eq!(
-            sample.weigh(&ours, |pid| pid == 11),
+            sample.weigh(&ours, 0, |pid| pid == 11),
             vec![(CpuId(0), 333 + 2000), (CpuId(1), 14 + 1000)]
         );
         // Autogroups off: the root group's threads count one by one.
@@ -331,7 +346,7 @@ mod tests {
         let ours = sampler.group_of(ctx, 30);
         assert_eq!(ours, SchedGroup::Root);
         assert_eq!(
-            sample.weigh(&ours, |_| false),
+            sample.weigh(&ours, 0, |_| false),
             vec![(CpuId(0), 4000), (CpuId(1), 2000 + 14)]
         );
         std::fs::remove_dir_all(&root).unwrap();
