@@ -388,24 +388,39 @@ fn a_runtime_uses_the_agents_sample_and_scans_itself_only_without_it() {
     rt.shutdown();
 }
 
-#[test]
-fn an_agent_of_another_protocol_version_means_an_own_scan() {
-    // A stand-in for an old agent: it answers every line as version 1 did.
-    let dir = TempDir::new("old");
-    let listener = std::os::unix::net::UnixListener::bind(dir.sock()).unwrap();
-    let server = std::thread::spawn(move || {
+/// A stand-in agent on `sock` for one connection: each line it reads is
+/// answered with `answer(&mut state, line)`, until the client closes;
+/// joining it gives `state` back.
+fn stand_in_agent<S: Send + 'static>(
+    sock: &Path,
+    mut state: S,
+    answer: fn(&mut S, &str) -> &'static str,
+) -> std::thread::JoinHandle<S> {
+    let listener = std::os::unix::net::UnixListener::bind(sock).unwrap();
+    std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let mut writer = stream;
         let mut line = String::new();
         while reader.read_line(&mut line).unwrap_or(0) > 0 {
-            let old = r#"{"v":1,"reply":{"view":{"others_milli":[],"registered":[],"home":null,"set":null}}}"#;
-            if writeln!(writer, "{old}").is_err() {
+            if writeln!(writer, "{}", answer(&mut state, &line)).is_err() {
                 break;
             }
             line.clear();
         }
-    });
+        state
+    })
+}
+
+#[test]
+fn an_agent_of_another_protocol_version_means_an_own_scan() {
+    // A stand-in for an old agent: it answers every line as version 1 did.
+    let dir = TempDir::new("old");
+    let server = stand_in_agent(
+        &dir.sock(),
+        (),
+        |(), _| r#"{"v":1,"reply":{"view":{"others_milli":[],"registered":[],"home":null,"set":null}}}"#,
+    );
     let rt = runtime_on(&dir.sock());
     rt.balance_now().unwrap();
     let s = rt.stats();
@@ -428,26 +443,13 @@ fn an_agent_from_before_the_weighed_field_still_serves_its_sample() {
     // and keeps the connection; a plain report gets a view with `unmanaged`
     // only.
     let dir = TempDir::new("preweigh");
-    let listener = std::os::unix::net::UnixListener::bind(dir.sock()).unwrap();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut writer = stream;
-        let mut line = String::new();
-        let mut refused = 0;
-        while reader.read_line(&mut line).unwrap_or(0) > 0 {
-            let reply = if line.contains("weighed") {
-                refused += 1;
-                r#"{"v":2,"reply":{"error":{"kind":"malformed","message":"unknown field `weighed`"}}}"#
-            } else {
-                r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[0,3]],"registered":[],"home":null,"set":null}}}"#
-            };
-            if writeln!(writer, "{reply}").is_err() {
-                break;
-            }
-            line.clear();
+    let server = stand_in_agent(&dir.sock(), 0, |refused: &mut u32, line| {
+        if line.contains("weighed") {
+            *refused += 1;
+            r#"{"v":2,"reply":{"error":{"kind":"malformed","message":"unknown field `weighed`"}}}"#
+        } else {
+            r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[0,3]],"registered":[],"home":null,"set":null}}}"#
         }
-        refused
     });
     let rt = runtime_on(&dir.sock());
     for _ in 0..3 {

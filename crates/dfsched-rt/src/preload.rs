@@ -500,6 +500,39 @@ type PosixSpawn = unsafe extern "C" fn(
     *const *mut c_char,
 ) -> c_int;
 
+/// Calls the real `posix_spawn` (`which` = 4) or `posix_spawnp` (5) with
+/// the calling thread's allowed CPUs lent (see the module doc: spawn);
+/// `ENOSYS` if there is none.
+///
+/// # Safety
+/// As `posix_spawn(3)`, with the caller's arguments.
+unsafe fn spawn_with_allowed_cpus(
+    which: usize,
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    file_actions: *const libc::posix_spawn_file_actions_t,
+    attrp: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let real = real_fn(which);
+    if real.is_null() {
+        return libc::ENOSYS;
+    }
+    // SAFETY: libc's posix_spawn or posix_spawnp (both of this signature);
+    // the caller's arguments.
+    with_allowed_cpus(|| unsafe {
+        std::mem::transmute::<*mut c_void, PosixSpawn>(real)(
+            pid,
+            path,
+            file_actions,
+            attrp,
+            argv,
+            envp,
+        )
+    })
+}
+
 /// Interposes `posix_spawn(3)` (see the module doc: spawn). Returns the
 /// real call's result, or `ENOSYS` if there is no real `posix_spawn`.
 ///
@@ -514,22 +547,8 @@ pub unsafe extern "C" fn posix_spawn(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    let real = real_fn(4);
-    if real.is_null() {
-        return libc::ENOSYS;
-    }
-    // SAFETY: libc's posix_spawn, with this signature; the caller's
-    // arguments.
-    with_allowed_cpus(|| unsafe {
-        std::mem::transmute::<*mut c_void, PosixSpawn>(real)(
-            pid,
-            path,
-            file_actions,
-            attrp,
-            argv,
-            envp,
-        )
-    })
+    // SAFETY: the caller's arguments, as posix_spawn(3) requires.
+    unsafe { spawn_with_allowed_cpus(4, pid, path, file_actions, attrp, argv, envp) }
 }
 
 /// Interposes `posix_spawnp(3)` (see the module doc: spawn). Returns the
@@ -546,22 +565,8 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    let real = real_fn(5);
-    if real.is_null() {
-        return libc::ENOSYS;
-    }
-    // SAFETY: libc's posix_spawnp, with this signature; the caller's
-    // arguments.
-    with_allowed_cpus(|| unsafe {
-        std::mem::transmute::<*mut c_void, PosixSpawn>(real)(
-            pid,
-            file,
-            file_actions,
-            attrp,
-            argv,
-            envp,
-        )
-    })
+    // SAFETY: the caller's arguments, as posix_spawnp(3) requires.
+    unsafe { spawn_with_allowed_cpus(5, pid, file, file_actions, attrp, argv, envp) }
 }
 
 /// Interposes `system(3)` (see the module doc: spawn). The thread waits for

@@ -14,6 +14,7 @@
 use super::LoadSampler;
 use crate::weigh::{self, GroupInfo, GroupKey, OutsideThread, SchedGroup};
 use dfsched_core::CpuId;
+use std::borrow::Cow;
 
 /// What `/proc/PID/autogroup` says: `Some(Some((n, nice)))` for
 /// `/autogroup-N nice X`, `Some(None)` for an empty file (the task is in
@@ -105,29 +106,30 @@ impl OutsideSample {
         our_nice: i8,
         skip: impl Fn(u32) -> bool,
     ) -> Vec<(CpuId, u64)> {
-        if self.threads.iter().any(|t| skip(t.pid)) {
-            let kept: Vec<OutsideThread> = self
-                .threads
-                .iter()
-                .copied()
-                .filter(|t| !skip(t.pid))
-                .collect();
-            weigh::weigh(&kept, &self.groups, ours, our_nice)
-        } else {
-            weigh::weigh(&self.threads, &self.groups, ours, our_nice)
-        }
+        weigh::weigh(&self.threads_except(skip), &self.groups, ours, our_nice)
     }
 
     /// The sample's runnable threads per CPU, unweighed, leaving out the
     /// processes for which `skip` is true.
     pub fn count(&self, skip: impl Fn(u32) -> bool) -> Vec<(CpuId, u32)> {
-        let kept: Vec<OutsideThread> = self
-            .threads
-            .iter()
-            .copied()
-            .filter(|t| !skip(t.pid))
-            .collect();
-        weigh::count(&kept)
+        weigh::count(&self.threads_except(skip))
+    }
+
+    /// The threads of processes for which `skip` is false; borrowed, with
+    /// no copy, when none is skipped (the runtime's own scan already left
+    /// its skipped processes out).
+    fn threads_except(&self, skip: impl Fn(u32) -> bool) -> Cow<'_, [OutsideThread]> {
+        if self.threads.iter().any(|t| skip(t.pid)) {
+            Cow::Owned(
+                self.threads
+                    .iter()
+                    .copied()
+                    .filter(|t| !skip(t.pid))
+                    .collect(),
+            )
+        } else {
+            Cow::Borrowed(&self.threads)
+        }
     }
 }
 
