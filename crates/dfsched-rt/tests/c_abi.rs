@@ -271,6 +271,38 @@ fn a_c_program_links_and_runs() {
     });
 }
 
+/// `readelf -d FILE`'s dynamic section, as text.
+fn dynamic_section(file: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(file)
+        .output()
+        .expect("readelf (binutils, which cc links with) must be installed");
+    check(&out, "readelf -d");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_library_has_a_soname_and_a_linked_program_needs_it_by_name() {
+    // Without a SONAME, a program linked with `-L DIR -ldfsched` records
+    // the library as the linker found it, and an installed copy elsewhere
+    // is not the one it names.
+    let lib = lib_dir().join("libdfsched.so");
+    let dynamic = dynamic_section(&lib);
+    assert!(
+        dynamic.contains("Library soname: [libdfsched.so]"),
+        "no SONAME in {}:\n{dynamic}",
+        lib.display()
+    );
+    let dir = TempDir::new("cabi-soname");
+    let prog = compile(&dir, &direct_flags());
+    let needed = dynamic_section(&prog);
+    assert!(
+        needed.contains("Shared library: [libdfsched.so]"),
+        "the program does not need libdfsched.so by its SONAME:\n{needed}"
+    );
+}
+
 #[test]
 fn a_c_program_builds_with_pkg_config() {
     with_two_cpus("a_c_program_builds_with_pkg_config", |_, _| {
