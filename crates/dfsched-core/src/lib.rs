@@ -46,7 +46,9 @@
 //! The procedures of §4.1 are in `procedures.rs`, the home rule in
 //! `home.rs`, the co-thread rule in `cothread.rs`, the balancer
 //! ([`Event::Balance`]) in `balancer.rs`, load accounting in `load.rs`;
-//! each file's doc states its rules and invariants.
+//! each file's doc states its rules and invariants. [`rules`] lends the
+//! load formula and the home rule to deciders outside the engine (the
+//! `dfsched agent`), so that no rule is written twice.
 //!
 //! # Example
 //!
@@ -110,6 +112,7 @@ mod home;
 pub mod ids;
 mod load;
 mod procedures;
+pub mod rules;
 mod state;
 pub mod topology;
 

@@ -58,6 +58,7 @@
 //! Invariants: the output lists each CPU once, in CPU order, with no zero
 //! load; the same input gives the same output.
 
+use dfsched_core::rules::TASK_MILLI;
 use dfsched_core::CpuId;
 use std::collections::BTreeMap;
 
@@ -75,9 +76,6 @@ const PRIO_TO_WEIGHT: [u64; 40] = [
 
 /// The weight of a nice-0 thread: one task of the engine's load.
 pub const NICE_0_WEIGHT: u64 = 1024;
-
-/// One task of the engine's load, in thousandths.
-const TASK_MILLI: u64 = 1000;
 
 /// The CFS weight of `nice`, clamped to the kernel's range −20 … 19.
 pub fn nice_to_weight(nice: i32) -> u64 {

@@ -37,7 +37,7 @@ use super::client::Client;
 use super::proto::{ErrorKind, Report, View};
 use super::AgentError;
 use crate::runtime::{Inner, Runtime, State};
-use dfsched_core::{CpuId, CpuSet, Event, TaskId};
+use dfsched_core::{rules, CpuId, CpuSet, Event, TaskId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -264,18 +264,6 @@ impl AgentPass {
     }
 }
 
-/// `share(S, cpu)` of the core's load formula, over every CPU of `s`.
-fn add_shares(s: &CpuSet, into: &mut BTreeMap<CpuId, u64>) {
-    let n = s.len() as u64;
-    if n == 0 {
-        return;
-    }
-    let (each, extra) = (1000 / n, 1000 % n);
-    for (i, cpu) in s.iter().enumerate() {
-        *into.entry(cpu).or_default() += each + u64::from((i as u64) < extra);
-    }
-}
-
 /// Runnable threads of this process not in `known`, per CPU, from
 /// `/proc/self/task`; `skip` (the caller) excluded.
 fn unknown_runnable(known: &HashSet<u64>, skip: u64) -> BTreeMap<CpuId, u64> {
@@ -321,7 +309,7 @@ impl Inner {
                 let task = TaskId(tid);
                 if st.engine.task(task).is_some_and(|v| v.runnable) {
                     if let Some(target) = st.engine.target(task) {
-                        add_shares(target, &mut load);
+                        rules::add_task_load(target, &mut load);
                     }
                 }
             }
@@ -523,15 +511,6 @@ mod tests {
         assert_eq!(p.to_string(), "/run/x.sock");
         assert!("relative.sock".parse::<AgentMode>().is_err());
         assert!("".parse::<AgentMode>().is_err());
-    }
-
-    #[test]
-    fn shares_follow_the_core_formula() {
-        let mut load = BTreeMap::new();
-        add_shares(&"0-2".parse().unwrap(), &mut load);
-        assert_eq!(load.values().sum::<u64>(), 1000);
-        assert_eq!(load[&CpuId(0)], 334);
-        assert_eq!(load[&CpuId(2)], 333);
     }
 
     #[test]

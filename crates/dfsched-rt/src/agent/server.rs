@@ -32,9 +32,10 @@ use super::proto::{
     ReplyLine, Report, Request, SetStatus, Status, View, MAX_LINE_BYTES,
 };
 use super::scan::{self, Scanned, SharedScan};
-use super::sharing::{self, SetShape};
+use super::sharing;
 use super::AgentError;
-use dfsched_core::{CpuId, CpuSet, Topology};
+use dfsched_core::rules::Home;
+use dfsched_core::{CpuId, CpuSet, DomainId, Topology};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -104,7 +105,7 @@ struct SetRec {
     id: u64,
     members: Vec<u32>,
     inodes: Vec<u64>,
-    home: CpuSet,
+    home: Home,
 }
 
 /// Everything behind the agent's lock.
@@ -456,7 +457,7 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         unmanaged: None,
         unmanaged_milli: None,
         registered: registered.iter().copied().collect(),
-        home: set.map(|s| s.home.clone()),
+        home: set.map(|s| s.home.cpus.clone()),
         set: set.map(|s| s.id),
     };
     drop(st);
@@ -520,7 +521,7 @@ fn status(shared: &Shared) -> Status {
                 id: s.id,
                 members: s.members.clone(),
                 inodes: s.inodes.clone(),
-                home: s.home.clone(),
+                home: s.home.cpus.clone(),
             })
             .collect(),
         counters: st.counters.clone(),
@@ -665,7 +666,7 @@ fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
                 st.next_set - 1
             }
         };
-        let home = home_of(shared, &st, &comp.members, prev.map(|p| &p.home));
+        let home = home_of(shared, &st, &comp.members, prev.map(|p| p.home.domain));
         sets.push(SetRec {
             id,
             members: comp.members,
@@ -677,37 +678,17 @@ fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
 }
 
 /// The home of a set of `members` (see sharing.rs).
-fn home_of(shared: &Shared, st: &State, members: &[u32], current: Option<&CpuSet>) -> CpuSet {
-    let topo = &shared.config.topology;
-    let mut base: BTreeMap<CpuId, u64> = BTreeMap::new();
-    let mut own_milli = 0u64;
-    let mut inter: Option<CpuSet> = None;
-    let mut union = CpuSet::new();
-    for p in st.procs.values() {
-        if members.contains(&p.pid) {
-            own_milli += p.load_milli.iter().map(|&(_, m)| m).sum::<u64>();
-            inter = Some(match inter {
-                None => p.allowed.clone(),
-                Some(i) => i.intersection(&p.allowed),
-            });
-            union = union.union(&p.allowed);
-        } else {
-            for &(cpu, m) in &p.load_milli {
-                *base.entry(cpu).or_default() += m;
-            }
-        }
-    }
-    let allowed = match inter {
-        Some(i) if !i.is_empty() => i,
-        _ if !union.is_empty() => union,
-        _ => topo.cpus().clone(),
+fn home_of(shared: &Shared, st: &State, members: &[u32], current: Option<DomainId>) -> Home {
+    let config = dfsched_core::Config {
+        heavy_load_milli: shared.config.heavy_load_milli,
+        ..dfsched_core::Config::default()
     };
-    let shape = SetShape {
-        base: &base,
-        allowed: &allowed,
-        runnable: own_milli.div_ceil(1000).max(1),
-    };
-    sharing::home_for(topo, shared.config.heavy_load_milli, &shape, current)
+    let procs = st.procs.values().map(|p| sharing::Member {
+        pid: p.pid,
+        load_milli: &p.load_milli,
+        allowed: &p.allowed,
+    });
+    sharing::set_home(&shared.config.topology, &config, procs, members, current)
 }
 
 /// Sets `path`'s mode bits.

@@ -7,22 +7,17 @@
 //! one home, and its members' runtimes narrow their threads' allowed CPUs to
 //! it.
 //!
-//! The home rule is the core's (`dfsched-core/src/home.rs`), at the
-//! granularity the agent sees — whole processes and their reported load:
-//! - `A`: the intersection of the members' allowed CPUs (their union when
-//!   that is empty);
+//! The home rule is the core's, called through `dfsched_core::rules`
+//! ([`dfsched_core::rules::df_group_home`], the engine's own code for a DF
+//! group), at the granularity the agent sees — whole processes and their
+//! reported load:
+//! - `A`: the members' allowed CPUs ([`dfsched_core::rules::group_allowed`]:
+//!   their intersection, their union when that is empty);
 //! - `r`: the set's runnable threads, Σ of its members' reported load
 //!   rounded up to whole threads (at least 1);
 //! - `base`: every other registered process's reported load;
-//! - **heavy** when `base(A) + 1000·r ≥ heavy_load_milli·|A|`: the least
-//!   loaded CPU of `A` (ties: lowest id);
-//! - **light** otherwise: the smallest cache domain `D` that holds the set
-//!   (`⌊base(D∩A)/1000⌋ + r ≤ |D∩A|`), ties broken by least `base`, then
-//!   lowest domain id; the whole of `A` when none does;
-//! - **sticky**: a set keeps its home while the home still passes the rule's
-//!   keep test (heavy: one CPU of `A`; light: it holds the set and no
-//!   strictly smaller domain inside it does), so homes do not flap on
-//!   unchanged load.
+//! - the set keeps its home (a cache domain) while the rule's keep test
+//!   passes, so homes do not flap on unchanged load.
 //!
 //! Inodes that never join processes: the agent connections' own sockets
 //! (inherited by a forked child), and inodes also held by a process that is
@@ -31,12 +26,10 @@
 //! Invariants: a home is never empty and always within `A`; an ignored
 //! inode never joins processes.
 
-use dfsched_core::{CpuId, CpuSet, Topology};
+use dfsched_core::rules::{self, GroupLoad, Home};
+use dfsched_core::{Config, CpuId, CpuSet, DomainId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-
-/// One runnable thread, in thousandths.
-const TASK_MILLI: u64 = 1000;
 
 /// The pipe and socket inodes among `pid`'s open files, ascending and
 /// without repeats; empty if the process is gone or unreadable.
@@ -174,83 +167,56 @@ pub fn components(fds: &BTreeMap<u32, Vec<u64>>, ignore: &BTreeSet<u64>) -> Vec<
         .collect()
 }
 
-/// What the home rule needs to know about one sharing set.
-#[derive(Clone, Debug)]
-pub struct SetShape<'a> {
-    /// Load per CPU of every registered process outside the set, in
-    /// thousandths.
-    pub base: &'a BTreeMap<CpuId, u64>,
-    /// `A`: the CPUs the set may use; never empty.
+/// One registered process as the home rule sees it: its reported load
+/// and its allowed CPUs.
+#[derive(Clone, Copy, Debug)]
+pub struct Member<'a> {
+    /// Its pid.
+    pub pid: u32,
+    /// Its reported load, thousandths per CPU.
+    pub load_milli: &'a [(CpuId, u64)],
+    /// The CPUs it may use.
     pub allowed: &'a CpuSet,
-    /// `r`: its runnable threads, at least 1.
-    pub runnable: u64,
 }
 
-impl SetShape<'_> {
-    fn base_of(&self, cpus: &CpuSet) -> u64 {
-        cpus.iter()
-            .map(|c| self.base.get(&c).copied().unwrap_or(0))
-            .sum()
-    }
-
-    fn heavy(&self, heavy_load_milli: u64) -> bool {
-        let load = self.base_of(self.allowed) + self.runnable * TASK_MILLI;
-        load >= heavy_load_milli.saturating_mul(self.allowed.len() as u64)
-    }
-
-    fn holds(&self, cpus: &CpuSet) -> bool {
-        !cpus.is_empty() && self.base_of(cpus) / TASK_MILLI + self.runnable <= cpus.len() as u64
-    }
-
-    /// The smallest domain (∩ A) that holds the set, strictly inside
-    /// `within` if given: fewest CPUs, then least base, then lowest id.
-    fn smallest_holding(&self, topo: &Topology, within: Option<&CpuSet>) -> Option<CpuSet> {
-        topo.domains()
-            .iter()
-            .enumerate()
-            .map(|(id, d)| (id, d.cpus.intersection(self.allowed)))
-            .filter(|(_, cpus)| match within {
-                Some(w) => cpus.is_subset(w) && cpus.len() < w.len(),
-                None => true,
-            })
-            .filter(|(_, cpus)| self.holds(cpus))
-            .min_by_key(|(id, cpus)| (cpus.len(), self.base_of(cpus), *id))
-            .map(|(_, cpus)| cpus)
-    }
-}
-
-/// The set's home: `current` if it passes the keep test, else a fresh
-/// choice (see the module doc). Never empty, always within `shape.allowed`.
-pub fn home_for(
+/// The home of the sharing set `members` among the registered `procs`
+/// (see the module doc): the core's DF-group rule fed the set's `A`, its
+/// runnable threads and the others' load; `current` is kept while the
+/// rule's keep test passes. A set whose members allow no CPU of `topo` is
+/// homed as if it could use every CPU.
+pub fn set_home<'a>(
     topo: &Topology,
-    heavy_load_milli: u64,
-    shape: &SetShape<'_>,
-    current: Option<&CpuSet>,
-) -> CpuSet {
-    let heavy = shape.heavy(heavy_load_milli);
-    if let Some(h) = current {
-        let keep = !h.is_empty()
-            && h.is_subset(shape.allowed)
-            && if heavy {
-                h.len() == 1
-            } else {
-                shape.holds(h) && shape.smallest_holding(topo, Some(h)).is_none()
-            };
-        if keep {
-            return h.clone();
+    config: &Config,
+    procs: impl IntoIterator<Item = Member<'a>>,
+    members: &[u32],
+    current: Option<DomainId>,
+) -> Home {
+    let mut base: BTreeMap<CpuId, u64> = BTreeMap::new();
+    let mut own_milli = 0u64;
+    let mut allowed_sets = Vec::new();
+    for p in procs {
+        if members.contains(&p.pid) {
+            own_milli = own_milli.saturating_add(p.load_milli.iter().map(|&(_, m)| m).sum());
+            allowed_sets.push(p.allowed);
+        } else {
+            for &(cpu, m) in p.load_milli {
+                let e = base.entry(cpu).or_default();
+                *e = e.saturating_add(m);
+            }
         }
     }
-    if heavy {
-        let cpu = shape
-            .allowed
-            .iter()
-            .min_by_key(|c| (shape.base.get(c).copied().unwrap_or(0), c.0))
-            .expect("A is never empty");
-        return CpuSet::single(cpu);
-    }
-    shape
-        .smallest_holding(topo, None)
-        .unwrap_or_else(|| shape.allowed.clone())
+    let allowed = rules::group_allowed(allowed_sets)
+        .filter(|a| !a.intersection(topo.cpus()).is_empty())
+        .unwrap_or_else(|| topo.cpus().clone());
+    let group = GroupLoad {
+        base: &base,
+        allowed: &allowed,
+        runnable: own_milli.div_ceil(rules::TASK_MILLI).max(1),
+    };
+    rules::df_group_home(topo, config, &group, current).unwrap_or_else(|| Home {
+        domain: topo.root(),
+        cpus: topo.cpus().clone(),
+    })
 }
 
 #[cfg(test)]
@@ -314,70 +280,108 @@ mod tests {
         assert!(shared_inodes(Path::new("/proc"), u32::MAX).is_empty());
     }
 
+    /// The set {1, 2} beside process 3 carrying `base`, each member
+    /// reporting `r_each` threads' load spread over `allowed`.
+    fn home(
+        topo: &Topology,
+        base: &[(CpuId, u64)],
+        allowed: &CpuSet,
+        r: u64,
+        current: Option<&str>,
+    ) -> CpuSet {
+        let own = [(CpuId(0), r * 1000)];
+        let all = topo.cpus().clone();
+        let procs = [
+            Member {
+                pid: 1,
+                load_milli: &own,
+                allowed,
+            },
+            Member {
+                pid: 2,
+                load_milli: &[],
+                allowed,
+            },
+            Member {
+                pid: 3,
+                load_milli: base,
+                allowed: &all,
+            },
+        ];
+        let current = current.map(|c| topo.smallest_holding(&set(c)));
+        set_home(topo, &Config::default(), procs, &[1, 2], current).cpus
+    }
+
     #[test]
     fn a_light_set_gets_the_smallest_domain_that_holds_it() {
         // 2 LLCs of 2 cores of 2 SMT threads: CPUs 0-7.
         let topo = Topology::test(1, 2, 2, 2);
-        let base: BTreeMap<CpuId, u64> = [(CpuId(0), 1000), (CpuId(1), 1000)].into();
+        let base = [(CpuId(0), 1000), (CpuId(1), 1000)];
         let all = set("0-7");
-        let shape = |r| SetShape {
-            base: &base,
-            allowed: &all,
-            runnable: r,
-        };
         // One thread: a whole free CPU's leaf, the least loaded, lowest id.
-        assert_eq!(home_for(&topo, 2000, &shape(1), None), set("2"));
+        assert_eq!(home(&topo, &base, &all, 1, None), set("2"));
         // Two threads: the free core 2-3.
-        assert_eq!(home_for(&topo, 2000, &shape(2), None), set("2-3"));
+        assert_eq!(home(&topo, &base, &all, 2, None), set("2-3"));
         // Three: CPUs 0-3 hold only 2 more, so the other LLC.
-        assert_eq!(home_for(&topo, 2000, &shape(3), None), set("4-7"));
+        assert_eq!(home(&topo, &base, &all, 3, None), set("4-7"));
         // Nine threads on 8 CPUs with 2 busy: nothing holds them, but the
         // load is light (11 < 16): the whole allowed set.
-        assert_eq!(home_for(&topo, 2000, &shape(9), None), all);
+        assert_eq!(home(&topo, &base, &all, 9, None), all);
     }
 
     #[test]
     fn a_heavy_set_gets_the_least_loaded_cpu_and_keeps_it() {
         let topo = Topology::test(1, 1, 2, 1);
-        let base: BTreeMap<CpuId, u64> = [(CpuId(0), 3000)].into();
+        let base = [(CpuId(0), 3000)];
         let all = set("0-1");
-        let shape = SetShape {
-            base: &base,
-            allowed: &all,
-            runnable: 2,
-        };
         // 3000 + 2000 ≥ 2000 × 2: heavy, CPU 1 is the least loaded.
-        assert_eq!(home_for(&topo, 2000, &shape, None), set("1"));
+        assert_eq!(home(&topo, &base, &all, 2, None), set("1"));
         // Sticky: CPU 0 is still a CPU of A, so a set already there stays.
-        assert_eq!(home_for(&topo, 2000, &shape, Some(&set("0"))), set("0"));
+        assert_eq!(home(&topo, &base, &all, 2, Some("0")), set("0"));
         // A home of two CPUs fails the heavy keep test.
-        assert_eq!(home_for(&topo, 2000, &shape, Some(&all)), set("1"));
+        assert_eq!(home(&topo, &base, &all, 2, Some("0-1")), set("1"));
     }
 
     #[test]
     fn a_light_home_is_kept_while_it_holds_and_nothing_smaller_does() {
         let topo = Topology::test(1, 2, 2, 2);
-        let base = BTreeMap::new();
         let all = set("0-7");
-        let two = SetShape {
-            base: &base,
-            allowed: &all,
-            runnable: 2,
-        };
         // 6-7 holds two threads and no single CPU does: kept, although
         // 0-1 has the lower id.
-        assert_eq!(home_for(&topo, 2000, &two, Some(&set("6-7"))), set("6-7"));
+        assert_eq!(home(&topo, &[], &all, 2, Some("6-7")), set("6-7"));
         // 4-7 holds them but 4-5 (inside it) does too: re-chosen.
-        assert_eq!(home_for(&topo, 2000, &two, Some(&set("4-7"))), set("0-1"));
+        assert_eq!(home(&topo, &[], &all, 2, Some("4-7")), set("0-1"));
         // A home outside A is never kept.
-        let some = set("0-3");
-        let confined = SetShape {
-            allowed: &some,
-            ..two
-        };
-        assert_eq!(
-            home_for(&topo, 2000, &confined, Some(&set("6-7"))),
-            set("0-1")
-        );
+        assert_eq!(home(&topo, &[], &set("0-3"), 2, Some("6-7")), set("0-1"));
+    }
+
+    #[test]
+    fn members_confined_to_disjoint_cpus_share_their_union() {
+        let topo = Topology::test(1, 2, 2, 2);
+        let (a, b) = (set("0-1"), set("6-7"));
+        let own = [(CpuId(0), 1000)];
+        let procs = [
+            Member {
+                pid: 1,
+                load_milli: &own,
+                allowed: &a,
+            },
+            Member {
+                pid: 2,
+                load_milli: &own,
+                allowed: &b,
+            },
+        ];
+        let h = set_home(&topo, &Config::default(), procs, &[1, 2], None);
+        assert!(h.cpus.is_subset(&set("0-1,6-7")), "{h:?}");
+        let nowhere = set("12");
+        let lost = [Member {
+            pid: 1,
+            load_milli: &own,
+            allowed: &nowhere,
+        }];
+        // Its A is then the whole machine: one thread gets a CPU of it.
+        let h = set_home(&topo, &Config::default(), lost, &[1], None);
+        assert_eq!(h.cpus, set("0"));
     }
 }
