@@ -41,7 +41,7 @@ use std::time::Duration;
 /// Starts the balancer thread of `inner`.
 pub(crate) fn spawn(inner: Arc<Inner>, interval: Duration) -> Result<JoinHandle<()>, Error> {
     // Not attached under LD_PRELOAD: the balancer is not the program's.
-    crate::preload::internal_spawn(|| {
+    crate::thread::internal_spawn(|| {
         std::thread::Builder::new()
             .name("dfsched-balance".into())
             .spawn(move || run(&inner, interval))

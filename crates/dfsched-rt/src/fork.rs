@@ -39,12 +39,24 @@
 
 use dfsched_core::CpuSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 /// Forks this process is removed from its original one: 0 in the process
 /// that loaded dfsched, +1 in each child (inherited by grandchildren, which
 /// add their own).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Where the prepare handler learns the forking thread's CPUs without
+/// dfsched: set by the global runtime (`global.rs`, the only runtime whose
+/// placement a forked child inherits unasked), so that this module needs
+/// nothing above it.
+static MASK_SOURCE: OnceLock<fn() -> Option<CpuSet>> = OnceLock::new();
+
+/// Sets the prepare handler's source of the forking thread's mask without
+/// dfsched (the first call wins; there is one global runtime).
+pub(crate) fn set_mask_source(source: fn() -> Option<CpuSet>) {
+    let _ = MASK_SOURCE.set(source);
+}
 
 /// Words of the mask the child handler restores: 1024 CPUs. A thread
 /// allowed CPUs beyond that is left as it is in the child.
@@ -121,9 +133,9 @@ fn set_child_mask(mask: Option<&CpuSet>) {
 extern "C" fn prepare() {
     lock_start();
     // Never unwind into libc: a panic here only loses the mask restore.
-    let mask = std::panic::catch_unwind(crate::global::mask_without_dfsched)
-        .ok()
-        .flatten();
+    let mask = MASK_SOURCE
+        .get()
+        .and_then(|source| std::panic::catch_unwind(*source).ok().flatten());
     set_child_mask(mask.as_ref());
 }
 

@@ -51,6 +51,7 @@ fn current_slot() -> Option<&'static Slot> {
 #[cold]
 #[inline(never)]
 fn start_slot() -> &'static Slot {
+    crate::fork::set_mask_source(mask_without_dfsched);
     crate::fork::register_handlers();
     crate::fork::lock_start();
     // Another thread may have started it while we waited for the lock.
@@ -149,7 +150,7 @@ pub fn stats_json() -> String {
         Err(e) => serde_json::json!({
             "error": e.to_string(),
             "code": e.code(),
-            "preload_attach_failures": crate::preload::attach_failures(),
+            "preload_attach_failures": crate::stats::preload_attach_failures(),
         })
         .to_string(),
     }

@@ -91,7 +91,7 @@ use crate::error::Error;
 use dfsched_core::CpuSet;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// A thread's start routine. `C-unwind` because `pthread_exit` and
 /// cancellation unwind through it.
@@ -112,13 +112,7 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// The real `pthread_create`, resolved on first use.
 static REAL_CREATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Threads whose attach failed (dfsched could not start, or could not place
-/// them): they ran unplaced.
-static ATTACH_FAILURES: AtomicU64 = AtomicU64::new(0);
-
 thread_local! {
-    /// Set while dfsched itself creates a thread (the balancer).
-    static INTERNAL_SPAWN: Cell<bool> = const { Cell::new(false) };
     /// Set when attaching this thread failed: it is not tried again (nor
     /// counted again) at each thread it creates.
     static ATTACH_FAILED: Cell<bool> = const { Cell::new(false) };
@@ -127,25 +121,12 @@ thread_local! {
 /// Threads that ran unplaced because attaching them failed, in this
 /// process, under `LD_PRELOAD`.
 pub fn attach_failures() -> u64 {
-    ATTACH_FAILURES.load(Ordering::Relaxed)
+    crate::stats::preload_attach_failures()
 }
 
 /// Whether this copy of dfsched was activated by `DFSCHED_PRELOAD=1`.
 pub fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
-}
-
-/// Runs `f` (which creates dfsched's own thread) so that the thread is not
-/// attached.
-pub(crate) fn internal_spawn<R>(f: impl FnOnce() -> R) -> R {
-    let _ = INTERNAL_SPAWN.try_with(|s| s.set(true));
-    let r = f();
-    let _ = INTERNAL_SPAWN.try_with(|s| s.set(false));
-    r
-}
-
-fn spawning_internally() -> bool {
-    INTERNAL_SPAWN.try_with(Cell::get).unwrap_or(false)
 }
 
 /// Attaches the calling thread to the global runtime; a failure is counted
@@ -158,7 +139,7 @@ fn attach_quietly() {
     let result = std::panic::catch_unwind(crate::global::attach)
         .unwrap_or_else(|_| Err(Error::Internal("panic while attaching a thread".into())));
     if let Err(e) = result {
-        ATTACH_FAILURES.fetch_add(1, Ordering::Relaxed);
+        crate::stats::count_preload_attach_failure();
         let _ = ATTACH_FAILED.try_with(|f| f.set(true));
         crate::ffi::set_last_error(&e.to_string());
     }
@@ -307,7 +288,7 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real_create() else {
         return libc::EAGAIN;
     };
-    if !active() || spawning_internally() {
+    if !active() || crate::thread::spawning_internally() {
         // SAFETY: the caller's arguments, passed through unchanged.
         return unsafe { real(thread, attr, start, arg) };
     }

@@ -399,7 +399,7 @@ impl Runtime {
         s.enabled = inner.config.enabled;
         s.shut_down = inner.is_shut_down();
         s.engine = st.engine.stats().clone();
-        s.preload_attach_failures = crate::preload::attach_failures();
+        s.preload_attach_failures = crate::stats::preload_attach_failures();
         s
     }
 

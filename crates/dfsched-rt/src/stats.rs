@@ -11,6 +11,24 @@
 
 use crate::error::{code, Error};
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Threads whose attach failed under `LD_PRELOAD` (dfsched could not start,
+/// or could not place them): they ran unplaced. Process-wide, since the
+/// threads of a preloaded program belong to no runtime until attached.
+static PRELOAD_ATTACH_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// [`RuntimeStats::preload_attach_failures`]: threads that ran unplaced
+/// because attaching them under `LD_PRELOAD` failed, in this process.
+pub fn preload_attach_failures() -> u64 {
+    // A counter read for a report: no ordering with other memory needed.
+    PRELOAD_ATTACH_FAILURES.load(Ordering::Relaxed)
+}
+
+/// Counts one thread whose attach failed (the `pthread_create` hook).
+pub(crate) fn count_preload_attach_failure() {
+    PRELOAD_ATTACH_FAILURES.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Why `sched_setaffinity` failed, by errno.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -241,6 +241,28 @@ fn with_regs<R>(f: impl FnOnce(&mut Vec<Registration>) -> R) -> Result<R, Error>
         .unwrap_or(Err(Error::ThreadExiting))
 }
 
+thread_local! {
+    /// Set while dfsched itself creates a thread (the balancer), so that
+    /// the `pthread_create` hook under `LD_PRELOAD` does not attach it.
+    static INTERNAL_SPAWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (which creates dfsched's own thread) so that the thread is not
+/// attached to a runtime as one of the program's.
+pub(crate) fn internal_spawn<R>(f: impl FnOnce() -> R) -> R {
+    let _ = INTERNAL_SPAWN.try_with(|s| s.set(true));
+    let r = f();
+    let _ = INTERNAL_SPAWN.try_with(|s| s.set(false));
+    r
+}
+
+/// Whether the calling thread is inside [`internal_spawn`].
+pub(crate) fn spawning_internally() -> bool {
+    INTERNAL_SPAWN
+        .try_with(std::cell::Cell::get)
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
