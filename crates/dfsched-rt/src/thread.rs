@@ -3,10 +3,10 @@
 //! fast-path hints.
 //!
 //! ```text
-//!   thread-local THREAD ──► [Registration { runtime_id, app, df, fast, Weak<Inner> }, …]
+//!   thread-local THREAD ──► [Registration { runtime_id, app, df, fast, Weak<dyn Runtime> }, …]
 //!                                   │                                  │
 //!        fast path: compare (runtime_id, app, df), bump `fast`          │
-//!        thread exit: Drop ─► for each live runtime: Inner::thread_exited(tid)
+//!        thread exit: Drop ─► for each live runtime: ExitListener::thread_exited(tid)
 //! ```
 //!
 //! Invariants:
@@ -23,7 +23,6 @@
 //!   panic in a thread-local destructor would abort the process.
 
 use crate::error::Error;
-use crate::runtime::Inner;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -48,12 +47,21 @@ impl FastCounter {
     }
 }
 
+/// What a runtime hears from this module: a registered thread's exit. A
+/// trait, so that the thread-local state needs nothing of the runtime
+/// above it.
+pub(crate) trait ExitListener: Send + Sync {
+    /// The registered thread `tid` is exiting (its thread-local destructor
+    /// runs). Must not panic; a panic is caught and swallowed.
+    fn thread_exited(&self, tid: u64);
+}
+
 /// The thread's membership in one runtime.
 struct Registration {
-    /// [`Inner::id`] of the runtime; ids are never reused.
+    /// The runtime's id; ids are never reused.
     runtime_id: u64,
     /// The runtime, to tell it of our exit if it still exists.
-    runtime: Weak<Inner>,
+    runtime: Weak<dyn ExitListener>,
     /// The thread id the runtime knows us by.
     tid: u64,
     /// Our application.
@@ -149,19 +157,21 @@ pub(crate) fn fast_path(
         .unwrap_or(Err(Error::ThreadExiting))
 }
 
-/// Records that the calling thread (`tid`) is now registered with `inner`
-/// under `app`, with no DF. Forgets registrations of dropped runtimes.
+/// Records that the calling thread (`tid`) is now registered with the
+/// runtime `runtime_id` (`runtime` hears of its exit) under `app`, with no
+/// DF. Forgets registrations of dropped runtimes.
 pub(crate) fn register(
-    inner: &Arc<Inner>,
+    runtime_id: u64,
+    runtime: Weak<dyn ExitListener>,
     tid: u64,
     app: u64,
     fast: Arc<FastCounter>,
 ) -> Result<(), Error> {
     with_regs(|regs| {
-        regs.retain(|r| r.runtime.strong_count() > 0 && r.runtime_id != inner.id);
+        regs.retain(|r| r.runtime.strong_count() > 0 && r.runtime_id != runtime_id);
         regs.push(Registration {
-            runtime_id: inner.id,
-            runtime: Arc::downgrade(inner),
+            runtime_id,
+            runtime,
             tid,
             app,
             df: 0,

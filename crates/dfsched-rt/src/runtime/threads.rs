@@ -193,7 +193,8 @@ impl Inner {
             },
         );
         st.stats.threads_registered += 1;
-        if let Err(e) = thread::register(self, tid, app, fast) {
+        let listener: std::sync::Weak<dyn thread::ExitListener> = Arc::downgrade(self) as _;
+        if let Err(e) = thread::register(self.id, listener, tid, app, fast) {
             // Without a registration the thread's exit would go unnoticed:
             // take it back out of the engine.
             self.forget_task(st, tid);
@@ -235,9 +236,11 @@ impl Inner {
             None => false,
         }
     }
+}
 
+impl thread::ExitListener for Inner {
     /// Called from the exiting thread's thread-local destructor.
-    pub(crate) fn thread_exited(&self, tid: u64) {
+    fn thread_exited(&self, tid: u64) {
         if !self.config.enabled || self.is_shut_down() {
             return;
         }
