@@ -32,6 +32,35 @@
 //! and only unlocks after it. Whatever runs after the move runs on the new
 //! CPU, where none of it is cached; unwinding through `rounds`, `make` and
 //! their frames there cost ≈ 0.4 µs per moving hint on the development VM.
+//!
+//! **Order.** Placements reach the kernel in the order the engine decided
+//! them, because every write dfsched makes to a registered thread's mask
+//! is made under the runtime's mutex, the one the engine decides under:
+//! other threads' moves here, the caller's own move in the hint path
+//! (before the unlock, so a later hint that re-homes its group cannot be
+//! overtaken by it), the lend and its end in `spawn.rs`. The kernel stores
+//! the new mask before `sched_setaffinity` returns, under the task's lock
+//! that `sched_getaffinity` takes too, so a read-back under the mutex sees
+//! dfsched's latest write, never an earlier one, and step 1 cannot mistake
+//! dfsched's own placement for someone else's. The reads and writes made
+//! outside the mutex touch threads no one else places: an unregistered
+//! thread's own mask read at its registration, a new thread's inherited
+//! mask (`preload.rs`). Not ordered: two runtimes that both place one
+//! thread (each sees the other's writes as someone else's), and the exec
+//! hooks' widening (`preload.rs`), made after the lock is released; it is
+//! the program's last act unless the exec fails, and then the thread's
+//! next placement reads it back as someone else's mask.
+//! [`Inner::check_placements`] checks the result against the kernel, and
+//! `tests/placement_order.rs` hammers it with concurrent hints.
+//!
+//! A thread that reads its own mask before every thread has hinted may see
+//! a placement that a later hint replaces: each placement is made for the
+//! load known when it is decided (a thread counts from its first hint or
+//! attach), so under light load a DF's first threads get the LLC, and the
+//! hint that makes the load heavy re-homes the group to one CPU and moves
+//! them. That is what issue 9's held-out client saw (`t1:01` beside
+//! `t3:1`, read at 30 % of the work while later threads had not hinted
+//! yet); see `tests/c_abi.rs`.
 
 use crate::error::Error;
 use crate::runtime::{Inner, State};
@@ -285,5 +314,79 @@ impl Inner {
             let _ = st.handle(Event::Exit { task: TaskId(tid) });
         }
         Err(e)
+    }
+}
+
+impl Inner {
+    /// The engine-vs-kernel invariant, checked under the lock (so no
+    /// placement is under way): every registered thread's kernel mask is
+    /// its engine target (where the engine last placed it, or its allowed
+    /// CPUs if it never did), and a member of a group sits in the group's
+    /// home (the home's CPUs ∩ its allowed CPUs, when they meet). A thread
+    /// lent to a call that starts a program (`spawn.rs`) is skipped: its
+    /// mask is its allowed set until the call's end sets its target. A
+    /// thread whose last placement failed (its record is stale) is
+    /// reported: its mask is not its target. Returns every mismatch, by
+    /// tid.
+    pub(crate) fn check_placements(&self, st: &State) -> Result<(), String> {
+        let mut tids: Vec<u64> = st.tasks.keys().copied().collect();
+        tids.sort_unstable();
+        let mut bad = Vec::new();
+        for tid in tids {
+            let rec = &st.tasks[&tid];
+            if rec.lent.is_some() {
+                continue;
+            }
+            let Some(view) = st.engine.task(TaskId(tid)) else {
+                bad.push(format!("tid {tid}: registered but unknown to the engine"));
+                continue;
+            };
+            let kernel = match self.sys.get_affinity(tid) {
+                Ok(mask) => mask,
+                Err(e) => {
+                    bad.push(format!("tid {tid}: its mask cannot be read: {e}"));
+                    continue;
+                }
+            };
+            let target = view.placed.clone().unwrap_or_else(|| view.allowed.clone());
+            if kernel != target {
+                bad.push(format!(
+                    "tid {tid}: kernel mask {kernel}, engine target {target}{}",
+                    if rec.stale {
+                        " (its last placement failed)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            if kernel != rec.last_set {
+                bad.push(format!(
+                    "tid {tid}: kernel mask {kernel}, last set by dfsched {}",
+                    rec.last_set
+                ));
+            }
+            let home = view
+                .group
+                .and_then(|g| st.engine.group(g))
+                .map(|g| {
+                    self.topology
+                        .domain(g.home)
+                        .cpus
+                        .intersection(&view.allowed)
+                })
+                .filter(|home| !home.is_empty());
+            if let Some(home) = home {
+                if kernel != home {
+                    bad.push(format!(
+                        "tid {tid}: kernel mask {kernel}, its group's home {home}"
+                    ));
+                }
+            }
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(bad.join("; "))
+        }
     }
 }

@@ -463,6 +463,18 @@ impl Runtime {
         st.engine.check_invariants()
     }
 
+    /// Checks that the kernel agrees with the engine (for tests): every
+    /// registered thread's mask, read back with `sched_getaffinity` under
+    /// the runtime's lock, is the engine's target for it and, for a member
+    /// of a group, the group's home. Threads whose last placement failed
+    /// are reported; threads lent to a call that starts a program are
+    /// skipped. The error lists every mismatch.
+    pub fn check_placements(&self) -> Result<(), String> {
+        let inner = &self.owner.inner;
+        let st = inner.lock().map_err(|e| e.to_string())?;
+        inner.check_placements(&st)
+    }
+
     /// Stops the balancer thread and stops placing threads; restores
     /// nothing (threads keep their last CPUs). Idempotent; returns once the
     /// balancer thread has ended.

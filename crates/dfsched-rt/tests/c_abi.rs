@@ -50,8 +50,13 @@ fn check(out: &Output, what: &str) {
 
 /// Compiles tests/c/smoke.c into `dir` with `flags`; returns the program.
 fn compile(dir: &TempDir, flags: &[String]) -> PathBuf {
-    let prog = dir.path().join("smoke");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/smoke.c");
+    compile_named(dir, "smoke", flags)
+}
+
+/// Compiles tests/c/`name`.c into `dir` with `flags`; returns the program.
+fn compile_named(dir: &TempDir, name: &str, flags: &[String]) -> PathBuf {
+    let prog = dir.path().join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let out = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&prog)
@@ -394,4 +399,87 @@ fn dfsched_disable_makes_every_call_a_successful_no_op() {
         serde_json::from_str(line(&out, "stats ").trim_start_matches("stats ")).unwrap();
     assert_eq!(json["enabled"], false);
     assert_eq!(json["hints"], 0);
+}
+
+/// Issue 9's held-out client (tests/c/placement_order.c: 8 spinning threads
+/// in 2 DFs, each hinting once as it starts) read masks at 30 % of each
+/// thread's work and found a DF's threads apart (`t1:0,1` beside `t3:1`).
+/// Those reads were early: a thread that hints before the others are known
+/// is placed for the load known then (a DF's home is the LLC under light
+/// load), and a later hint that re-homes its group moves it. Once every
+/// hint has returned, every thread of a DF sits on its DF's one CPU; and a
+/// read made after every hint returned already sees that placement.
+#[test]
+fn once_all_hints_returned_a_c_clients_threads_sit_with_their_df() {
+    const TEST: &str = "once_all_hints_returned_a_c_clients_threads_sit_with_their_df";
+    if !have("cc") {
+        skip(TEST, "no cc");
+        return;
+    }
+    let Some((c0, c1)) = two_cpus(TEST) else {
+        return;
+    };
+    let dir = TempDir::new("cabi-order");
+    let prog = compile_named(&dir, "placement_order", &direct_flags());
+    // The program runs on exactly two CPUs: 8 runnable threads are then
+    // heavy load (homes of one CPU) on any host.
+    let runs: Vec<String> = std::thread::spawn(move || {
+        dfsched::sys::set_affinity(0, &set_of(&[c0, c1])).unwrap();
+        let env = [
+            ("DFSCHED_BALANCE_INTERVAL_MS", "0"),
+            ("DFSCHED_AGENT", "off"),
+            ("DFSCHED_IDLE_PASSES", "0"),
+            ("DFSCHED_EXTERNAL_LOAD", "0"),
+        ];
+        (0..5).map(|_| run(&prog, "5000000", &env)).collect()
+    })
+    .join()
+    .unwrap();
+    let mut early_elsewhere = 0;
+    for out in &runs {
+        let threads: Vec<(String, String, u32, String)> = out
+            .lines()
+            .filter(|l| l.starts_with("thread "))
+            .map(|l| {
+                let field = |name: &str| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_prefix(name))
+                        .unwrap_or_else(|| panic!("no {name} in {l}"))
+                        .to_string()
+                };
+                assert_eq!(field("rc="), "0", "{l}");
+                (
+                    field("df="),
+                    field("early="),
+                    field("early_hinted=").parse().unwrap(),
+                    field("late="),
+                )
+            })
+            .collect();
+        assert_eq!(threads.len(), 8, "{out}");
+        for df in ["1", "2"] {
+            let late: Vec<&str> = threads
+                .iter()
+                .filter(|t| t.0 == df)
+                .map(|t| t.3.as_str())
+                .collect();
+            assert!(
+                late.iter().all(|m| *m == late[0]) && !late[0].contains(','),
+                "DF {df}'s threads are not on one CPU once all hints returned:\n{out}"
+            );
+        }
+        for (_, early, hinted, late) in &threads {
+            if early != late {
+                assert!(
+                    *hinted < 8,
+                    "a read made after all 8 hints returned saw {early}, not {late}:\n{out}"
+                );
+                early_elsewhere += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{early_elsewhere} of {} early reads (before all hints returned) saw an earlier placement",
+        8 * runs.len()
+    );
 }
