@@ -14,13 +14,17 @@
 //! demand (`dfsched run`, through `dfsched::agent::ensure_running`) gets
 //! `--idle-exit 30`.
 //!
+//! `--status` and `--stop` talk only to an agent of this user in a private
+//! directory (root's too with `--trust-root-agent`), and give up after
+//! `dfsched::agent::IO_TIMEOUT` on a stopped or full agent.
+//!
 //! Exit codes as every subcommand: 1 when no agent answers (`--status`,
 //! `--stop`) or one already runs (starting), with the reason on stderr.
 
 use crate::Failure;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use dfsched::agent::{self, Agent, AgentConfig, Client, SpawnOptions};
+use dfsched::agent::{self, Agent, AgentConfig, Client, ConnectOptions, SpawnOptions, Trust};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,7 +40,28 @@ they share pipes or sockets.
 Lifetime: an agent started with this command runs until `--stop`, unless \
 `--idle-exit SECS` is given: it then ends by itself once no process has been \
 connected for SECS seconds, removing its socket and lock file. An agent \
-started on demand by `dfsched run` gets `--idle-exit 30`.")]
+started on demand by `dfsched run` gets `--idle-exit 30`.
+
+Trust: the socket's directory must belong to the user with mode 0700 (the \
+agent refuses to start otherwise), and clients (programs under dfsched, \
+--status, --stop, dfsched run) talk only to an agent running as their own \
+user in such a directory, so another user who creates /tmp/dfsched-$UID \
+first gets nothing from them. An agent serves its own user only; one run \
+by root serves root only unless started with --serve-all-users (its \
+directory may then be readable by others, its socket is 0666), and other \
+users' programs use it only with DFSCHED_AGENT_TRUST_ROOT=1 \
+(--trust-root-agent here). Every request is checked against the sender's \
+current uid, so a process that connected as root and then dropped to \
+another user cannot stop a root agent.
+
+Bounds: a client waits at most 1 s for the agent (25 ms per balancer \
+pass, with a growing back-off after a failure), even if the agent is \
+stopped or its accept queue is full. The agent keeps at most \
+--max-connections connections (--max-connections-per-uid per user) and \
+closes a connection that sends no whole request within \
+--idle-timeout-ms. A report whose load names a CPU twice, or more load \
+than one process can have (1000 per possible thread: pid_max x 1000), is \
+refused with an error.")]
 pub struct AgentArgs {
     /// The socket: default $XDG_RUNTIME_DIR/dfsched/agent.sock, or
     /// /tmp/dfsched-$UID/agent.sock without XDG_RUNTIME_DIR. Its directory
@@ -77,6 +102,39 @@ pub struct AgentArgs {
     #[arg(long, value_name = "MS", default_value_t = agent::DEFAULT_SCAN_FRESH_MS,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     scan_fresh_ms: u64,
+
+    /// For a root agent: serve every user, not root only (its socket is
+    /// then 0666; its directory may be readable, never writable, by
+    /// others). Other users' programs use it with
+    /// DFSCHED_AGENT_TRUST_ROOT=1.
+    #[arg(long, conflicts_with_all = ["status", "stop"])]
+    serve_all_users: bool,
+
+    /// Connections the agent keeps open at once, in all; beyond, a new one
+    /// is refused ("busy") and closed. Each costs a thread and three
+    /// descriptors.
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
+
+    /// Connections the agent keeps open at once per user.
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_MAX_CONNECTIONS_PER_UID,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections_per_uid: u32,
+
+    /// Milliseconds a connection may go without sending a whole request
+    /// before the agent closes it (programs under dfsched send one per
+    /// balancer pass, and reconnect after half the default of 60 s).
+    #[arg(long, value_name = "MS",
+          default_value_t = agent::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    idle_timeout_ms: u64,
+
+    /// With --status or --stop: also talk to an agent run by root (in a
+    /// root-owned directory no one else may write), as
+    /// DFSCHED_AGENT_TRUST_ROOT=1 lets programs do.
+    #[arg(long)]
+    trust_root_agent: bool,
 }
 
 /// How long `--stop` waits for the agent to stop listening.
@@ -85,8 +143,16 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Runs `agent`.
 pub fn run(args: AgentArgs) -> Result<(), Failure> {
     let socket = args.socket.unwrap_or_else(agent::default_socket_path);
+    let connect = ConnectOptions {
+        trust: if args.trust_root_agent {
+            Trust::OwnUidOrRoot
+        } else {
+            Trust::OwnUid
+        },
+        timeout: agent::IO_TIMEOUT,
+    };
     if args.status {
-        let status = Client::connect(&socket)
+        let status = Client::connect_with(&socket, connect)
             .and_then(|mut c| c.status())
             .context("dfsched agent --status")?;
         let mut out = std::io::stdout().lock();
@@ -95,7 +161,7 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         return Ok(());
     }
     if args.stop {
-        Client::connect(&socket)
+        Client::connect_with(&socket, connect)
             .and_then(|mut c| c.stop())
             .context("dfsched agent --stop")?;
         let asked = Instant::now();
@@ -117,6 +183,10 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         config.tick_ms = args.tick_ms;
         config.scan_fresh_ms = args.scan_fresh_ms;
         config.idle_exit = args.idle_exit.map(Duration::from_secs);
+        config.serve_other_uids = args.serve_all_users;
+        config.max_connections = args.max_connections;
+        config.max_connections_per_uid = args.max_connections_per_uid;
+        config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
         let agent = Agent::bind(config).context("dfsched agent")?;
         tracing::info!(socket = %socket.display(), pid = std::process::id(), "dfsched agent listening");
         agent.run().context("dfsched agent")?;
@@ -127,6 +197,10 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         tick_ms: args.tick_ms,
         scan_fresh_ms: args.scan_fresh_ms,
         idle_exit_secs: args.idle_exit,
+        serve_other_uids: args.serve_all_users,
+        max_connections: args.max_connections,
+        max_connections_per_uid: args.max_connections_per_uid,
+        idle_timeout_ms: args.idle_timeout_ms,
     };
     // This process exits now: the agent is left to init, not reaped here.
     let agent = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;

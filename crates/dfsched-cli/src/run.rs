@@ -71,7 +71,14 @@ pile their threads onto the same CPU, and processes that share a pipe or a \
 socket are placed together. Each program's runtime reports to it once per \
 balancer pass over a Unix socket (mode 0600 in a 0700 directory): \
 $XDG_RUNTIME_DIR/dfsched/agent.sock, or /tmp/dfsched-$UID/agent.sock \
-without XDG_RUNTIME_DIR, or the absolute path in $DFSCHED_AGENT. dfsched \
+without XDG_RUNTIME_DIR, or the absolute path in $DFSCHED_AGENT. Only a \
+socket in a directory of the user's own with mode 0700, and only an agent \
+running as the same user, is used (root's too with \
+DFSCHED_AGENT_TRUST_ROOT=1); anything else, such as a directory another \
+user created first, is refused with one warning and the program runs \
+without the agent. A stopped or unresponsive agent delays neither the \
+start (about a second at most) nor the program's balancer (25 ms at most \
+per attempt, ever rarer). dfsched \
 run starts the agent there when none listens, detached (not a child of \
 the program), and prints nothing when that works; an agent started so \
 serves every program on that socket and exits by itself 30 s after the \
@@ -204,11 +211,20 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     };
     if let Some(socket) = agent_socket(&config) {
         // The agent only improves placement: the program runs without it.
-        if let Err(e) = dfsched::agent::ensure_running(&socket) {
-            eprintln!(
+        // Bounded: a socket in a directory or of an agent this user does
+        // not trust is refused without a word sent to it, and a stopped or
+        // full agent costs at most the client's timeout (agent::IO_TIMEOUT).
+        match dfsched::agent::ensure_running(&socket, config.agent_trust) {
+            Ok(_) => {}
+            Err(e) if dfsched::agent::is_trust_refusal(&e) => eprintln!(
+                "dfsched run: warning: not using the agent's socket ({}); the program runs \
+                 without the agent",
+                one_line(&e.to_string())
+            ),
+            Err(e) => eprintln!(
                 "dfsched run: warning: could not start the agent ({}); continuing without it",
                 one_line(&e.to_string())
-            );
+            ),
         }
     }
     let preload = prepend_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());

@@ -449,9 +449,9 @@ fn two_processes_sharing_a_pipe_are_placed_on_one_home() {
 
 #[test]
 fn ensure_running_starts_an_agent_once() {
-    use dfsched::agent::{ensure_running_with, Ensured};
+    use dfsched::agent::{ensure_running_with, Ensured, Trust};
     let dir = TempDir::new("ensure");
-    let first = ensure_running_with(&dir.sock(), Path::new(BIN)).unwrap();
+    let first = ensure_running_with(&dir.sock(), Path::new(BIN), Trust::OwnUid).unwrap();
     let agent = AgentGuard(dir.sock());
     assert_eq!(first, Ensured::Started);
     let pid = agent.status().agent_pid;
@@ -467,12 +467,12 @@ fn ensure_running_starts_an_agent_once() {
             .any(|w| w[0] == "--idle-exit" && w[1] == secs),
         "{args:?}"
     );
-    let again = ensure_running_with(&dir.sock(), Path::new(BIN)).unwrap();
+    let again = ensure_running_with(&dir.sock(), Path::new(BIN), Trust::OwnUid).unwrap();
     assert_eq!(again, Ensured::AlreadyRunning);
     assert_eq!(agent.status().agent_pid, pid, "the same agent serves");
     // A directory others may enter is refused with the reason.
     let open = TempDir::new("ensure-open");
     std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o711)).unwrap();
-    let err = ensure_running_with(&open.sock(), Path::new(BIN)).unwrap_err();
+    let err = ensure_running_with(&open.sock(), Path::new(BIN), Trust::OwnUid).unwrap_err();
     assert!(err.to_string().contains("lets others in"), "{err}");
 }

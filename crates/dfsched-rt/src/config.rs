@@ -17,6 +17,7 @@
 //! | `DFSCHED_EXTERNAL_WINDOW` | the weighed load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
 //! | `DFSCHED_IDLE_PASSES` | a registered thread that has used no CPU over this many balancer passes (and at least 200 ms) counts as blocked, not as load, until it uses CPU again (see [`crate::idle`]); `0` = every registered thread counts as runnable until it exits | `2` | `0`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
+//! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
@@ -80,6 +81,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_EXTERNAL_WINDOW",
     "DFSCHED_IDLE_PASSES",
     "DFSCHED_AGENT",
+    "DFSCHED_AGENT_TRUST_ROOT",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
 ];
@@ -129,6 +131,11 @@ pub struct RuntimeConfig {
     /// Default [`crate::agent::AgentMode::Auto`]. With `external_load` off,
     /// the agent's load view is not used either, but sharing-set homes are.
     pub agent: crate::agent::AgentMode,
+    /// Whose agent the runtime talks to (`DFSCHED_AGENT_TRUST_ROOT=1`:
+    /// root's too). Default [`crate::agent::Trust::OwnUid`]: an agent of
+    /// this process's uid in a directory private to it; any other socket
+    /// is refused, with one warning, and the runtime works alone.
+    pub agent_trust: crate::agent::Trust,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -152,6 +159,7 @@ impl Default for RuntimeConfig {
             external_window: DEFAULT_EXTERNAL_WINDOW,
             idle_passes: DEFAULT_IDLE_PASSES,
             agent: crate::agent::AgentMode::Auto,
+            agent_trust: crate::agent::Trust::OwnUid,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
         }
@@ -259,6 +267,13 @@ impl RuntimeConfig {
                 self.idle_passes = n as u32;
             }
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
+            "DFSCHED_AGENT_TRUST_ROOT" => {
+                self.agent_trust = if parse_bool(value).map_err(&bad)? {
+                    crate::agent::Trust::OwnUidOrRoot
+                } else {
+                    crate::agent::Trust::OwnUid
+                };
+            }
             "DFSCHED_PRELOAD" => self.preload = parse_bool(value).map_err(&bad)?,
             "DFSCHED_POLICY" => match parse_policy(value).map_err(&bad)? {
                 Some(policy) => {

@@ -1,41 +1,102 @@
 //! The agent's client: one Unix stream connection, one request line out,
 //! one reply line back. Used by the runtime's balancer (through
-//! `link.rs`), by `dfsched agent --status/--stop`, and by tests.
+//! `link.rs`), by `dfsched agent --status/--stop`, by `dfsched run`'s
+//! [`super::ensure_running`], and by tests.
 //!
-//! Every read and write has a timeout ([`IO_TIMEOUT`]), so a stuck agent
-//! costs a balancer pass at most that long and never hangs it: the runtime
-//! then drops the connection and falls back to its `/proc` sample.
+//! Before anything is sent, the client checks whose agent it reached
+//! (`sock.rs`, "Whose agent"): the socket's directory, then the listening
+//! process's uid. A refusal is [`AgentError::UnsafeDir`] or
+//! [`AgentError::Untrusted`], and nothing of this process (not its pid, not
+//! its load) has reached the socket.
+//!
+//! Every wait is bounded: the connect by the timeout given
+//! ([`ConnectOptions::timeout`], also for a full accept queue), and each
+//! exchange, its write and its whole reply together, by one deadline
+//! ([`Client::set_timeout`], or [`Client::report_by`] for the link's
+//! per-pass budget). A stopped or hostile agent costs the caller at most
+//! that long.
 
 use super::proto::{
     encode, read_line_capped, LineRead, Reply, ReplyLine, Report, Request, RequestLine, Status,
     View, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
+use super::sock::{self, Deadlined, Trust};
 use super::AgentError;
 use std::io::{BufReader, Write};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long one read or write to the agent may take before the client gives
-/// up: long against the agent's work per request (microseconds), short
-/// against a balancer interval's worth of staleness.
-pub const IO_TIMEOUT: Duration = Duration::from_millis(500);
+/// The default bound on a connect and on each exchange, for the command
+/// line (`--status`, `--stop`, `dfsched run`'s check for a live agent) and
+/// tests: long against the agent's work per request (well under a
+/// millisecond, a few for a status of many processes) and a busy
+/// machine's scheduling delays, short enough that a stopped agent makes a
+/// command fail in a second instead of hanging. The balancer's budget is
+/// shorter ([`super::link::LINK_TIMEOUT`]).
+pub const IO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest status reply the client reads: a status lists every
+/// registered process's load per CPU (up to the agent's connection cap ×
+/// the CPUs), far beyond a request line's cap on a big machine. The
+/// client has checked whose agent it reads from, so this bounds memory,
+/// not trust.
+pub const MAX_STATUS_BYTES: usize = 16 << 20;
+
+/// How [`Client::connect_with`] connects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// Whose agent is accepted.
+    pub trust: Trust,
+    /// The bound on the connect, and the client's default per-exchange
+    /// timeout afterwards.
+    pub timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            trust: Trust::OwnUid,
+            timeout: IO_TIMEOUT,
+        }
+    }
+}
 
 /// A connection to the agent.
 #[derive(Debug)]
 pub struct Client {
     path: PathBuf,
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
+    writer: Deadlined,
+    reader: BufReader<Deadlined>,
     buf: Vec<u8>,
+    /// Each exchange's bound unless given a deadline.
+    timeout: Duration,
+    /// The agent's pid (`SO_PEERCRED`).
+    agent_pid: u32,
 }
 
 impl Client {
-    /// Connects to the agent listening on `path`.
+    /// Connects to an agent of this process's own uid listening on `path`,
+    /// within [`IO_TIMEOUT`].
     pub fn connect(path: &Path) -> Result<Client, AgentError> {
+        Client::connect_with(path, ConnectOptions::default())
+    }
+
+    /// Connects to the agent listening on `path` if `options.trust`
+    /// accepts it (the module doc), within `options.timeout`.
+    pub fn connect_with(path: &Path, options: ConnectOptions) -> Result<Client, AgentError> {
         let io = |e: std::io::Error| AgentError::io(path, e);
-        let writer = UnixStream::connect(path).map_err(|e| match e.kind() {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sock::check_dir(dir, options.trust).map_err(|e| match e {
+            AgentError::NotRunning { .. } => AgentError::NotRunning {
+                path: path.to_path_buf(),
+            },
+            other => other,
+        })?;
+        let stream = sock::connect_timeout(path, options.timeout).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                 AgentError::NotRunning {
                     path: path.to_path_buf(),
@@ -43,42 +104,78 @@ impl Client {
             }
             _ => io(e),
         })?;
-        writer.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
-        writer.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
-        let reader = BufReader::new(writer.try_clone().map_err(io)?);
+        let (agent_pid, uid) = sock::peer_cred(&stream).map_err(io)?;
+        if !options.trust.trusts(uid) {
+            return Err(AgentError::Untrusted {
+                path: path.to_path_buf(),
+                uid,
+            });
+        }
+        let read_half = stream.try_clone().map_err(io)?;
         Ok(Client {
             path: path.to_path_buf(),
-            writer,
-            reader,
+            writer: Deadlined::new(stream),
+            reader: BufReader::new(Deadlined::new(read_half)),
             buf: Vec::new(),
+            timeout: options.timeout,
+            agent_pid,
         })
+    }
+
+    /// The bound on each exchange from now on (a status of a big agent may
+    /// want longer than the connect).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// The agent's pid, from the connection's credentials.
+    pub fn agent_pid(&self) -> u32 {
+        self.agent_pid
     }
 
     /// The inode of this end of the connection (what `/proc/self/fd` shows
     /// as `socket:[N]`).
     pub fn socket_inode(&self) -> Option<u64> {
         // fstat of a socket fd gives the socket's inode in sockfs.
-        let fd = std::os::fd::AsFd::as_fd(&self.writer);
+        let fd = std::os::fd::AsFd::as_fd(self.writer.stream());
         let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
         file.metadata().ok().map(|m| m.ino())
     }
 
-    /// Sends one request and reads its reply.
+    /// Sends one request and reads its reply, within the client's timeout.
     pub fn request(&mut self, req: &Request) -> Result<Reply, AgentError> {
-        self.send_raw(&encode(&RequestLine {
+        let deadline = Instant::now() + self.timeout;
+        self.request_by(req, deadline)
+    }
+
+    /// Sends one request and reads its reply, both done by `deadline`.
+    pub fn request_by(&mut self, req: &Request, deadline: Instant) -> Result<Reply, AgentError> {
+        let cap = match req {
+            Request::Status => MAX_STATUS_BYTES,
+            _ => MAX_LINE_BYTES,
+        };
+        let line = encode(&RequestLine {
             v: PROTOCOL_VERSION,
             req: req.clone(),
-        }))
+        });
+        self.exchange(&line, deadline, cap)
     }
 
     /// Sends `line` as it is (it should end with a newline) and reads one
     /// reply: for tests that send malformed requests.
     pub fn send_raw(&mut self, line: &[u8]) -> Result<Reply, AgentError> {
+        let deadline = Instant::now() + self.timeout;
+        self.exchange(line, deadline, MAX_LINE_BYTES)
+    }
+
+    fn exchange(&mut self, line: &[u8], deadline: Instant, cap: usize) -> Result<Reply, AgentError> {
+        self.writer.set(deadline);
+        self.reader.get_mut().set(deadline);
         // A write that fails may still have an answer waiting: an agent
         // that refuses a peer replies at once and closes, so the request
         // meets a closed socket (EPIPE) while the refusal is in our buffer.
         let written = self.writer.write_all(line);
-        let read = read_line_capped(&mut self.reader, &mut self.buf, MAX_LINE_BYTES);
+        let read = read_line_capped(&mut self.reader, &mut self.buf, cap);
         let read = match (written, read) {
             (Err(e), Ok(LineRead::Eof) | Err(_)) | (Ok(()), Err(e)) => {
                 return Err(AgentError::io(&self.path, e))
@@ -105,6 +202,22 @@ impl Client {
             )));
         }
         Ok(line.reply)
+    }
+
+    /// [`Client::report`] done by `deadline`.
+    pub fn report_by(&mut self, report: Report, deadline: Instant) -> Result<View, AgentError> {
+        match self.request_by(&Request::Report(report), deadline)? {
+            Reply::View(v) => Ok(*v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// [`Client::update`] done by `deadline`.
+    pub fn update_by(&mut self, report: Report, deadline: Instant) -> Result<(), AgentError> {
+        match self.request_by(&Request::Update(report), deadline)? {
+            Reply::Updated => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Reports this process's load; the agent's view of everyone else's.

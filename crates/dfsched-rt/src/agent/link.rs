@@ -26,15 +26,31 @@
 //! ```
 //!
 //! Failure is never fatal: no socket, a refused or timed-out exchange, an
-//! agent of another protocol version, and the pass goes on with the plain
-//! `/proc` sample; the connection is retried every [`RETRY_PASSES`]
-//! passes. Invariants: a thread's allowed set is
+//! agent of another protocol version, an agent or a directory this runtime
+//! does not trust (`sock.rs`; warned of once), and the pass goes on with
+//! the plain `/proc` sample.
+//!
+//! Bounds: connecting and each exchange (steps 2 and 5) end by one
+//! deadline, [`LINK_TIMEOUT`] from their start, so a stopped or hostile
+//! agent delays a pass by at most that much, full accept queue included.
+//! The socket calls run with neither the engine's lock nor the link's own
+//! held: the client is taken out of the link, used, and put back, so
+//! `Runtime::agent_link` and the program's hints never wait on the agent.
+//! When no agent listens (no socket file, or nobody on it) the link looks
+//! again every [`RETRY_PASSES`] passes; after a failed exchange or a
+//! refusal it waits 1, 2, 4, … passes, doubling up to
+//! [`MAX_BACKOFF_PASSES`], so a hung agent costs a timeout ever more
+//! rarely; an answer resets it. A connection unused for half the agent's
+//! default idle timeout is replaced before use rather than found closed.
+//!
+//! Invariants: a thread's allowed set is
 //! narrowed only to its own allowed set ∩ the home (its own set if that is
 //! empty), and a set someone else changed (a `taskset` seen at placement)
 //! becomes the thread's own set.
 
-use super::client::Client;
+use super::client::{Client, ConnectOptions};
 use super::proto::{ErrorKind, Report, View};
+use super::sock::Trust;
 use super::AgentError;
 use crate::runtime::{Inner, Runtime, State};
 use dfsched_core::{rules, CpuId, CpuSet, Event, TaskId};
@@ -42,11 +58,34 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::PoisonError;
+use std::time::{Duration, Instant};
 
-/// Passes between connection attempts when no agent answers: about 2 s at
+/// Passes between connection attempts when no agent listens: about 2 s at
 /// the default interval, so an agent started later is found soon, while a
-/// machine without one pays a `connect` only that often.
+/// machine without one pays a `stat` (and a `connect` if a socket file is
+/// left) only that often.
 pub const RETRY_PASSES: u32 = 20;
+
+/// The most passes the link waits after failed exchanges in a row before
+/// trying again (the wait doubles from 1 up to this): 6.4 s at the default
+/// interval, so a hung agent costs at most one [`LINK_TIMEOUT`] per 64
+/// passes (0.4 % of the balancer's time), and an agent that recovers is
+/// used again within seconds.
+pub const MAX_BACKOFF_PASSES: u32 = 64;
+
+/// The budget of one exchange with the agent in a balancer pass, connect
+/// included: 25 ms. The agent answers a report in well under a
+/// millisecond of its own work (a few when it takes the shared `/proc`
+/// scan), so 25 ms leaves room for a busy machine's scheduling delays;
+/// against the default 100 ms interval, a pass that spends it all still
+/// ends well within its interval, and with the backoff a hung agent costs
+/// under 1 % of the passes' time. (Before this bound a stopped agent made
+/// every pass wait 500 ms: 8 passes in 5 s instead of 48.)
+pub const LINK_TIMEOUT: Duration = Duration::from_millis(25);
+
+/// A connection unused this long is replaced before use: half the agent's
+/// default idle timeout, after which the agent would have closed it.
+const STALE_AFTER: Duration = Duration::from_secs(30);
 
 /// Whether and where a runtime reaches the agent (`DFSCHED_AGENT`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -116,16 +155,34 @@ pub struct LinkStatus {
     pub set: Option<u64>,
     /// `Event::Allowed` sent to narrow or restore threads.
     pub allowed_events: u64,
+    /// Why the socket or its agent was refused (another uid's directory or
+    /// agent, or a directory others may write to): the runtime then works
+    /// alone, and warns once. `None` once a trusted agent answers.
+    pub refused: Option<String>,
+    /// Passes the link waits before its next attempt (0: it tries at the
+    /// next pass).
+    pub backoff_passes: u32,
 }
 
-/// The link's state, behind its own mutex (never held with the engine's
-/// across socket I/O).
+/// The link's state, behind its own mutex, which is never held across a
+/// socket call: the client is taken out ([`Link::checkout`]) and put back
+/// ([`Link::checkin`]).
 #[derive(Debug)]
 pub(crate) struct Link {
     client: Option<Client>,
+    /// A pass holds the client (or is connecting): another pass at the same
+    /// time goes without the agent rather than wait.
+    busy: bool,
+    trust: Trust,
     inode: Option<u64>,
+    /// When the client last exchanged.
+    used: Option<Instant>,
     /// Passes until the next connection attempt.
     retry_in: u32,
+    /// Failed exchanges or refusals in a row.
+    failures_in_a_row: u32,
+    /// Whether the refusal warning was given.
+    warned: bool,
     /// Threads narrowed to a home: tid → (their own allowed set, the set
     /// dfsched gave them).
     narrowed: HashMap<u64, (CpuSet, CpuSet)>,
@@ -136,8 +193,19 @@ pub(crate) struct Link {
     status: LinkStatus,
 }
 
+/// What a pass gets from [`Link::checkout`].
+#[derive(Debug)]
+enum Checkout {
+    /// No agent this pass.
+    Skip,
+    /// The open connection, to be given back with [`Link::checkin`].
+    Use(Client),
+    /// Connect to this socket, then give back the result.
+    Connect(PathBuf),
+}
+
 impl Link {
-    pub(crate) fn new(mode: &AgentMode) -> Link {
+    pub(crate) fn new(mode: &AgentMode, trust: Trust) -> Link {
         let socket = match mode {
             AgentMode::Off => None,
             AgentMode::Auto => Some(super::default_socket_path()),
@@ -145,8 +213,13 @@ impl Link {
         };
         Link {
             client: None,
+            busy: false,
+            trust,
             inode: None,
+            used: None,
             retry_in: 0,
+            failures_in_a_row: 0,
+            warned: false,
             narrowed: HashMap::new(),
             plain_reports: false,
             status: LinkStatus {
@@ -156,35 +229,91 @@ impl Link {
         }
     }
 
-    /// The client, connecting if it is time to try.
-    fn client(&mut self) -> Option<&mut Client> {
-        if self.client.is_none() {
-            // Whatever the last agent refused, a new one is asked afresh.
-            self.plain_reports = false;
-            let path = self.status.socket.as_deref()?;
-            if self.retry_in > 0 {
-                self.retry_in -= 1;
-                return None;
-            }
-            self.retry_in = RETRY_PASSES;
-            // No socket file: no agent; not even a failed connect.
-            if !path.exists() {
-                return None;
-            }
-            match Client::connect(path) {
-                Ok(c) => {
-                    self.inode = c.socket_inode();
-                    self.client = Some(c);
-                    self.retry_in = 0;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "dfsched: no agent");
-                    return None;
-                }
-            }
+    /// The connection for this pass, or whether to connect (`connect`:
+    /// only an open connection is wanted, as for an update).
+    fn checkout(&mut self, connect: bool) -> Checkout {
+        if self.busy {
+            return Checkout::Skip;
         }
-        self.client.as_mut()
+        if let Some(c) = self.client.take() {
+            if self.used.is_some_and(|t| t.elapsed() < STALE_AFTER) {
+                self.busy = true;
+                return Checkout::Use(c);
+            }
+            // Unused for long: the agent may have closed it; start afresh.
+            self.status.connected = false;
+        }
+        let Some(path) = self.status.socket.clone() else {
+            return Checkout::Skip;
+        };
+        if !connect {
+            return Checkout::Skip;
+        }
+        if self.retry_in > 0 {
+            self.retry_in -= 1;
+            self.status.backoff_passes = self.retry_in;
+            return Checkout::Skip;
+        }
+        // No socket file: no agent; not even a connect.
+        if !path.exists() {
+            self.retry_in = RETRY_PASSES;
+            self.status.backoff_passes = self.retry_in;
+            return Checkout::Skip;
+        }
+        // Whatever the last agent refused, a new one is asked afresh.
+        self.plain_reports = false;
+        self.busy = true;
+        Checkout::Connect(path)
     }
+
+    /// Gives back the connection after an exchange that worked.
+    fn checkin(&mut self, client: Client) {
+        self.busy = false;
+        self.client = Some(client);
+        self.used = Some(Instant::now());
+        self.failures_in_a_row = 0;
+        self.retry_in = 0;
+        self.status.backoff_passes = 0;
+        self.status.connected = true;
+        self.status.refused = None;
+    }
+
+    /// Gives back nothing after a failed connect or exchange: backs off
+    /// (module doc); a refusal of whose agent it is is warned of once.
+    fn fail(&mut self, runtime: u64, e: &AgentError, counted: bool) {
+        self.busy = false;
+        self.client = None;
+        self.status.connected = false;
+        if matches!(e, AgentError::NotRunning { .. }) {
+            // Nobody listens: as no socket file.
+            self.retry_in = RETRY_PASSES;
+            self.status.backoff_passes = self.retry_in;
+            return;
+        }
+        if super::is_trust_refusal(e) {
+            if !self.warned {
+                self.warned = true;
+                tracing::warn!(runtime, error = %e, "dfsched: not using the agent's socket");
+            }
+            self.status.refused = Some(e.to_string());
+        } else {
+            tracing::debug!(runtime, error = %e, "dfsched agent exchange failed");
+        }
+        if counted {
+            self.status.failures += 1;
+        }
+        self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+        self.retry_in = backoff_passes(self.failures_in_a_row);
+        self.status.backoff_passes = self.retry_in;
+    }
+}
+
+/// Passes to wait after `n` ≥ 1 failures in a row: 1, 2, 4, … up to
+/// [`MAX_BACKOFF_PASSES`].
+fn backoff_passes(n: u32) -> u32 {
+    1u32.checked_shl(n.saturating_sub(1))
+        .unwrap_or(u32::MAX)
+        .min(MAX_BACKOFF_PASSES)
 }
 
 /// The unmanaged load of a view, per CPU.
@@ -336,7 +465,8 @@ impl Inner {
     }
 
     /// Steps 1–2 of the module doc. Never fails: an exchange that fails
-    /// gives an empty pass.
+    /// gives an empty pass. Takes at most [`LINK_TIMEOUT`] on the socket,
+    /// with no lock held there.
     pub(crate) fn agent_exchange(&self) -> AgentPass {
         if self.link().status.socket.is_none() {
             return AgentPass::default();
@@ -344,19 +474,35 @@ impl Inner {
         let Some(load) = self.own_load() else {
             return AgentPass::default();
         };
-        let mut link = self.link();
-        let inode = link.inode;
-        if link.client().is_none() {
-            link.status.connected = false;
-            return AgentPass::default();
-        }
-        let mut plain = link.plain_reports;
-        let Some(client) = link.client.as_mut() else {
-            return AgentPass::default();
+        let checkout = self.link().checkout(true);
+        let deadline = Instant::now() + LINK_TIMEOUT;
+        let mut client = match checkout {
+            Checkout::Skip => return AgentPass::default(),
+            Checkout::Use(c) => c,
+            Checkout::Connect(path) => {
+                let options = ConnectOptions {
+                    trust: self.link().trust,
+                    timeout: LINK_TIMEOUT,
+                };
+                match Client::connect_with(&path, options) {
+                    Ok(c) => {
+                        self.link().inode = c.socket_inode();
+                        c
+                    }
+                    Err(e) => {
+                        self.link().fail(self.id, &e, false);
+                        return AgentPass::default();
+                    }
+                }
+            }
+        };
+        let (inode, mut plain) = {
+            let link = self.link();
+            (link.inode, link.plain_reports)
         };
         let mut report = self.report_of(load, inode);
         report.weighed = !plain;
-        let mut answer = client.report(report.clone());
+        let mut answer = client.report_by(report.clone(), deadline);
         if report.weighed
             && matches!(
                 &answer,
@@ -369,14 +515,15 @@ impl Inner {
             // An agent of version 2 from before `weighed`: the connection
             // stays usable after a refusal, so ask again without it.
             report.weighed = false;
-            answer = client.report(report);
+            answer = client.report_by(report, deadline);
             plain = true;
         }
+        let mut link = self.link();
         link.plain_reports = plain;
         match answer {
             Ok(view) => {
+                link.checkin(client);
                 let s = &mut link.status;
-                s.connected = true;
                 s.reports += 1;
                 s.others_milli = view.others_milli.clone();
                 s.unmanaged = view.unmanaged.clone();
@@ -386,10 +533,7 @@ impl Inner {
                 AgentPass { view: Some(view) }
             }
             Err(e) => {
-                tracing::debug!(runtime = self.id, error = %e, "dfsched agent exchange failed");
-                link.client = None;
-                link.status.connected = false;
-                link.status.failures += 1;
+                link.fail(self.id, &e, true);
                 AgentPass::default()
             }
         }
@@ -398,7 +542,8 @@ impl Inner {
     /// Step 5 of the module doc: after a pass that moved threads, reports
     /// the new load on the open connection (no new connection is tried: a
     /// runtime without an agent has no one to tell). A failure drops the
-    /// connection, as in [`Inner::agent_exchange`].
+    /// connection and backs off, as in [`Inner::agent_exchange`]; at most
+    /// [`LINK_TIMEOUT`] on the socket, no lock held there.
     pub(crate) fn agent_update(&self) {
         if self.link().client.is_none() {
             return;
@@ -406,20 +551,19 @@ impl Inner {
         let Some(load) = self.own_load() else {
             return;
         };
-        let mut link = self.link();
-        let inode = link.inode;
-        let report = self.report_of(load, inode);
-        let Some(client) = link.client.as_mut() else {
+        let Checkout::Use(mut client) = self.link().checkout(false) else {
             return;
         };
-        match client.update(report) {
-            Ok(()) => link.status.updates += 1,
-            Err(e) => {
-                tracing::debug!(runtime = self.id, error = %e, "dfsched agent update failed");
-                link.client = None;
-                link.status.connected = false;
-                link.status.failures += 1;
+        let inode = self.link().inode;
+        let report = self.report_of(load, inode);
+        let result = client.update_by(report, Instant::now() + LINK_TIMEOUT);
+        let mut link = self.link();
+        match result {
+            Ok(()) => {
+                link.checkin(client);
+                link.status.updates += 1;
             }
+            Err(e) => link.fail(self.id, &e, true),
         }
     }
 

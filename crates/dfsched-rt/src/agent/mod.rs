@@ -45,7 +45,11 @@
 //! - `sharing.rs`: union-find over shared inodes, and the sharing sets'
 //!   homes by the core's home rule.
 //! - `client.rs`: the client used by runtimes and by `dfsched agent
-//!   --status/--stop`.
+//!   --status/--stop`; it checks whose agent it reached before sending
+//!   anything.
+//! - `sock.rs`: socket mechanics: a connect bounded even on a full accept
+//!   queue, the peer's credentials, deadline-bound reads and writes, the
+//!   client's directory check.
 //! - `link.rs`: the runtime's side, run from its balancer pass.
 //!
 //! # The socket
@@ -60,6 +64,40 @@
 //! dies) makes a second agent fail with [`AgentError::AlreadyRunning`]; a
 //! socket left by a dead agent is replaced. An agent that ends in order
 //! (`--stop`, or its idle exit) removes both.
+//!
+//! # Trust and bounds (who may talk to whom, and for how long)
+//!
+//! Anyone can create `/tmp/dfsched-$UID` before its user does, so neither
+//! side takes the path's word for anything:
+//! - **the client** (`client.rs`, `sock.rs`) talks to a socket only in a
+//!   directory owned by its own uid with no group or other bits, and only
+//!   to a listener whose `SO_PEERCRED` uid is its own; root's directory and
+//!   agent too when configured ([`Trust::OwnUidOrRoot`]:
+//!   `DFSCHED_AGENT_TRUST_ROOT=1`, `--trust-root-agent`). Otherwise it
+//!   sends nothing ([`AgentError::UnsafeDir`], [`AgentError::Untrusted`]);
+//!   a runtime warns once (`tracing`, and [`LinkStatus::refused`]) and
+//!   works from its own `/proc` sample, `dfsched run` warns on stderr and
+//!   runs the program.
+//! - **the agent** serves its own uid only; a root agent serves root only
+//!   unless started with `--serve-all-users` ([`AgentConfig::serve_other_uids`],
+//!   which also opens its directory to others for reading and its socket
+//!   to all). Each request that acts for a process (a report, an update,
+//!   `stop`) is checked against the peer's *current* owner, so a process
+//!   that connected as root and then dropped privileges loses them here
+//!   too.
+//! - **every wait is bounded**: the client's connect (even on a full
+//!   accept queue) and each exchange end by a deadline ([`IO_TIMEOUT`] for
+//!   the command line, [`LINK_TIMEOUT`] for a balancer pass); after a
+//!   failure the runtime's link backs off, doubling up to
+//!   [`MAX_BACKOFF_PASSES`], and it never holds the runtime's locks across
+//!   a socket call. The agent caps its connections in total and per uid
+//!   ([`AgentConfig::max_connections`], [`AgentConfig::max_connections_per_uid`]:
+//!   a thread and three descriptors each) and closes a connection that
+//!   sends no whole request line within [`AgentConfig::idle_timeout`].
+//! - **every number is range-checked**: a report names each CPU of the
+//!   machine at most once, with a load of at most the most one process can
+//!   have (`server.rs`, [`AgentConfig::max_load_milli`]); anything else is
+//!   refused with [`ErrorKind::Invalid`], never wrapped or stored.
 //!
 //! # Lifetime
 //!
@@ -76,16 +114,21 @@ pub mod proto;
 mod scan;
 mod server;
 pub mod sharing;
+mod sock;
 
-pub use client::{Client, IO_TIMEOUT};
-pub use link::{AgentMode, LinkStatus, RETRY_PASSES};
+pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
+pub use link::{AgentMode, LinkStatus, LINK_TIMEOUT, MAX_BACKOFF_PASSES, RETRY_PASSES};
 pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
 pub use scan::DEFAULT_SCAN_FRESH_MS;
-pub use server::{Agent, AgentConfig};
+pub use server::{
+    Agent, AgentConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_UID,
+};
+pub use sock::{connect_timeout, Trust};
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,13 +153,26 @@ pub enum AgentError {
         /// The socket path.
         path: PathBuf,
     },
-    /// The socket's directory is not private to the user.
+    /// The socket's directory is not private to the user (or, trusted,
+    /// root's and closed to writers).
     #[error("{path}: {reason}; refusing to use it for the agent's socket")]
     UnsafeDir {
         /// The directory.
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
+    },
+    /// The process listening on the socket is of a uid the client does not
+    /// trust: nothing was sent to it.
+    #[error(
+        "{path}: the agent listening there runs as uid {uid}, which this client does not \
+         trust (its own uid; root's only with DFSCHED_AGENT_TRUST_ROOT=1); refusing to talk to it"
+    )]
+    Untrusted {
+        /// The socket path.
+        path: PathBuf,
+        /// The listener's uid (`SO_PEERCRED`).
+        uid: u32,
     },
     /// An I/O error on a path.
     #[error("{path}: {reason}")]
@@ -166,15 +222,29 @@ pub fn default_socket_path() -> PathBuf {
     }
 }
 
-/// Whether an agent answers on `path` (a connection succeeds).
+/// Whether something listens on `path` (a connection succeeds within
+/// [`IO_TIMEOUT`]; whose it is is not checked: see [`Client::connect_with`]).
 pub fn is_live(path: &Path) -> bool {
-    UnixStream::connect(path).is_ok()
+    sock::connect_timeout(path, IO_TIMEOUT).is_ok()
+}
+
+/// Whether `e` says that whose agent or directory it is was refused (as
+/// opposed to no agent, or one that failed).
+pub fn is_trust_refusal(e: &AgentError) -> bool {
+    matches!(e, AgentError::UnsafeDir { .. } | AgentError::Untrusted { .. })
 }
 
 /// Makes sure `dir` exists, is a directory (not a symlink) owned by the
 /// effective user, with no group or other permissions; creates it 0700 if
 /// missing (its parent must exist).
 pub fn ensure_private_dir(dir: &Path) -> Result<(), AgentError> {
+    ensure_agent_dir(dir, false)
+}
+
+/// [`ensure_private_dir`], or with `shared` (an agent serving other uids,
+/// who must reach its socket) a directory of ours that others may enter
+/// and read but not write.
+fn ensure_agent_dir(dir: &Path, shared: bool) -> Result<(), AgentError> {
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -195,10 +265,12 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), AgentError> {
             geteuid()
         )));
     }
-    if meta.mode() & 0o077 != 0 {
+    let closed = if shared { 0o022 } else { 0o077 };
+    if meta.mode() & closed != 0 {
         return Err(unsafe_dir(format!(
-            "mode {:o} lets others in (want 0700)",
-            meta.mode() & 0o777
+            "mode {:o} lets others in (want {})",
+            meta.mode() & 0o777,
+            if shared { "no group or other write" } else { "0700" }
         )));
     }
     Ok(())
@@ -212,15 +284,20 @@ fn lock_path(socket: &Path) -> PathBuf {
 }
 
 /// Binds `socket` for an agent (the rules are in the module doc): the
-/// listener and the held lock file.
-pub(crate) fn bind_private(socket: &Path) -> Result<(UnixListener, std::fs::File), AgentError> {
+/// listener and the held lock file. `shared`: an agent serving other uids
+/// (`--serve-all-users`), whose socket is then 0666 in a directory others
+/// may enter.
+pub(crate) fn bind_private(
+    socket: &Path,
+    shared: bool,
+) -> Result<(UnixListener, std::fs::File), AgentError> {
     let dir = socket
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .ok_or_else(|| {
             AgentError::Setup(format!("{}: not a path in a directory", socket.display()))
         })?;
-    ensure_private_dir(dir)?;
+    ensure_agent_dir(dir, shared)?;
     let lock = take_lock(socket)?;
     if is_live(socket) {
         // Someone listens without holding the lock (an agent started on a
@@ -240,7 +317,7 @@ pub(crate) fn bind_private(socket: &Path) -> Result<(UnixListener, std::fs::File
     let tmp = tmp_dir.join("agent.sock");
     let bound = UnixListener::bind(&tmp)
         .map_err(|e| AgentError::io(&tmp, e))
-        .and_then(|l| server::chmod(&tmp, 0o600).map(|()| l))
+        .and_then(|l| server::chmod(&tmp, if shared { 0o666 } else { 0o600 }).map(|()| l))
         .and_then(|l| {
             std::fs::rename(&tmp, socket)
                 .map(|()| l)
@@ -301,6 +378,16 @@ pub struct SpawnOptions {
     /// `--idle-exit`: end after this many seconds with no connection open;
     /// `None` (the default) never.
     pub idle_exit_secs: Option<u64>,
+    /// `--serve-all-users`: a root agent serves other uids too. Default
+    /// false.
+    pub serve_other_uids: bool,
+    /// `--max-connections`. Default [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: u32,
+    /// `--max-connections-per-uid`. Default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_UID`].
+    pub max_connections_per_uid: u32,
+    /// `--idle-timeout-ms`. Default [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for SpawnOptions {
@@ -309,6 +396,10 @@ impl Default for SpawnOptions {
             tick_ms: 100,
             scan_fresh_ms: DEFAULT_SCAN_FRESH_MS,
             idle_exit_secs: None,
+            serve_other_uids: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
+            idle_timeout_ms: DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
         }
     }
 }
@@ -321,9 +412,18 @@ impl SpawnOptions {
             self.tick_ms.to_string(),
             "--scan-fresh-ms".to_string(),
             self.scan_fresh_ms.to_string(),
+            "--max-connections".to_string(),
+            self.max_connections.to_string(),
+            "--max-connections-per-uid".to_string(),
+            self.max_connections_per_uid.to_string(),
+            "--idle-timeout-ms".to_string(),
+            self.idle_timeout_ms.to_string(),
         ];
         if let Some(secs) = self.idle_exit_secs {
             out.extend(["--idle-exit".to_string(), secs.to_string()]);
+        }
+        if self.serve_other_uids {
+            out.push("--serve-all-users".to_string());
         }
         out
     }
@@ -347,22 +447,48 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// the `dfsched` binary; see [`ensure_running_with`] otherwise), which
 /// starts a detached agent and returns once it listens. An agent started
 /// here ends by itself after [`ON_DEMAND_IDLE_EXIT`] with no client.
-pub fn ensure_running(path: &Path) -> Result<Ensured, AgentError> {
+///
+/// Bounded and careful: a socket in a directory `trust` refuses, or a
+/// listener of another uid, is an error ([`is_trust_refusal`]) and no agent
+/// is started there; a listener that does not answer within [`IO_TIMEOUT`]
+/// (stopped, or its accept queue full) is an error too, after at most
+/// that long; starting an agent waits at most [`START_TIMEOUT`].
+pub fn ensure_running(path: &Path, trust: Trust) -> Result<Ensured, AgentError> {
     let exe = std::env::current_exe()
         .map_err(|e| AgentError::Setup(format!("finding this executable: {e}")))?;
-    ensure_running_with(path, &exe)
+    ensure_running_with(path, &exe, trust)
+}
+
+/// Whether a trusted agent answers on `path`: `Ok(true)` if one does,
+/// `Ok(false)` if nothing listens there, an error if the directory or the
+/// listener is not trusted or does not answer in time.
+fn trusted_agent_answers(path: &Path, trust: Trust) -> Result<bool, AgentError> {
+    let options = ConnectOptions {
+        trust,
+        timeout: IO_TIMEOUT,
+    };
+    match Client::connect_with(path, options).and_then(|mut c| c.status().map(|_| ())) {
+        Ok(()) => Ok(true),
+        Err(AgentError::NotRunning { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// [`ensure_running`] with the `dfsched` executable named. The intermediate
-/// `dfsched agent` is waited for, so the caller is left with no child: the
-/// agent itself is adopted by init.
-pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, AgentError> {
-    if is_live(path) {
+/// `dfsched agent` is waited for (at most [`START_TIMEOUT`] and a little),
+/// so the caller is left with no child: the agent itself is adopted by
+/// init.
+pub fn ensure_running_with(
+    path: &Path,
+    dfsched_exe: &Path,
+    trust: Trust,
+) -> Result<Ensured, AgentError> {
+    if trusted_agent_answers(path, trust)? {
         return Ok(Ensured::AlreadyRunning);
     }
     let mut cmd = Command::new(dfsched_exe);
     agent_environment(&mut cmd);
-    let out = cmd
+    let mut child = cmd
         .arg("agent")
         .arg("--socket")
         .arg(path)
@@ -371,21 +497,47 @@ pub fn ensure_running_with(path: &Path, dfsched_exe: &Path) -> Result<Ensured, A
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|e| AgentError::Setup(format!("starting {}: {e}", dfsched_exe.display())))?;
-    if out.status.success() {
+    // `dfsched agent` itself waits at most START_TIMEOUT for its agent to
+    // listen; this bound only catches a starter that hangs otherwise.
+    let limit = START_TIMEOUT + IO_TIMEOUT * 2;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < limit => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(AgentError::Setup(format!(
+                    "`{} agent --socket {}` did not return within {limit:?}",
+                    dfsched_exe.display(),
+                    path.display()
+                )));
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    if status.success() {
         return Ok(Ensured::Started);
     }
     // Another caller may have started one meanwhile: as good.
-    if is_live(path) {
+    if trusted_agent_answers(path, trust).unwrap_or(false) {
         return Ok(Ensured::AlreadyRunning);
     }
     Err(AgentError::Setup(format!(
         "`{} agent --socket {}` failed ({}): {}",
         dfsched_exe.display(),
         path.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
+        status,
+        stderr.trim()
     )))
 }
 
@@ -445,7 +597,7 @@ pub fn spawn_detached(
     // The agent checks its directory too, but its reasons would go to
     // /dev/null: check here, where they can be reported.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        ensure_private_dir(dir)?;
+        ensure_agent_dir(dir, options.serve_other_uids)?;
     }
     if is_live(path) {
         return Err(AgentError::AlreadyRunning {
@@ -486,8 +638,19 @@ pub fn spawn_detached(
         }
         // Live and ours: another agent that won a race would have made
         // ours exit, seen above.
-        let ours = Client::connect(path)
-            .and_then(|mut c| c.status())
+        let trust = if options.serve_other_uids {
+            Trust::OwnUidOrRoot
+        } else {
+            Trust::OwnUid
+        };
+        let ours = Client::connect_with(
+            path,
+            ConnectOptions {
+                trust,
+                timeout: IO_TIMEOUT,
+            },
+        )
+        .and_then(|mut c| c.status())
             .is_ok_and(|s| s.agent_pid == child.id());
         if ours {
             return Ok(SpawnedAgent { child });

@@ -38,6 +38,14 @@
 //!   and an older agent refuses a report that asks (`malformed`, the
 //!   connection kept), after which the runtime reports on that connection
 //!   without asking and takes `unmanaged` at 1000 per thread.
+//! - 2, additive (the hardening of issue 9; nothing a client sends
+//!   changed): the error kind `busy` (a connection over the agent's caps,
+//!   refused at once and closed), and the counters `refused_busy` and
+//!   `idle_closed` in a status (absent = 0 from an older agent). An older
+//!   client reads `busy` as a reply it does not understand, which it
+//!   treats as a failed exchange, as it should. Reports whose load names a
+//!   CPU twice or exceeds the bound (`server.rs`, `check_load`) were
+//!   always nonsense and are now refused with `invalid`.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
@@ -228,6 +236,13 @@ pub struct Counters {
     pub connections: u64,
     /// Connections refused for their uid.
     pub refused_peers: u64,
+    /// Connections refused at a connection cap (total or per uid).
+    #[serde(default)]
+    pub refused_busy: u64,
+    /// Connections closed for sending no whole request within the idle
+    /// timeout.
+    #[serde(default)]
+    pub idle_closed: u64,
     /// Requests answered with an error.
     pub bad_requests: u64,
     /// Reports answered.
@@ -269,8 +284,12 @@ pub enum ErrorKind {
     Version,
     /// The peer may not do this (another uid).
     Denied,
-    /// The request names CPUs or a process the agent cannot accept.
+    /// The request names CPUs or a process the agent cannot accept, or a
+    /// number out of range.
     Invalid,
+    /// The agent has its maximum of connections open (in all, or of the
+    /// peer's uid); the connection is closed.
+    Busy,
 }
 
 impl ReplyLine {

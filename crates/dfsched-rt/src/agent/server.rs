@@ -2,8 +2,12 @@
 //! the tick thread (liveness backstop, sharing detection, idle exit).
 //!
 //! ```text
-//!   accept ──► connection thread: SO_PEERCRED once → refuse other uids
-//!                 loop { read line (≤ 64 KiB) → parse → handle under the lock → reply }
+//!   accept ──► SO_PEERCRED → a uid not served, or over a connection cap
+//!              (total, per uid): one refusal line, closed, no thread
+//!          ──► connection thread:
+//!                 loop { read line (≤ 64 KiB, whole within idle_timeout)
+//!                        → parse → check the peer's pid is still its uid's
+//!                        → handle under the lock → reply (bounded write) }
 //!                 report: record the load, then the unmanaged load from
 //!                         the shared /proc scan (scan.rs), weighed against
 //!                         the peer's CFS group if asked, then the view
@@ -17,6 +21,19 @@
 //!        that finding is reused for up to 1 s while nothing changes)
 //!     4. each set keeps its id and home while it lives (sharing.rs)
 //! ```
+//!
+//! Whom it serves: its own uid; a root agent root only, unless
+//! `serve_other_uids` (`--serve-all-users`). Every request is checked
+//! against the peer's current owner (`/proc/PID/status`), not only the
+//! credentials of the connect: a process that connected as root and then
+//! dropped to another uid is refused from then on (a `stop`, as a report).
+//!
+//! What it accepts: every number in a report is range-checked
+//! ([`check_load`]): each CPU of the machine at most once, each load and
+//! their sum at most [`AgentConfig::max_load_milli`]. So the sums the agent
+//! forms (a CPU's load over every process: at most `max_connections` ×
+//! `max_load_milli`, below 2^42 with the defaults) never overflow, and a
+//! status lists at most one entry per CPU per process.
 //!
 //! Invariants: `State::procs` holds exactly the open, registered
 //! connections whose pid was alive at the last tick; a request either
@@ -33,12 +50,12 @@ use super::proto::{
 };
 use super::scan::{self, Scanned, SharedScan};
 use super::sharing;
+use super::sock::{peer_cred, Deadlined};
 use super::AgentError;
 use dfsched_core::rules::Home;
 use dfsched_core::{CpuId, CpuSet, DomainId, Topology};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufReader, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -70,6 +87,70 @@ pub struct AgentConfig {
     /// [`super::ON_DEMAND_IDLE_EXIT`], so that nobody is left with a daemon
     /// that serves no one.
     pub idle_exit: Option<Duration>,
+    /// A root agent serves other uids too (`--serve-all-users`); its socket
+    /// is then 0666 in a directory others may enter. Default false: a root
+    /// agent serves root only. An agent of another uid serves that uid
+    /// only whatever this says (binding with it set fails).
+    pub serve_other_uids: bool,
+    /// Connections open at once, of all uids, beyond which a new one is
+    /// refused ([`ErrorKind::Busy`]) and closed. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: u32,
+    /// Connections open at once per uid. Default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_UID`].
+    pub max_connections_per_uid: u32,
+    /// A connection that has not sent a whole request line this long after
+    /// its last reply (or its accept) is closed. Default
+    /// [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// The largest load, in thousandths of a runnable thread, one report
+    /// may give a CPU, and the largest sum over its CPUs. Default
+    /// 1000 × `/proc/sys/kernel/pid_max` ([`max_load_milli`]).
+    pub max_load_milli: u64,
+}
+
+/// The default [`AgentConfig::max_connections`]: a connection costs the
+/// agent a thread and three descriptors, so 256 stay far below the usual
+/// limits (1024 descriptors, thousands of threads) while serving ten times
+/// more processes under dfsched than a machine has reason to run.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 256;
+/// The default [`AgentConfig::max_connections_per_uid`]: a runtime holds
+/// one connection (`--status` and `--stop` one more for a moment), so one
+/// uid's 64 are 60 programs under dfsched at once; a uid that holds them
+/// all leaves the other uids of a shared (root) agent 192.
+pub const DEFAULT_MAX_CONNECTIONS_PER_UID: u32 = 64;
+/// The default [`AgentConfig::idle_timeout`]: a runtime exchanges once per
+/// balancer pass (100 ms by default), so a minute without a request is a
+/// connection nobody uses, or a peer that trickles its bytes to hold a
+/// thread. A runtime drops a connection it has not used for half this
+/// long and connects afresh (`link.rs`).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the agent waits to write one reply: replies are small and the
+/// client reads them at once; a peer that does not read cannot hold a
+/// connection thread longer than this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The kernel's upper limit on `pid_max` on 64-bit (`PID_MAX_LIMIT`, 2^22):
+/// the fallback when `/proc/sys/kernel/pid_max` cannot be read.
+const PID_MAX_LIMIT: u64 = 1 << 22;
+
+/// The most load one process can put on the machine, in thousandths: every
+/// thread is a pid, so a process has at most `pid_max` threads, and one
+/// thread counts 1000 in all (the core's load formula spreads its 1000
+/// over the CPUs it may use). So no CPU's load from one report, nor its
+/// sum over CPUs, can honestly exceed 1000 × `pid_max`
+/// (`/proc/sys/kernel/pid_max` under `proc_root`; [`PID_MAX_LIMIT`], the
+/// kernel's ceiling, if unreadable). A per-process bound from the
+/// reporter's current thread count would be tighter but races with its
+/// threads' exits, and a report refused for that would cost an honest
+/// runtime its view.
+pub fn max_load_milli(proc_root: &Path) -> u64 {
+    let pid_max = std::fs::read_to_string(proc_root.join("sys/kernel/pid_max"))
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(PID_MAX_LIMIT)
+        .min(PID_MAX_LIMIT);
+    pid_max * 1000
 }
 
 impl AgentConfig {
@@ -85,6 +166,11 @@ impl AgentConfig {
             heavy_load_milli: dfsched_core::Config::default().heavy_load_milli,
             scan_fresh_ms: scan::DEFAULT_SCAN_FRESH_MS,
             idle_exit: None,
+            serve_other_uids: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_load_milli: max_load_milli(Path::new("/proc")),
         })
     }
 }
@@ -122,6 +208,8 @@ struct State {
     streams: HashMap<u64, UnixStream>,
     /// Connections accepted and not yet closed (of any uid).
     open: u64,
+    /// The same per uid (uids with none left out).
+    open_by_uid: BTreeMap<u32, u32>,
     /// Since when no connection has been open (`None` while one is).
     idle_since: Option<Instant>,
 }
@@ -163,7 +251,12 @@ impl Agent {
     /// Binds the socket (the rules are in the `agent` module doc): fails
     /// with [`AgentError::AlreadyRunning`] if a live agent holds the path.
     pub fn bind(config: AgentConfig) -> Result<Agent, AgentError> {
-        let (listener, lock) = super::bind_private(&config.socket)?;
+        if config.serve_other_uids && super::geteuid() != 0 {
+            return Err(AgentError::Setup(
+                "serving other users (--serve-all-users) is for an agent run by root".into(),
+            ));
+        }
+        let (listener, lock) = super::bind_private(&config.socket, config.serve_other_uids)?;
         Ok(Agent {
             shared: Arc::new(Shared {
                 uid: super::geteuid(),
@@ -197,20 +290,26 @@ impl Agent {
                 break;
             }
             let Ok(stream) = stream else { continue };
-            let id = next_conn;
-            next_conn += 1;
+            let Ok((pid, uid)) = peer_cred(&stream) else {
+                continue;
+            };
             // Counted open from the accept on, so that the idle exit never
             // ends the agent under a connection about to be served.
-            self.shared.opened();
+            if let Err(refusal) = self.shared.admit(uid) {
+                refuse(stream, &refusal);
+                continue;
+            }
+            let id = next_conn;
+            next_conn += 1;
             let shared = Arc::clone(&self.shared);
             let spawned = std::thread::Builder::new()
                 .name("dfsched-agent-conn".into())
                 .spawn(move || {
-                    serve(&shared, stream, id);
-                    shared.closed();
+                    serve(&shared, stream, id, pid, uid);
+                    shared.closed(uid);
                 });
             if let Err(e) = spawned {
-                self.shared.closed();
+                self.shared.closed(uid);
                 tracing::warn!(error = %e, "dfsched agent: cannot start a connection thread");
             }
         }
@@ -235,15 +334,61 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn opened(&self) {
-        let mut st = self.lock();
-        st.open += 1;
-        st.idle_since = None;
+    /// Whether this agent serves `uid` (module doc, "Whom it serves").
+    fn serves(&self, uid: u32) -> bool {
+        uid == self.uid || (self.uid == 0 && self.config.serve_other_uids)
     }
 
-    fn closed(&self) {
+    /// Admits a new connection of `uid`, counting it open, or says why
+    /// not (counted as refused): a uid not served, or a cap reached.
+    fn admit(&self, uid: u32) -> Result<(), ReplyLine> {
+        let mut st = self.lock();
+        st.counters.connections += 1;
+        if !self.serves(uid) {
+            st.counters.refused_peers += 1;
+            let whom = if self.uid == 0 {
+                "root only (start it with --serve-all-users to serve others)".to_string()
+            } else {
+                format!("uid {} only", self.uid)
+            };
+            return Err(ReplyLine::error(
+                ErrorKind::Denied,
+                format!("this agent serves {whom}; the peer is uid {uid}"),
+            ));
+        }
+        let of_uid = st.open_by_uid.get(&uid).copied().unwrap_or(0);
+        let over = if st.open >= u64::from(self.config.max_connections) {
+            Some(format!(
+                "the agent has its maximum of {} connections open",
+                self.config.max_connections
+            ))
+        } else if of_uid >= self.config.max_connections_per_uid {
+            Some(format!(
+                "uid {uid} has its maximum of {} connections open",
+                self.config.max_connections_per_uid
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = over {
+            st.counters.refused_busy += 1;
+            return Err(ReplyLine::error(ErrorKind::Busy, why));
+        }
+        st.open += 1;
+        *st.open_by_uid.entry(uid).or_default() += 1;
+        st.idle_since = None;
+        Ok(())
+    }
+
+    fn closed(&self, uid: u32) {
         let mut st = self.lock();
         st.open -= 1;
+        if let Some(n) = st.open_by_uid.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                st.open_by_uid.remove(&uid);
+            }
+        }
         if st.open == 0 {
             st.idle_since = Some(Instant::now());
         }
@@ -264,34 +409,18 @@ impl Shared {
         *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
         wake.notify_all();
         // Wake the accept loop, which checks the flag after each accept.
-        let _ = UnixStream::connect(&self.config.socket);
+        let _ = super::sock::connect_timeout(&self.config.socket, WRITE_TIMEOUT);
     }
 }
 
-/// The peer's (pid, euid) from `SO_PEERCRED`: the credentials at connect
-/// time, which the peer cannot forge.
-fn peer_cred(stream: &UnixStream) -> std::io::Result<(u32, u32)> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given, and
-    // the fd is an open socket owned by `stream` for the whole call.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+/// Sends one refusal line on a connection the accept loop will not serve,
+/// without waiting (a fresh socket's buffer holds it; if not, the peer
+/// learns from the close), and closes it.
+fn refuse(stream: UnixStream, refusal: &ReplyLine) {
+    let mut stream = stream;
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write_all(&encode(refusal));
     }
-    Ok((cred.pid as u32, cred.uid))
 }
 
 /// The effective uid owning `pid`, from `/proc/PID/status`; `None` if the
@@ -303,42 +432,22 @@ fn owner_of(proc_root: &Path, pid: u32) -> Option<u32> {
     line.split_ascii_whitespace().nth(2)?.parse().ok()
 }
 
-fn serve(shared: &Shared, stream: UnixStream, id: u64) {
-    let reply = |s: &mut UnixStream, line: &ReplyLine| s.write_all(&encode(line));
-    let mut writer = stream;
-    let cred = peer_cred(&writer);
-    let mut st = shared.lock();
-    st.counters.connections += 1;
-    let (pid, uid) = match cred {
-        Ok((pid, uid)) if uid == shared.uid || shared.uid == 0 => (pid, uid),
-        Ok((_, uid)) => {
-            st.counters.refused_peers += 1;
-            drop(st);
-            let _ = reply(
-                &mut writer,
-                &ReplyLine::error(
-                    ErrorKind::Denied,
-                    format!(
-                        "this agent serves uid {} only; the peer is uid {uid}",
-                        shared.uid
-                    ),
-                ),
-            );
-            return;
-        }
-        Err(_) => return,
-    };
-    if let Ok(clone) = writer.try_clone() {
-        st.streams.insert(id, clone);
-    }
-    drop(st);
-    let Ok(read_half) = writer.try_clone() else {
-        shared.lock().streams.remove(&id);
+fn serve(shared: &Shared, stream: UnixStream, id: u64, pid: u32, uid: u32) {
+    let Ok(read_half) = stream.try_clone() else {
         return;
     };
-    let mut reader = BufReader::new(read_half);
+    if let Ok(clone) = stream.try_clone() {
+        shared.lock().streams.insert(id, clone);
+    }
+    let mut writer = Deadlined::new(stream);
+    let mut reader = BufReader::new(Deadlined::new(read_half));
     let mut buf = Vec::new();
     loop {
+        // The whole next line within the idle timeout: a peer that sends
+        // nothing, or trickles, is closed then.
+        reader
+            .get_mut()
+            .set(Instant::now() + shared.config.idle_timeout);
         let answer = match read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES) {
             Ok(LineRead::Line) => match parse_request(&buf) {
                 Ok(req) => handle(shared, id, pid, uid, req),
@@ -348,13 +457,20 @@ fn serve(shared: &Shared, stream: UnixStream, id: u64) {
                 ErrorKind::TooLong,
                 format!("a request line is at most {MAX_LINE_BYTES} bytes"),
             ),
-            Ok(LineRead::Eof) | Err(_) => break,
+            Ok(LineRead::Eof) => break,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    shared.lock().counters.idle_closed += 1;
+                }
+                break;
+            }
         };
         if matches!(answer.reply, Reply::Error(_)) {
             shared.lock().counters.bad_requests += 1;
         }
         let stopping = matches!(answer.reply, Reply::Stopping);
-        if reply(&mut writer, &answer).is_err() {
+        writer.set(Instant::now() + WRITE_TIMEOUT);
+        if writer.write_all(&encode(&answer)).is_err() {
             break;
         }
         if stopping {
@@ -369,6 +485,21 @@ fn serve(shared: &Shared, stream: UnixStream, id: u64) {
 }
 
 fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLine {
+    // Per request, not per connection: the peer's credentials are those of
+    // its connect, and the process may have changed uid since (or handed
+    // the connection to one that did, then exited).
+    let owner = owner_of(&shared.config.proc_root, pid);
+    if owner != Some(uid) {
+        return ReplyLine::error(
+            ErrorKind::Denied,
+            match owner {
+                Some(now) => format!(
+                    "process {pid} connected as uid {uid} but is uid {now} now"
+                ),
+                None => format!("process {pid}, which connected, is gone"),
+            },
+        );
+    }
     match req {
         Request::Report(r) => report(shared, id, pid, uid, r),
         Request::Update(r) => match record(shared, id, pid, uid, r) {
@@ -387,6 +518,44 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
     }
 }
 
+/// Checks a report's load ([`Report::load_milli`]) against the machine's
+/// `cpus` and the bound `max_milli` ([`AgentConfig::max_load_milli`]): each
+/// CPU one of `cpus` and named once, each load and their sum at most
+/// `max_milli`. The load in CPU order, or why it is refused.
+pub(crate) fn check_load(
+    load: &[(CpuId, u64)],
+    cpus: &CpuSet,
+    max_milli: u64,
+) -> Result<Vec<(CpuId, u64)>, String> {
+    let mut sorted = load.to_vec();
+    sorted.sort_unstable();
+    let mut sum = 0u64;
+    for (i, &(cpu, milli)) in sorted.iter().enumerate() {
+        if !cpus.contains(cpu) {
+            return Err(format!("CPU {cpu} is not a CPU of this machine ({cpus})"));
+        }
+        if i > 0 && sorted[i - 1].0 == cpu {
+            return Err(format!("CPU {cpu} is listed more than once"));
+        }
+        if milli > max_milli {
+            return Err(format!(
+                "a load of {milli} on CPU {cpu} is more than one process can have \
+                 ({max_milli}: 1000 per possible thread)"
+            ));
+        }
+        sum = sum
+            .checked_add(milli)
+            .filter(|&s| s <= max_milli)
+            .ok_or_else(|| {
+                format!(
+                    "the loads add up to more than one process can have ({max_milli}: \
+                     1000 per possible thread)"
+                )
+            })?;
+    }
+    Ok(sorted)
+}
+
 /// Checks a report and records it as the process's latest load: the state,
 /// still locked, or the refusal to send (nothing recorded).
 fn record(
@@ -397,12 +566,8 @@ fn record(
     r: Report,
 ) -> Result<std::sync::MutexGuard<'_, State>, ReplyLine> {
     let cpus = shared.config.topology.cpus();
-    if let Some((cpu, _)) = r.load_milli.iter().find(|(c, _)| !cpus.contains(*c)) {
-        return Err(ReplyLine::error(
-            ErrorKind::Invalid,
-            format!("CPU {cpu} is not a CPU of this machine ({cpus})"),
-        ));
-    }
+    let load = check_load(&r.load_milli, cpus, shared.config.max_load_milli)
+        .map_err(|why| ReplyLine::error(ErrorKind::Invalid, why))?;
     if !r.allowed.intersects(cpus) {
         return Err(ReplyLine::error(
             ErrorKind::Invalid,
@@ -412,18 +577,9 @@ fn record(
             ),
         ));
     }
-    // The pid is the peer's own (SO_PEERCRED); a root agent still checks
-    // that it belongs to the peer's uid now (the peer may have changed
-    // uid since it connected), and never acts on it otherwise.
-    if owner_of(&shared.config.proc_root, pid) != Some(uid) {
-        return Err(ReplyLine::error(
-            ErrorKind::Denied,
-            format!("process {pid} is not (or no longer) owned by uid {uid}"),
-        ));
-    }
+    // The pid is the peer's own (SO_PEERCRED), and `handle` checked that it
+    // still belongs to the peer's uid.
     let mut st = shared.lock();
-    let mut load = r.load_milli;
-    load.sort_unstable();
     st.procs.insert(
         id,
         Proc {
@@ -447,7 +603,9 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     let mut others: BTreeMap<CpuId, u64> = BTreeMap::new();
     for p in st.procs.values().filter(|p| p.pid != pid) {
         for &(cpu, milli) in &p.load_milli {
-            *others.entry(cpu).or_default() += milli;
+            // Bounded by the caps (module doc); saturating all the same.
+            let e = others.entry(cpu).or_default();
+            *e = e.saturating_add(milli);
         }
     }
     let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
