@@ -647,6 +647,76 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_backoff_doubles_from_one_pass_and_is_capped() {
+        let waits: Vec<u32> = (1..=9).map(backoff_passes).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+        assert_eq!(backoff_passes(u32::MAX), MAX_BACKOFF_PASSES);
+    }
+
+    /// A link to a socket file that exists (this directory stands in: only
+    /// `exists()` is asked before a connect is handed out).
+    fn link_to_existing() -> Link {
+        Link::new(&AgentMode::Path(std::env::temp_dir()), Trust::OwnUid)
+    }
+
+    fn wants_connect(link: &mut Link) -> bool {
+        match link.checkout(true) {
+            Checkout::Connect(_) => true,
+            Checkout::Skip => false,
+            Checkout::Use(_) => panic!("no client was given back"),
+        }
+    }
+
+    #[test]
+    fn after_failures_the_link_waits_ever_longer_and_warns_once_of_a_refusal() {
+        let mut link = link_to_existing();
+        let refusal = AgentError::UnsafeDir {
+            path: "/tmp/x".into(),
+            reason: "owned by uid 65534, not 0".into(),
+        };
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            assert!(wants_connect(&mut link));
+            // A second pass at the same time goes without the agent.
+            assert!(matches!(link.checkout(true), Checkout::Skip));
+            link.fail(1, &refusal, false);
+            let mut skipped = 0;
+            while !wants_connect(&mut link) {
+                skipped += 1;
+            }
+            gaps.push(skipped);
+            link.busy = false;
+        }
+        assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 64, 64]);
+        assert!(link.warned);
+        let refused = link.status.refused.clone().unwrap();
+        assert!(refused.contains("65534"), "{refused}");
+        assert_eq!(link.status.failures, 0, "a refusal before any exchange");
+    }
+
+    #[test]
+    fn nobody_listening_is_retried_at_the_plain_interval() {
+        let mut link = link_to_existing();
+        for _ in 0..3 {
+            assert!(wants_connect(&mut link));
+            link.fail(
+                1,
+                &AgentError::NotRunning {
+                    path: "/x".into(),
+                },
+                false,
+            );
+            let mut skipped = 0;
+            while !wants_connect(&mut link) {
+                skipped += 1;
+            }
+            assert_eq!(skipped, RETRY_PASSES);
+            link.busy = false;
+        }
+        assert_eq!(link.status.refused, None);
+    }
+
+    #[test]
     fn modes_parse_and_print() {
         assert_eq!("auto".parse::<AgentMode>(), Ok(AgentMode::Auto));
         assert_eq!("off".parse::<AgentMode>(), Ok(AgentMode::Off));

@@ -854,3 +854,67 @@ pub(super) fn chmod(path: &Path, mode: u32) -> Result<(), AgentError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| AgentError::io(path, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: u64 = 4_194_304_000;
+
+    fn cpus() -> CpuSet {
+        "0-1".parse().unwrap()
+    }
+
+    fn refused(load: &[(CpuId, u64)]) -> String {
+        check_load(load, &cpus(), MAX).unwrap_err()
+    }
+
+    #[test]
+    fn a_load_that_would_wrap_is_refused_not_summed() {
+        // u64::MAX and 2 on two CPUs once summed to 1 (wrapping).
+        let why = refused(&[(CpuId(0), u64::MAX), (CpuId(1), 2)]);
+        assert!(why.contains("more than one process can have"), "{why}");
+        // 2^63 once became 833 of external load.
+        assert!(refused(&[(CpuId(1), 1 << 63)]).contains("more than one process"));
+        // Each within the bound, their sum not.
+        let why = refused(&[(CpuId(0), MAX), (CpuId(1), 1)]);
+        assert!(why.contains("add up"), "{why}");
+    }
+
+    #[test]
+    fn a_cpu_named_twice_or_not_of_this_machine_is_refused() {
+        let why = refused(&[(CpuId(1), 1), (CpuId(0), 5), (CpuId(1), 1)]);
+        assert!(why.contains("more than once"), "{why}");
+        assert!(refused(&[(CpuId(2), 1)]).contains("not a CPU of this machine"));
+    }
+
+    #[test]
+    fn an_honest_load_is_kept_in_cpu_order() {
+        assert_eq!(
+            check_load(&[(CpuId(1), 500), (CpuId(0), MAX - 500)], &cpus(), MAX),
+            Ok(vec![(CpuId(0), MAX - 500), (CpuId(1), 500)])
+        );
+        assert_eq!(check_load(&[], &cpus(), MAX), Ok(vec![]));
+    }
+
+    #[test]
+    fn the_load_bound_is_1000_per_possible_pid() {
+        let root = std::env::temp_dir().join(format!("dfsched-pidmax-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+        std::fs::write(root.join("sys/kernel/pid_max"), "32768\n").unwrap();
+        assert_eq!(max_load_milli(&root), 32_768_000);
+        // Unreadable or absurd: the kernel's ceiling.
+        std::fs::write(root.join("sys/kernel/pid_max"), "99999999999\n").unwrap();
+        assert_eq!(max_load_milli(&root), PID_MAX_LIMIT * 1000);
+        std::fs::remove_file(root.join("sys/kernel/pid_max")).unwrap();
+        assert_eq!(max_load_milli(&root), PID_MAX_LIMIT * 1000);
+        let _ = std::fs::remove_dir_all(&root);
+        // Even the ceiling leaves the agent's sums far from overflowing:
+        // every CPU of every connection at the bound.
+        let worst = u128::from(PID_MAX_LIMIT * 1000)
+            * u128::from(DEFAULT_MAX_CONNECTIONS)
+            * u128::from(dfsched_core::cpuset::MAX_CPUS);
+        assert!(worst < u128::from(u64::MAX), "{worst}");
+    }
+}
