@@ -132,7 +132,8 @@ pub struct LinkStatus {
     pub connected: bool,
     /// Reports answered.
     pub reports: u64,
-    /// Exchanges that failed (the connection was then dropped).
+    /// Connects and exchanges that failed (timed out, refused, or an agent
+    /// or directory not trusted); finding no agent is not one.
     pub failures: u64,
     /// Load updates sent after passes that moved threads.
     pub updates: u64,
@@ -280,7 +281,7 @@ impl Link {
 
     /// Gives back nothing after a failed connect or exchange: backs off
     /// (module doc); a refusal of whose agent it is is warned of once.
-    fn fail(&mut self, runtime: u64, e: &AgentError, counted: bool) {
+    fn fail(&mut self, runtime: u64, e: &AgentError) {
         self.busy = false;
         self.client = None;
         self.status.connected = false;
@@ -299,9 +300,7 @@ impl Link {
         } else {
             tracing::debug!(runtime, error = %e, "dfsched agent exchange failed");
         }
-        if counted {
-            self.status.failures += 1;
-        }
+        self.status.failures += 1;
         self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
         self.retry_in = backoff_passes(self.failures_in_a_row);
         self.status.backoff_passes = self.retry_in;
@@ -490,7 +489,7 @@ impl Inner {
                         c
                     }
                     Err(e) => {
-                        self.link().fail(self.id, &e, false);
+                        self.link().fail(self.id, &e);
                         return AgentPass::default();
                     }
                 }
@@ -533,7 +532,7 @@ impl Inner {
                 AgentPass { view: Some(view) }
             }
             Err(e) => {
-                link.fail(self.id, &e, true);
+                link.fail(self.id, &e);
                 AgentPass::default()
             }
         }
@@ -563,7 +562,7 @@ impl Inner {
                 link.checkin(client);
                 link.status.updates += 1;
             }
-            Err(e) => link.fail(self.id, &e, true),
+            Err(e) => link.fail(self.id, &e),
         }
     }
 
@@ -679,7 +678,7 @@ mod tests {
             assert!(wants_connect(&mut link));
             // A second pass at the same time goes without the agent.
             assert!(matches!(link.checkout(true), Checkout::Skip));
-            link.fail(1, &refusal, false);
+            link.fail(1, &refusal);
             let mut skipped = 0;
             while !wants_connect(&mut link) {
                 skipped += 1;
@@ -691,7 +690,7 @@ mod tests {
         assert!(link.warned);
         let refused = link.status.refused.clone().unwrap();
         assert!(refused.contains("65534"), "{refused}");
-        assert_eq!(link.status.failures, 0, "a refusal before any exchange");
+        assert_eq!(link.status.failures, 8);
     }
 
     #[test]
@@ -704,7 +703,6 @@ mod tests {
                 &AgentError::NotRunning {
                     path: "/x".into(),
                 },
-                false,
             );
             let mut skipped = 0;
             while !wants_connect(&mut link) {
