@@ -54,7 +54,7 @@ users' programs use it only with DFSCHED_AGENT_TRUST_ROOT=1 \
 current uid, so a process that connected as root and then dropped to \
 another user cannot stop a root agent.
 
-Bounds: a client waits at most 1 s for the agent (25 ms per balancer \
+Bounds: a client waits at most 1 s for the agent (50 ms per balancer \
 pass, with a growing back-off after a failure), even if the agent is \
 stopped or its accept queue is full. The agent keeps at most \
 --max-connections connections (--max-connections-per-uid per user) and \

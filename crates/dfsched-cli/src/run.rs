@@ -77,7 +77,7 @@ running as the same user, is used (root's too with \
 DFSCHED_AGENT_TRUST_ROOT=1); anything else, such as a directory another \
 user created first, is refused with one warning and the program runs \
 without the agent. A stopped or unresponsive agent delays neither the \
-start (about a second at most) nor the program's balancer (25 ms at most \
+start (about a second at most) nor the program's balancer (50 ms at most \
 per attempt, ever rarer). dfsched \
 run starts the agent there when none listens, detached (not a child of \
 the program), and prints nothing when that works; an agent started so \

@@ -198,6 +198,13 @@ fn milli_on(load: &[(CpuId, u64)], cpu: CpuId) -> u64 {
     load.iter().find(|&&(c, _)| c == cpu).map_or(0, |&(_, m)| m)
 }
 
+/// The link's budget for the runtimes here, which count on every pass
+/// getting the agent's view: with the default (50 ms) a machine busy
+/// enough leaves a pass without it (the runtime then scans for itself, as
+/// it should; tests/agent_hardening.rs covers that), and these tests are
+/// about what the view holds, not about the agent's speed.
+const PATIENT_AGENT_MS: u64 = 5000;
+
 #[test]
 fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
     const NAME: &str = "the_agent_weighs_the_unmanaged_load_against_the_clients_own_group";
@@ -238,6 +245,7 @@ fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
         external_window: 1,
         agent: AgentMode::Path(dir.sock()),
         idle_passes: 0,
+        agent_timeout_ms: PATIENT_AGENT_MS,
         ..RuntimeConfig::default()
     })
     .unwrap();
@@ -345,6 +353,7 @@ fn runtime_on(sock: &Path) -> Runtime {
         // The waiting threads below stand for load: they must not turn
         // blocked however many passes a slow machine needs.
         idle_passes: 0,
+        agent_timeout_ms: PATIENT_AGENT_MS,
         ..RuntimeConfig::default()
     };
     // Heavy load from one runnable thread per CPU: a group's home is then

@@ -17,6 +17,7 @@
 //! | `DFSCHED_EXTERNAL_WINDOW` | the weighed load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
 //! | `DFSCHED_IDLE_PASSES` | a registered thread that has used no CPU over this many balancer passes (and at least 200 ms) counts as blocked, not as load, until it uses CPU again (see [`crate::idle`]); `0` = every registered thread counts as runnable until it exits | `2` | `0`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
+//! | `DFSCHED_AGENT_TIMEOUT_MS` | the budget of one exchange with the agent in a balancer pass, connect included (see [`crate::agent::LINK_TIMEOUT`] for the default's reasons); a view later than this is read at the next pass, one later still is a failure and the link backs off | `50` | `1..=10000` |
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
@@ -82,9 +83,14 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_IDLE_PASSES",
     "DFSCHED_AGENT",
     "DFSCHED_AGENT_TRUST_ROOT",
+    "DFSCHED_AGENT_TIMEOUT_MS",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
 ];
+
+/// The longest [`RuntimeConfig::agent_timeout_ms`]: 10 s, a bound on what
+/// a hung agent may cost one pass whatever is configured.
+pub const MAX_AGENT_TIMEOUT_MS: u64 = 10_000;
 
 /// Runtime configuration. Every field is also settable from a `DFSCHED_*`
 /// variable (see the module doc).
@@ -136,6 +142,10 @@ pub struct RuntimeConfig {
     /// this process's uid in a directory private to it; any other socket
     /// is refused, with one warning, and the runtime works alone.
     pub agent_trust: crate::agent::Trust,
+    /// The budget of one exchange with the agent in a balancer pass, in
+    /// milliseconds (`DFSCHED_AGENT_TIMEOUT_MS`). Default
+    /// [`crate::agent::LINK_TIMEOUT`] (50); `1..=`[`MAX_AGENT_TIMEOUT_MS`].
+    pub agent_timeout_ms: u64,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -160,6 +170,7 @@ impl Default for RuntimeConfig {
             idle_passes: DEFAULT_IDLE_PASSES,
             agent: crate::agent::AgentMode::Auto,
             agent_trust: crate::agent::Trust::OwnUid,
+            agent_timeout_ms: crate::agent::LINK_TIMEOUT.as_millis() as u64,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
         }
@@ -267,6 +278,15 @@ impl RuntimeConfig {
                 self.idle_passes = n as u32;
             }
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
+            "DFSCHED_AGENT_TIMEOUT_MS" => {
+                let ms = parse_u64(value).map_err(&bad)?;
+                if !(1..=MAX_AGENT_TIMEOUT_MS).contains(&ms) {
+                    return Err(bad(format!(
+                        "milliseconds from 1 to {MAX_AGENT_TIMEOUT_MS}"
+                    )));
+                }
+                self.agent_timeout_ms = ms;
+            }
             "DFSCHED_AGENT_TRUST_ROOT" => {
                 self.agent_trust = if parse_bool(value).map_err(&bad)? {
                     crate::agent::Trust::OwnUidOrRoot

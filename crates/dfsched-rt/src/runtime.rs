@@ -263,7 +263,7 @@ impl Runtime {
                 "/proc",
                 config.external_window,
             )),
-            agent: Mutex::new(crate::agent::link::Link::new(&config.agent, config.agent_trust)),
+            agent: Mutex::new(crate::agent::link::Link::new(&config)),
             config,
         });
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {

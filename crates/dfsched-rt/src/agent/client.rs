@@ -169,18 +169,49 @@ impl Client {
     }
 
     fn exchange(&mut self, line: &[u8], deadline: Instant, cap: usize) -> Result<Reply, AgentError> {
+        match self.send_then_receive(line, deadline, cap)? {
+            Some(reply) => Ok(reply),
+            None => Err(AgentError::io(
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply from the agent in time",
+                ),
+            )),
+        }
+    }
+
+    /// Sends `line` and reads the reply by `deadline`: `None` if none of it
+    /// came by then (it may still come: [`Client::late_view`]).
+    fn send_then_receive(
+        &mut self,
+        line: &[u8],
+        deadline: Instant,
+        cap: usize,
+    ) -> Result<Option<Reply>, AgentError> {
         self.writer.set(deadline);
-        self.reader.get_mut().set(deadline);
         // A write that fails may still have an answer waiting: an agent
         // that refuses a peer replies at once and closes, so the request
         // meets a closed socket (EPIPE) while the refusal is in our buffer.
         let written = self.writer.write_all(line);
-        let read = read_line_capped(&mut self.reader, &mut self.buf, cap);
-        let read = match (written, read) {
-            (Err(e), Ok(LineRead::Eof) | Err(_)) | (Ok(()), Err(e)) => {
-                return Err(AgentError::io(&self.path, e))
+        match (written, self.receive(deadline, cap)) {
+            (_, Ok(Some(reply))) => Ok(Some(reply)),
+            (Err(e), _) => Err(AgentError::io(&self.path, e)),
+            (Ok(()), other) => other,
+        }
+    }
+
+    /// Reads one reply line by `deadline`: `None` if not a byte of it came
+    /// (the same reply can be read later); an error otherwise, a reply cut
+    /// off mid-line included (the stream is then out of step).
+    fn receive(&mut self, deadline: Instant, cap: usize) -> Result<Option<Reply>, AgentError> {
+        self.reader.get_mut().set(deadline);
+        let read = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut && self.buf.is_empty() => {
+                return Ok(None)
             }
-            (_, Ok(r)) => r,
+            Err(e) => return Err(AgentError::io(&self.path, e)),
         };
         match read {
             LineRead::Line => {}
@@ -201,7 +232,33 @@ impl Client {
                 line.v
             )));
         }
-        Ok(line.reply)
+        Ok(Some(line.reply))
+    }
+
+    /// Sends a report and reads its view by `deadline`; `None` if the
+    /// agent has not answered by then (read it with [`Client::late_view`]
+    /// before sending anything else on this connection).
+    pub(crate) fn report_or_late(
+        &mut self,
+        report: Report,
+        deadline: Instant,
+    ) -> Result<Option<View>, AgentError> {
+        let line = encode(&RequestLine {
+            v: PROTOCOL_VERSION,
+            req: Request::Report(report),
+        });
+        self.send_then_receive(&line, deadline, MAX_LINE_BYTES)?
+            .map(view_of)
+            .transpose()
+    }
+
+    /// The view answering the report [`Client::report_or_late`] sent and
+    /// found unanswered, read by `deadline`; `None` if it has still not
+    /// come.
+    pub(crate) fn late_view(&mut self, deadline: Instant) -> Result<Option<View>, AgentError> {
+        self.receive(deadline, MAX_LINE_BYTES)?
+            .map(view_of)
+            .transpose()
     }
 
     /// [`Client::report`] done by `deadline`.
@@ -251,6 +308,13 @@ impl Client {
             Reply::Stopping => Ok(()),
             other => Err(unexpected(other)),
         }
+    }
+}
+
+fn view_of(reply: Reply) -> Result<View, AgentError> {
+    match reply {
+        Reply::View(v) => Ok(*v),
+        other => Err(unexpected(other)),
     }
 }
 

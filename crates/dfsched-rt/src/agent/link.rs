@@ -33,6 +33,12 @@
 //! Bounds: connecting and each exchange (steps 2 and 5) end by one
 //! deadline, [`LINK_TIMEOUT`] from their start, so a stopped or hostile
 //! agent delays a pass by at most that much, full accept queue included.
+//! A report whose view has not come by then is not given up at once: the
+//! connection is kept, and the next pass reads that view (a pass late)
+//! instead of sending another report; only if it has still not come is
+//! the exchange a failure. So an agent slowed by a busy machine (it
+//! competes for CPU with the load it measures) still serves its view,
+//! while a hung one costs two budgets and then the backoff.
 //! The socket calls run with neither the engine's lock nor the link's own
 //! held: the client is taken out of the link, used, and put back, so
 //! `Runtime::agent_link` and the program's hints never wait on the agent.
@@ -74,14 +80,17 @@ pub const RETRY_PASSES: u32 = 20;
 pub const MAX_BACKOFF_PASSES: u32 = 64;
 
 /// The budget of one exchange with the agent in a balancer pass, connect
-/// included: 25 ms. The agent answers a report in well under a
-/// millisecond of its own work (a few when it takes the shared `/proc`
-/// scan), so 25 ms leaves room for a busy machine's scheduling delays;
-/// against the default 100 ms interval, a pass that spends it all still
-/// ends well within its interval, and with the backoff a hung agent costs
-/// under 1 % of the passes' time. (Before this bound a stopped agent made
-/// every pass wait 500 ms: 8 passes in 5 s instead of 48.)
-pub const LINK_TIMEOUT: Duration = Duration::from_millis(25);
+/// included: 50 ms, half the default interval. The agent's own work per
+/// report is well under a millisecond, a few when it takes the shared
+/// `/proc` scan; what the budget must cover is the wait for a CPU on a
+/// busy machine, where the agent competes with the very load it measures
+/// (at a load of ten runnable threads per CPU, tens of milliseconds), so
+/// that the shared view is not lost exactly when it matters. A pass that
+/// spends it all still ends within the default interval, and with the
+/// backoff a hung agent costs one budget per [`MAX_BACKOFF_PASSES`] passes
+/// (under 1 % of the balancer's time). Before this bound a stopped agent
+/// made every pass wait 500 ms or more: 8 passes in 5 s instead of 48.
+pub const LINK_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// A connection unused this long is replaced before use: half the agent's
 /// default idle timeout, after which the agent would have closed it.
@@ -163,6 +172,9 @@ pub struct LinkStatus {
     /// Passes the link waits before its next attempt (0: it tries at the
     /// next pass).
     pub backoff_passes: u32,
+    /// Views that came a pass late (the agent answered after
+    /// [`LINK_TIMEOUT`], before the next pass's).
+    pub late_views: u64,
 }
 
 /// The link's state, behind its own mutex, which is never held across a
@@ -175,6 +187,8 @@ pub(crate) struct Link {
     /// time goes without the agent rather than wait.
     busy: bool,
     trust: Trust,
+    /// Each exchange's budget ([`LINK_TIMEOUT`] unless configured).
+    budget: Duration,
     inode: Option<u64>,
     /// When the client last exchanged.
     used: Option<Instant>,
@@ -191,7 +205,20 @@ pub(crate) struct Link {
     /// load (an agent from before `weighed`, which refuses unknown fields):
     /// reports on it ask no more. Reset with each new connection.
     plain_reports: bool,
+    /// A report was sent on the connection and its view has not been read
+    /// (it came later than the budget): `Some(weighed)` of that report.
+    /// The next pass reads it before sending anything.
+    pending: Option<bool>,
     status: LinkStatus,
+}
+
+/// Why a pass has no view yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Late {
+    /// The report was just sent: its view may come by the next pass.
+    First,
+    /// The view of the last pass's report has still not come.
+    Again,
 }
 
 /// What a pass gets from [`Link::checkout`].
@@ -206,7 +233,15 @@ enum Checkout {
 }
 
 impl Link {
-    pub(crate) fn new(mode: &AgentMode, trust: Trust) -> Link {
+    pub(crate) fn new(config: &crate::RuntimeConfig) -> Link {
+        Link::with(
+            &config.agent,
+            config.agent_trust,
+            Duration::from_millis(config.agent_timeout_ms),
+        )
+    }
+
+    fn with(mode: &AgentMode, trust: Trust, budget: Duration) -> Link {
         let socket = match mode {
             AgentMode::Off => None,
             AgentMode::Auto => Some(super::default_socket_path()),
@@ -216,6 +251,7 @@ impl Link {
             client: None,
             busy: false,
             trust,
+            budget,
             inode: None,
             used: None,
             retry_in: 0,
@@ -223,6 +259,7 @@ impl Link {
             warned: false,
             narrowed: HashMap::new(),
             plain_reports: false,
+            pending: None,
             status: LinkStatus {
                 socket,
                 ..LinkStatus::default()
@@ -263,13 +300,25 @@ impl Link {
         }
         // Whatever the last agent refused, a new one is asked afresh.
         self.plain_reports = false;
+        self.pending = None;
         self.busy = true;
         Checkout::Connect(path)
+    }
+
+    /// Gives back the connection with a report's view still to come
+    /// ([`Link::pending`]): not a failure yet, and not an answer either,
+    /// so the backoff is left as it is.
+    fn park(&mut self, client: Client, weighed: bool) {
+        self.busy = false;
+        self.client = Some(client);
+        self.used = Some(Instant::now());
+        self.pending = Some(weighed);
     }
 
     /// Gives back the connection after an exchange that worked.
     fn checkin(&mut self, client: Client) {
         self.busy = false;
+        self.pending = None;
         self.client = Some(client);
         self.used = Some(Instant::now());
         self.failures_in_a_row = 0;
@@ -283,6 +332,7 @@ impl Link {
     /// (module doc); a refusal of whose agent it is is warned of once.
     fn fail(&mut self, runtime: u64, e: &AgentError) {
         self.busy = false;
+        self.pending = None;
         self.client = None;
         self.status.connected = false;
         if matches!(e, AgentError::NotRunning { .. }) {
@@ -473,15 +523,18 @@ impl Inner {
         let Some(load) = self.own_load() else {
             return AgentPass::default();
         };
-        let checkout = self.link().checkout(true);
-        let deadline = Instant::now() + LINK_TIMEOUT;
+        let (checkout, budget) = {
+            let mut link = self.link();
+            (link.checkout(true), link.budget)
+        };
+        let deadline = Instant::now() + budget;
         let mut client = match checkout {
             Checkout::Skip => return AgentPass::default(),
             Checkout::Use(c) => c,
             Checkout::Connect(path) => {
                 let options = ConnectOptions {
                     trust: self.link().trust,
-                    timeout: LINK_TIMEOUT,
+                    timeout: budget,
                 };
                 match Client::connect_with(&path, options) {
                     Ok(c) => {
@@ -495,14 +548,24 @@ impl Inner {
                 }
             }
         };
-        let (inode, mut plain) = {
+        let (inode, mut plain, pending) = {
             let link = self.link();
-            (link.inode, link.plain_reports)
+            (link.inode, link.plain_reports, link.pending)
         };
-        let mut report = self.report_of(load, inode);
-        report.weighed = !plain;
-        let mut answer = client.report_by(report.clone(), deadline);
-        if report.weighed
+        // The view of the last pass's report, if it came late; else this
+        // pass's report and its view.
+        let mut weighed = pending.unwrap_or(!plain);
+        let mut answer = match pending {
+            Some(_) => client.late_view(deadline).map(|v| v.ok_or(Late::Again)),
+            None => {
+                let mut report = self.report_of(load.clone(), inode);
+                report.weighed = weighed;
+                client
+                    .report_or_late(report, deadline)
+                    .map(|v| v.ok_or(Late::First))
+            }
+        };
+        if weighed
             && matches!(
                 &answer,
                 Err(AgentError::Refused {
@@ -513,16 +576,23 @@ impl Inner {
         {
             // An agent of version 2 from before `weighed`: the connection
             // stays usable after a refusal, so ask again without it.
+            let mut report = self.report_of(load, inode);
             report.weighed = false;
-            answer = client.report_by(report, deadline);
+            weighed = false;
             plain = true;
+            answer = client
+                .report_or_late(report, deadline)
+                .map(|v| v.ok_or(Late::First));
         }
         let mut link = self.link();
         link.plain_reports = plain;
         match answer {
-            Ok(view) => {
+            Ok(Ok(view)) => {
                 link.checkin(client);
                 let s = &mut link.status;
+                if pending.is_some() {
+                    s.late_views += 1;
+                }
                 s.reports += 1;
                 s.others_milli = view.others_milli.clone();
                 s.unmanaged = view.unmanaged.clone();
@@ -530,6 +600,21 @@ impl Inner {
                 s.registered = view.registered.clone();
                 s.set = view.set;
                 AgentPass { view: Some(view) }
+            }
+            Ok(Err(Late::First)) => {
+                // Not yet: the next pass reads it (module doc, "Bounds").
+                link.park(client, weighed);
+                AgentPass::default()
+            }
+            Ok(Err(Late::Again)) => {
+                let e = AgentError::Io {
+                    path: link.status.socket.clone().unwrap_or_default(),
+                    reason: format!(
+                        "no view from the agent within two passes' budget of {budget:?}"
+                    ),
+                };
+                link.fail(self.id, &e);
+                AgentPass::default()
             }
             Err(e) => {
                 link.fail(self.id, &e);
@@ -553,9 +638,20 @@ impl Inner {
         let Checkout::Use(mut client) = self.link().checkout(false) else {
             return;
         };
-        let inode = self.link().inode;
+        if self.link().pending.is_some() {
+            // A view is still to be read on this connection: an update's
+            // reply would come after it; the next report carries the load.
+            let mut link = self.link();
+            link.busy = false;
+            link.client = Some(client);
+            return;
+        }
+        let (inode, budget) = {
+            let link = self.link();
+            (link.inode, link.budget)
+        };
         let report = self.report_of(load, inode);
-        let result = client.update_by(report, Instant::now() + LINK_TIMEOUT);
+        let result = client.update_by(report, Instant::now() + budget);
         let mut link = self.link();
         match result {
             Ok(()) => {
@@ -655,7 +751,11 @@ mod tests {
     /// A link to a socket file that exists (this directory stands in: only
     /// `exists()` is asked before a connect is handed out).
     fn link_to_existing() -> Link {
-        Link::new(&AgentMode::Path(std::env::temp_dir()), Trust::OwnUid)
+        Link::with(
+            &AgentMode::Path(std::env::temp_dir()),
+            Trust::OwnUid,
+            LINK_TIMEOUT,
+        )
     }
 
     fn wants_connect(link: &mut Link) -> bool {
