@@ -7,6 +7,8 @@
 //! | a squatter's directory is trusted | [`a_squatted_directory_is_refused_and_nothing_is_sent`], [`run_refuses_a_squatted_socket_and_runs_the_program`] |
 //! | an agent of another uid is trusted | [`an_agent_of_another_uid_is_refused_before_anything_is_sent`] |
 //! | a stopped agent stalls every pass | [`a_stopped_agent_leaves_the_balancer_near_its_rate`] |
+//! | the link's lock is held across socket calls | [`no_lock_is_held_while_the_link_waits_for_the_agent`] |
+//! | (a slow agent's view, late by a pass, is still used) | [`a_slow_agents_view_is_read_a_pass_late_not_lost`] |
 //! | a full accept queue hangs run, --status and the balancer | [`a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer`] |
 //! | no connection cap | [`connections_are_capped_per_uid`], [`connections_are_capped_in_total`] |
 //! | no idle timeout | [`a_silent_or_trickling_connection_is_closed_at_the_idle_timeout`] |
@@ -696,4 +698,131 @@ fn stop_is_checked_against_the_senders_uid_now() {
     );
     // Still serving.
     assert!(agent.status().counters.bad_requests >= 1);
+}
+
+/// A view line a stand-in agent answers reports with.
+const VIEW: &str = r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[],"registered":[],"home":null,"set":null}}}"#;
+
+/// What a [`held_agent`] tells the test.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    /// A request line came; the answer waits for `go`.
+    Line,
+    /// The answer is written.
+    Answered,
+}
+
+/// A stand-in agent on `sock` for one connection: before answering each
+/// request line it waits for a word on `go` (the test decides when, or
+/// whether, it answers), telling `got` of each line and each answer.
+fn held_agent(
+    sock: &Path,
+) -> (
+    std::sync::mpsc::Receiver<Held>,
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let listener = UnixListener::bind(sock).unwrap();
+    let (got_tx, got) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            let _ = got_tx.send(Held::Line);
+            if go_rx.recv().is_err() || writeln!(writer, "{VIEW}").is_err() {
+                return;
+            }
+            let _ = got_tx.send(Held::Answered);
+            line.clear();
+        }
+    });
+    (got, go, server)
+}
+
+#[test]
+fn no_lock_is_held_while_the_link_waits_for_the_agent() {
+    let dir = TempDir::new("nolock");
+    let (got, go, server) = held_agent(&dir.sock());
+    let rt = Runtime::start(RuntimeConfig {
+        balance_interval_ms: 0,
+        agent: AgentMode::Path(dir.sock()),
+        // Long enough that the pass is surely still waiting below.
+        agent_timeout_ms: 10_000,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let pass = {
+        let rt = rt.clone();
+        std::thread::spawn(move || rt.balance_now())
+    };
+    // The pass's report has reached the agent, which holds its answer:
+    // the pass is inside the socket call now.
+    assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Line));
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let other = {
+        let rt = rt.clone();
+        std::thread::spawn(move || {
+            // The link's state, the runtime's stats and a hint: each takes
+            // a lock the pass would hold if it held one across the call.
+            let link = rt.agent_link();
+            let _ = rt.stats();
+            rt.enter(1).unwrap();
+            rt.leave().unwrap();
+            done_tx.send(link.reports).unwrap();
+        })
+    };
+    let waited = done.recv_timeout(DEADLINE);
+    // Let the pass end whatever happened.
+    go.send(()).unwrap();
+    assert_eq!(waited, Ok(0), "a lock was held across the socket call");
+    pass.join().unwrap().unwrap();
+    other.join().unwrap();
+    assert_eq!(rt.agent_link().reports, 1);
+    rt.shutdown();
+    drop(rt);
+    drop(go);
+    server.join().unwrap();
+}
+
+#[test]
+fn a_slow_agents_view_is_read_a_pass_late_not_lost() {
+    let dir = TempDir::new("late");
+    let (got, go, server) = held_agent(&dir.sock());
+    let rt = Runtime::start(RuntimeConfig {
+        balance_interval_ms: 0,
+        agent: AgentMode::Path(dir.sock()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    // Pass 1: the report goes, the answer is held past the budget.
+    rt.balance_now().unwrap();
+    assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Line));
+    let link = rt.agent_link();
+    assert_eq!((link.reports, link.failures), (0, 0), "{link:?}");
+    // The answer comes between the passes; pass 2 reads it, sends nothing.
+    go.send(()).unwrap();
+    assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Answered));
+    rt.balance_now().unwrap();
+    let link = rt.agent_link();
+    assert_eq!(
+        (link.reports, link.late_views, link.failures),
+        (1, 1, 0),
+        "{link:?}"
+    );
+    assert!(link.connected);
+    assert_eq!(rt.stats().external_load_agent_samples, 1);
+    // Pass 3 reports afresh; held past two budgets, it is a failure.
+    rt.balance_now().unwrap();
+    assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Line), "the third report");
+    rt.balance_now().unwrap();
+    let link = rt.agent_link();
+    assert_eq!((link.reports, link.failures), (1, 1), "{link:?}");
+    assert!(!link.connected && link.backoff_passes > 0, "{link:?}");
+    rt.shutdown();
+    drop(rt);
+    drop(go);
+    server.join().unwrap();
 }
