@@ -123,6 +123,31 @@ fn pass_ratio(rt: &Runtime, interval_ms: u64, over: Duration) -> f64 {
 /// stalled agent. Without the bounds it kept under 20 % (8 passes of 48).
 const MIN_PASS_RATIO: f64 = 0.6;
 
+/// The share of the nominal pass rate a runtime must keep with nothing
+/// stalled for a rate test to mean anything: on a machine so busy that
+/// the balancer thread itself waits for a CPU, its passes say nothing of
+/// the agent.
+const PREMISE_PASS_RATIO: f64 = 0.85;
+
+/// Whether `ratio` (the rate with nothing stalled) makes a rate test
+/// meaningful; `false` after saying why not (a failure under `CI=true`).
+fn rate_premise(test: &str, ratio: f64) -> bool {
+    if ratio >= PREMISE_PASS_RATIO {
+        return true;
+    }
+    let why = format!(
+        "the balancer kept only {:.0} % of its nominal passes with nothing stalled \
+         (the machine is too busy to judge a rate)",
+        ratio * 100.0
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: premise not met under CI: {why}"
+    );
+    eprintln!("skipped {test}: {why}");
+    false
+}
+
 /// A listener on `path` that never accepts, with a backlog of 0, its
 /// accept queue then filled: the next connect finds no room.
 fn full_listener(path: &Path) -> (OwnedFd, Vec<UnixStream>) {
@@ -355,6 +380,10 @@ fn a_stopped_agent_leaves_the_balancer_near_its_rate() {
     }
     // The premise: the runtime keeps its rate with a live agent.
     let live = pass_ratio(&rt, INTERVAL_MS, Duration::from_secs(2));
+    if !rate_premise("a_stopped_agent_leaves_the_balancer_near_its_rate", live) {
+        rt.shutdown();
+        return;
+    }
     // SAFETY: kill takes integers only.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let cont = Continue(pid);
@@ -381,7 +410,11 @@ fn a_stopped_agent_leaves_the_balancer_near_its_rate() {
 
 #[test]
 fn a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer() {
+    const INTERVAL_MS: u64 = 100;
     let dir = TempDir::new("full");
+    // The premise: the runtime keeps its rate with no agent at all.
+    let rt = runtime_on(&dir.sock(), INTERVAL_MS);
+    let alone = pass_ratio(&rt, INTERVAL_MS, Duration::from_secs(2));
     let (_listener, _held) = full_listener(&dir.sock());
     // --status: an error, not a hang.
     let status = Command::new(BIN)
@@ -408,9 +441,17 @@ fn a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(err.contains("warning"), "{err}");
-    // The balancer keeps its rate.
-    const INTERVAL_MS: u64 = 100;
-    let rt = runtime_on(&dir.sock(), INTERVAL_MS);
+    // The balancer keeps its rate, once it has found the socket (it looks
+    // for one every 20 passes).
+    if !rate_premise("a_full_accept_queue_hangs_neither_…_the_balancer", alone) {
+        rt.shutdown();
+        return;
+    }
+    let start = Instant::now();
+    while rt.agent_link().failures == 0 {
+        assert!(start.elapsed() < DEADLINE, "{:?}", rt.agent_link());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let ratio = pass_ratio(&rt, INTERVAL_MS, Duration::from_secs(3));
     let link = rt.agent_link();
     assert!(
