@@ -512,8 +512,10 @@ fn overflowing_and_repeated_reports_are_refused_and_change_nothing() {
     let s = agent.status();
     assert!(s.processes.is_empty(), "{s:#?}");
     assert_eq!(s.counters.bad_requests, 6);
-    // The connection stays usable, and an honest report is recorded.
-    c.report(report_of(vec![(a, 1000), (b, 500)])).unwrap();
+    // The connection stays usable, and an honest load is recorded (as an
+    // update: a report would also take a /proc scan, slow on a busy
+    // machine and beside the point here).
+    c.update(report_of(vec![(a, 1000), (b, 500)])).unwrap();
     let s = agent.status();
     assert_eq!(s.processes.len(), 1);
     assert_eq!(s.processes[0].load_milli, vec![(a, 1000), (b, 500)]);
@@ -578,7 +580,8 @@ fn connections_are_capped_per_uid() {
     // One goes: there is room again (once the agent has seen it close).
     held.pop();
     let s = room_again(&dir.sock());
-    assert_eq!(s.counters.refused_busy, 1, "{:?}", s.counters);
+    // At least ours (the start-up's own checks may have met the cap too).
+    assert!(s.counters.refused_busy >= 1, "{:?}", s.counters);
     drop(held);
     agent.stop();
 }
