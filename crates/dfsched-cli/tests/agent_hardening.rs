@@ -267,7 +267,10 @@ fn run_refuses_a_squatted_socket_and_runs_the_program() {
         err.contains("not using the agent's socket") && err.contains("owned by uid 65534"),
         "{err}"
     );
-    assert!(listener.accept().is_err(), "dfsched run or the program connected");
+    assert!(
+        listener.accept().is_err(),
+        "dfsched run or the program connected"
+    );
 }
 
 /// The body of a fake agent of uid 65534, and nothing when run as an
@@ -342,7 +345,10 @@ fn an_agent_of_another_uid_is_refused_before_anything_is_sent() {
     rt.balance_now().unwrap();
     let link = rt.agent_link();
     assert!(!link.connected, "{link:?}");
-    assert!(link.refused.as_deref().unwrap_or("").contains("uid 65534"), "{link:?}");
+    assert!(
+        link.refused.as_deref().unwrap_or("").contains("uid 65534"),
+        "{link:?}"
+    );
     rt.shutdown();
     assert_eq!(answer(), "received 0");
 }
@@ -535,9 +541,7 @@ fn admitted(sock: &Path, n: usize) -> Vec<Client> {
                 Err(AgentError::Refused {
                     kind: ErrorKind::Busy,
                     ..
-                }) if start.elapsed() < DEADLINE => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
+                }) if start.elapsed() < DEADLINE => std::thread::sleep(Duration::from_millis(10)),
                 Err(e) => panic!("connection {i}: {e}"),
             }
         })
@@ -665,7 +669,10 @@ fn a_root_agent_serves_root_only_unless_told_to_serve_all() {
     std::fs::set_permissions(dir.sock(), std::fs::Permissions::from_mode(0o666)).unwrap();
     let out = as_nobody(&["agent", "--status", "--trust-root-agent"], &dir.sock());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "uid 65534 was served by a root agent");
+    assert!(
+        !out.status.success(),
+        "uid 65534 was served by a root agent"
+    );
     assert!(err.contains("serves root only"), "{err}");
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(agent.status().counters.refused_peers, 1);
@@ -681,7 +688,10 @@ fn a_root_agent_serves_root_only_unless_told_to_serve_all() {
     );
     let out = as_nobody(&["agent", "--status"], &dir.sock());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("owned by uid 0"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("owned by uid 0"),
+        "{err}"
+    );
     // And it may not be stopped by another uid.
     let out = as_nobody(&["agent", "--stop", "--trust-root-agent"], &dir.sock());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -860,7 +870,11 @@ fn a_slow_agents_view_is_read_a_pass_late_not_lost() {
     assert_eq!(rt.stats().external_load_agent_samples, 1);
     // Pass 3 reports afresh; held past two budgets, it is a failure.
     rt.balance_now().unwrap();
-    assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Line), "the third report");
+    assert_eq!(
+        got.recv_timeout(DEADLINE),
+        Ok(Held::Line),
+        "the third report"
+    );
     rt.balance_now().unwrap();
     let link = rt.agent_link();
     assert_eq!((link.reports, link.failures), (1, 1), "{link:?}");

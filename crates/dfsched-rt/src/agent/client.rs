@@ -168,7 +168,12 @@ impl Client {
         self.exchange(line, deadline, MAX_LINE_BYTES)
     }
 
-    fn exchange(&mut self, line: &[u8], deadline: Instant, cap: usize) -> Result<Reply, AgentError> {
+    fn exchange(
+        &mut self,
+        line: &[u8],
+        deadline: Instant,
+        cap: usize,
+    ) -> Result<Reply, AgentError> {
         match self.send_then_receive(line, deadline, cap)? {
             Some(reply) => Ok(reply),
             None => Err(AgentError::io(

@@ -31,7 +31,8 @@
 //! the plain `/proc` sample.
 //!
 //! Bounds: connecting and each exchange (steps 2 and 5) end by one
-//! deadline, [`LINK_TIMEOUT`] from their start, so a stopped or hostile
+//! deadline, the link's budget from their start ([`LINK_TIMEOUT`], or
+//! `DFSCHED_AGENT_TIMEOUT_MS`), so a stopped or hostile
 //! agent delays a pass by at most that much, full accept queue included.
 //! A report whose view has not come by then is not given up at once: the
 //! connection is kept, and the next pass reads that view (a pass late)
@@ -798,12 +799,7 @@ mod tests {
         let mut link = link_to_existing();
         for _ in 0..3 {
             assert!(wants_connect(&mut link));
-            link.fail(
-                1,
-                &AgentError::NotRunning {
-                    path: "/x".into(),
-                },
-            );
+            link.fail(1, &AgentError::NotRunning { path: "/x".into() });
             let mut skipped = 0;
             while !wants_connect(&mut link) {
                 skipped += 1;

@@ -87,7 +87,9 @@
 //!   too.
 //! - **every wait is bounded**: the client's connect (even on a full
 //!   accept queue) and each exchange end by a deadline ([`IO_TIMEOUT`] for
-//!   the command line, [`LINK_TIMEOUT`] for a balancer pass); after a
+//!   the command line, [`LINK_TIMEOUT`] for a balancer pass, or
+//!   `DFSCHED_AGENT_TIMEOUT_MS`; a view later than that is read at the
+//!   next pass, one later still is a failure); after a
 //!   failure the runtime's link backs off, doubling up to
 //!   [`MAX_BACKOFF_PASSES`], and it never holds the runtime's locks across
 //!   a socket call. The agent caps its connections in total and per uid
@@ -121,7 +123,7 @@ pub use link::{AgentMode, LinkStatus, LINK_TIMEOUT, MAX_BACKOFF_PASSES, RETRY_PA
 pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
 pub use scan::DEFAULT_SCAN_FRESH_MS;
 pub use server::{
-    Agent, AgentConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    max_load_milli, Agent, AgentConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_UID,
 };
 pub use sock::{connect_timeout, Trust};
@@ -231,7 +233,10 @@ pub fn is_live(path: &Path) -> bool {
 /// Whether `e` says that whose agent or directory it is was refused (as
 /// opposed to no agent, or one that failed).
 pub fn is_trust_refusal(e: &AgentError) -> bool {
-    matches!(e, AgentError::UnsafeDir { .. } | AgentError::Untrusted { .. })
+    matches!(
+        e,
+        AgentError::UnsafeDir { .. } | AgentError::Untrusted { .. }
+    )
 }
 
 /// Makes sure `dir` exists, is a directory (not a symlink) owned by the
@@ -270,7 +275,11 @@ fn ensure_agent_dir(dir: &Path, shared: bool) -> Result<(), AgentError> {
         return Err(unsafe_dir(format!(
             "mode {:o} lets others in (want {})",
             meta.mode() & 0o777,
-            if shared { "no group or other write" } else { "0700" }
+            if shared {
+                "no group or other write"
+            } else {
+                "0700"
+            }
         )));
     }
     Ok(())
@@ -651,7 +660,7 @@ pub fn spawn_detached(
             },
         )
         .and_then(|mut c| c.status())
-            .is_ok_and(|s| s.agent_pid == child.id());
+        .is_ok_and(|s| s.agent_pid == child.id());
         if ours {
             return Ok(SpawnedAgent { child });
         }

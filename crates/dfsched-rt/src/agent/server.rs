@@ -138,7 +138,7 @@ const PID_MAX_LIMIT: u64 = 1 << 22;
 /// thread counts 1000 in all (the core's load formula spreads its 1000
 /// over the CPUs it may use). So no CPU's load from one report, nor its
 /// sum over CPUs, can honestly exceed 1000 × `pid_max`
-/// (`/proc/sys/kernel/pid_max` under `proc_root`; [`PID_MAX_LIMIT`], the
+/// (`/proc/sys/kernel/pid_max` under `proc_root`; `PID_MAX_LIMIT` (2^22), the
 /// kernel's ceiling, if unreadable). A per-process bound from the
 /// reporter's current thread count would be tighter but races with its
 /// threads' exits, and a report refused for that would cost an honest
@@ -493,9 +493,7 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
         return ReplyLine::error(
             ErrorKind::Denied,
             match owner {
-                Some(now) => format!(
-                    "process {pid} connected as uid {uid} but is uid {now} now"
-                ),
+                Some(now) => format!("process {pid} connected as uid {uid} but is uid {now} now"),
                 None => format!("process {pid}, which connected, is gone"),
             },
         );

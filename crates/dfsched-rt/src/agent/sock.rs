@@ -195,9 +195,7 @@ pub fn connect_timeout(path: &Path, timeout: Duration) -> std::io::Result<UnixSt
         match e.raw_os_error() {
             // A signal: the socket is still unconnected, try again.
             Some(libc::EINTR) => continue,
-            Some(libc::EAGAIN) => {
-                return Err(timed_out("the agent's accept queue stayed full"))
-            }
+            Some(libc::EAGAIN) => return Err(timed_out("the agent's accept queue stayed full")),
             _ => return Err(e),
         }
     }
@@ -372,7 +370,11 @@ mod tests {
                 }
             }
         }
-        assert!(timed_out, "the queue never filled: {} connections", held.len());
+        assert!(
+            timed_out,
+            "the queue never filled: {} connections",
+            held.len()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -385,7 +387,13 @@ mod tests {
         // SAFETY: a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         // SAFETY: `addr` is a live sockaddr_un of `len` initialised bytes.
-        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) };
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        };
         assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
         // SAFETY: integers only, on an open socket.
         assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), backlog) }, 0);
