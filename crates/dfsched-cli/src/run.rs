@@ -214,17 +214,14 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         // Bounded: a socket in a directory or of an agent this user does
         // not trust is refused without a word sent to it, and a stopped or
         // full agent costs at most the client's timeout (agent::IO_TIMEOUT).
-        match dfsched::agent::ensure_running(&socket, config.agent_trust) {
-            Ok(_) => {}
-            Err(e) if dfsched::agent::is_trust_refusal(&e) => eprintln!(
-                "dfsched run: warning: not using the agent's socket ({}); the program runs \
-                 without the agent",
-                one_line(&e.to_string())
-            ),
-            Err(e) => eprintln!(
+        // Its reason says which: a directory or agent not trusted
+        // ("refusing to use it"), one that does not answer, one that
+        // cannot start.
+        if let Err(e) = dfsched::agent::ensure_running(&socket, config.agent_trust) {
+            eprintln!(
                 "dfsched run: warning: could not start the agent ({}); continuing without it",
                 one_line(&e.to_string())
-            ),
+            );
         }
     }
     let preload = prepend_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());
