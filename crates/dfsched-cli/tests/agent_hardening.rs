@@ -20,8 +20,9 @@
 //! through a child process; each checks that premise and fails under
 //! `CI=true` when it does not hold (elsewhere it says why and skips).
 //! Waits are for states, bounded by [`DEADLINE`]; the two rate tests
-//! compare a count of balancer passes with the nominal count over the same
-//! time (a ratio), never a duration.
+//! compare the balancer's pass rate beside a stalled agent with its rate
+//! with nothing stalled, each counted against the nominal rate over the
+//! same seconds (ratios), never a duration.
 
 mod agent_support;
 
@@ -119,15 +120,17 @@ fn pass_ratio(rt: &Runtime, interval_ms: u64, over: Duration) -> f64 {
     passes as f64 / nominal
 }
 
-/// The least share of the nominal pass rate a runtime keeps beside a
-/// stalled agent. Without the bounds it kept under 20 % (8 passes of 48).
+/// The least share a runtime keeps beside a stalled agent of the pass
+/// rate it has with nothing stalled (measured just before, on the same
+/// machine, so that a busy machine's own slowness cancels out). Without
+/// the bounds it kept under 20 % (8 passes of 48: each pass waited
+/// 500 ms or more).
 const MIN_PASS_RATIO: f64 = 0.6;
 
 /// The share of the nominal pass rate a runtime must keep with nothing
-/// stalled for a rate test to mean anything: on a machine so busy that
-/// the balancer thread itself waits for a CPU, its passes say nothing of
-/// the agent.
-const PREMISE_PASS_RATIO: f64 = 0.85;
+/// stalled for a rate test to mean anything: below it, the machine is so
+/// busy that a pass stalled for 500 ms would hardly stand out.
+const PREMISE_PASS_RATIO: f64 = 0.5;
 
 /// Whether `ratio` (the rate with nothing stalled) makes a rate test
 /// meaningful; `false` after saying why not (a failure under `CI=true`).
@@ -396,9 +399,9 @@ fn a_stopped_agent_leaves_the_balancer_near_its_rate() {
     let stopped = pass_ratio(&rt, INTERVAL_MS, Duration::from_secs(4));
     let link = rt.agent_link();
     assert!(
-        stopped >= MIN_PASS_RATIO,
-        "beside a stopped agent the balancer ran {:.0} % of its nominal passes \
-         (with it running: {:.0} %); {link:?}",
+        stopped >= MIN_PASS_RATIO * live,
+        "beside a stopped agent the balancer ran {:.0} % of its nominal passes, \
+         with it running {:.0} %; {link:?}",
         stopped * 100.0,
         live * 100.0
     );
@@ -461,9 +464,11 @@ fn a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer() {
     let ratio = pass_ratio(&rt, INTERVAL_MS, Duration::from_secs(3));
     let link = rt.agent_link();
     assert!(
-        ratio >= MIN_PASS_RATIO,
-        "beside a full accept queue the balancer ran {:.0} % of its nominal passes; {link:?}",
-        ratio * 100.0
+        ratio >= MIN_PASS_RATIO * alone,
+        "beside a full accept queue the balancer ran {:.0} % of its nominal passes, \
+         alone {:.0} %; {link:?}",
+        ratio * 100.0,
+        alone * 100.0
     );
     assert!(
         link.failures >= 1 && !link.connected && link.reports == 0,
