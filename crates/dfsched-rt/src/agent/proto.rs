@@ -507,6 +507,22 @@ mod tests {
     }
 
     #[test]
+    fn the_hardening_fields_are_additive() {
+        // A status from an agent before the connection caps parses, its
+        // new counters 0.
+        let old = r#"{"v":2,"reply":{"status":{"agent_pid":7,"agent_uid":0,"processes":[],"sets":[],"counters":{"connections":1,"refused_peers":0,"bad_requests":0,"reports":0,"dropped_on_close":0,"dropped_on_exit":0,"ticks":0,"scans":0,"scan_errors":0,"updates":0}}}}"#;
+        let Reply::Status(s) = serde_json::from_str::<ReplyLine>(old).unwrap().reply else {
+            panic!("not a status")
+        };
+        assert_eq!((s.counters.refused_busy, s.counters.idle_closed), (0, 0));
+        // The new refusal kind round-trips by its name.
+        let busy = encode(&ReplyLine::error(ErrorKind::Busy, "full"));
+        assert!(String::from_utf8_lossy(&busy).contains(r#""kind":"busy""#));
+        let back: ReplyLine = serde_json::from_slice(&busy).unwrap();
+        assert_eq!(back, ReplyLine::error(ErrorKind::Busy, "full"));
+    }
+
+    #[test]
     fn the_weighed_field_is_additive_both_ways() {
         // An older client's report (no `weighed`) parses, not weighed, and
         // a report not asking leaves the key out.
