@@ -83,6 +83,12 @@
  *   DFSCHED_AGENT=auto|off|PATH      the `dfsched agent` to share the load
  *                                    view with (its Unix socket); auto: the
  *                                    default socket if an agent listens (auto)
+ *   DFSCHED_AGENT_TRUST_ROOT=0|1     also use an agent run by root, in a
+ *                                    root-owned directory no one else may
+ *                                    write (0: only this uid's agent, in a
+ *                                    directory of its own with mode 0700)
+ *   DFSCHED_AGENT_TIMEOUT_MS=N       the budget of one exchange with the
+ *                                    agent in a balancer pass (50; 1..10000)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.
