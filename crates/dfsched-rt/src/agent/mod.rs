@@ -38,6 +38,8 @@
 //!   lines of at most 64 KiB, unknown fields refused).
 //! - `server.rs`: the agent itself (accept loop, a thread per connection,
 //!   the tick thread, the idle exit).
+//! - `limits.rs`: what the agent accepts, in numbers: the connection caps'
+//!   and idle timeout's defaults, the range check on reported loads.
 //! - `scan.rs`: the shared `/proc` scan of the unmanaged load and its
 //!   freshness bound; the load is weighed by CFS group against each
 //!   client's own group (`crate::weigh`), since which threads compete with
@@ -98,7 +100,7 @@
 //!   sends no whole request line within [`AgentConfig::idle_timeout`].
 //! - **every number is range-checked**: a report names each CPU of the
 //!   machine at most once, with a load of at most the most one process can
-//!   have (`server.rs`, [`AgentConfig::max_load_milli`]); anything else is
+//!   have (`limits.rs`, [`AgentConfig::max_load_milli`]); anything else is
 //!   refused with [`ErrorKind::Invalid`], never wrapped or stored.
 //!
 //! # Lifetime
@@ -111,6 +113,7 @@
 //! starts another.
 
 mod client;
+mod limits;
 pub(crate) mod link;
 pub mod proto;
 mod scan;
@@ -119,13 +122,13 @@ pub mod sharing;
 mod sock;
 
 pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
+pub use limits::{
+    max_load_milli, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_UID,
+};
 pub use link::{AgentMode, LinkStatus, LINK_TIMEOUT, MAX_BACKOFF_PASSES, RETRY_PASSES};
 pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
 pub use scan::DEFAULT_SCAN_FRESH_MS;
-pub use server::{
-    max_load_milli, Agent, AgentConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_CONNECTIONS_PER_UID,
-};
+pub use server::{Agent, AgentConfig};
 pub use sock::{connect_timeout, Trust};
 
 use std::os::fd::AsRawFd;

@@ -44,7 +44,7 @@
 //!   `idle_closed` in a status (absent = 0 from an older agent). An older
 //!   client reads `busy` as a reply it does not understand, which it
 //!   treats as a failed exchange, as it should. Reports whose load names a
-//!   CPU twice or exceeds the bound (`server.rs`, `check_load`) were
+//!   CPU twice or exceeds the bound (`limits.rs`, `check_load`) were
 //!   always nonsense and are now refused with `invalid`.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
