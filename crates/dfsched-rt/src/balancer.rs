@@ -161,7 +161,9 @@ impl Inner {
         // pass itself was refused.
         self.apply(&mut st, None);
         let moved = moves(&st.stats) != moves_before;
-        st.stats.balancer_cpu_ns += crate::sys::own_cpu_ns().saturating_sub(cpu_before);
+        let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
+        st.stats.balancer_cpu_ns += pass_cpu_ns;
+        st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
         drop(st);
         if moved {
             self.agent_update();

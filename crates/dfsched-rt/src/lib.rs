@@ -185,7 +185,7 @@ pub use dfsched_core::{
 pub use error::{code, AffinityOp, Error};
 pub use global::{attach, balance_now, create_app, enter, global, hint, leave, stats_json};
 pub use runtime::Runtime;
-pub use stats::{PlacementFailures, RefusedHints, RuntimeStats};
+pub use stats::{PlacementFailures, RecentPasses, RefusedHints, RuntimeStats};
 
 /// The README's Rust example runs as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]

@@ -11,6 +11,7 @@
 
 use crate::error::{code, Error};
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Threads whose attach failed under `LD_PRELOAD` (dfsched could not start,
@@ -28,6 +29,52 @@ pub fn preload_attach_failures() -> u64 {
 /// Counts one thread whose attach failed (the `pthread_create` hook).
 pub(crate) fn count_preload_attach_failure() {
     PRELOAD_ATTACH_FAILURES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many recent passes [`RecentPasses`] keeps: at the default 100 ms
+/// interval, the last 25.6 s.
+pub const RECENT_PASSES: usize = 256;
+
+/// The CPU time of the most recent balancer passes, one sample per pass, so
+/// that a benchmark can give a pass's median, p99 and maximum instead of
+/// only the mean `balancer_cpu_ns / balancer_passes`. Bounded: it keeps the
+/// last [`RECENT_PASSES`] and forgets older ones. JSON: `{"recorded": N,
+/// "cpu_ns": [oldest, …, newest]}`; the samples of the passes after a
+/// reading with `recorded = r0` are the last `recorded − r0` entries (all
+/// of them if more than [`RECENT_PASSES`] passed: the oldest are lost).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecentPasses {
+    /// Passes recorded since the runtime started (kept or forgotten).
+    pub recorded: u64,
+    /// The CPU time of each of the last ≤ [`RECENT_PASSES`] passes, in
+    /// nanoseconds (the same clock as `balancer_cpu_ns`), oldest first.
+    pub cpu_ns: VecDeque<u64>,
+}
+
+impl RecentPasses {
+    /// Records one pass's CPU time, forgetting the oldest beyond
+    /// [`RECENT_PASSES`].
+    pub(crate) fn record(&mut self, cpu_ns: u64) {
+        if self.cpu_ns.len() == RECENT_PASSES {
+            self.cpu_ns.pop_front();
+        }
+        self.cpu_ns.push_back(cpu_ns);
+        self.recorded += 1;
+    }
+
+    /// The samples of the passes recorded after a reading that showed
+    /// `recorded_before`, oldest first (fewer if some were forgotten).
+    pub fn since(&self, recorded_before: u64) -> Vec<u64> {
+        let n = self.recorded.saturating_sub(recorded_before);
+        let n = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .min(self.cpu_ns.len());
+        self.cpu_ns
+            .iter()
+            .skip(self.cpu_ns.len() - n)
+            .copied()
+            .collect()
+    }
 }
 
 /// Why `sched_setaffinity` failed, by errno.
@@ -160,6 +207,9 @@ pub struct RuntimeStats {
     /// ran each pass, by its own CPU clock): with `balancer_passes`, the
     /// cost of a pass.
     pub balancer_cpu_ns: u64,
+    /// The same per pass, for the most recent passes (bounded; see
+    /// [`RecentPasses`]).
+    pub recent_pass_cpu_ns: RecentPasses,
     /// `Event::Block`s sent: a thread used no CPU over the idle window
     /// (`DFSCHED_IDLE_PASSES`; see [`crate::idle`]).
     pub idle_blocks: u64,
@@ -239,6 +289,33 @@ mod tests {
     }
 
     #[test]
+    fn recent_passes_keep_the_last_ones_in_order_and_count_all() {
+        let mut r = RecentPasses::default();
+        assert_eq!(r.since(0), Vec::<u64>::new());
+        for ns in 1..=3 {
+            r.record(ns);
+        }
+        assert_eq!(r.since(0), [1, 2, 3]);
+        assert_eq!(r.since(1), [2, 3]);
+        assert_eq!(r.since(3), Vec::<u64>::new());
+        for ns in 4..=(RECENT_PASSES as u64 + 10) {
+            r.record(ns);
+        }
+        assert_eq!(r.recorded, RECENT_PASSES as u64 + 10);
+        assert_eq!(r.cpu_ns.len(), RECENT_PASSES, "bounded");
+        assert_eq!(r.cpu_ns.front(), Some(&11), "the oldest forgotten first");
+        // Asked for more than it kept: all it has.
+        assert_eq!(r.since(0).len(), RECENT_PASSES);
+        assert_eq!(
+            r.since(r.recorded - 2),
+            [RECENT_PASSES as u64 + 9, RECENT_PASSES as u64 + 10]
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["recorded"], RECENT_PASSES as u64 + 10);
+        assert_eq!(json["cpu_ns"].as_array().unwrap().len(), RECENT_PASSES);
+    }
+
+    #[test]
     fn stats_serialize_with_every_documented_key() {
         let json = serde_json::to_value(RuntimeStats::default()).unwrap();
         for key in [
@@ -249,6 +326,7 @@ mod tests {
             "splits",
             "balancer_passes",
             "balancer_cpu_ns",
+            "recent_pass_cpu_ns",
             "idle_blocks",
             "idle_wakes",
             "idle_cpu_ns",
