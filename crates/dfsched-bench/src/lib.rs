@@ -52,6 +52,7 @@ pub mod grid;
 pub mod machine;
 pub mod modes;
 mod os;
+pub mod overhead;
 pub mod params;
 pub mod report;
 pub mod runner;

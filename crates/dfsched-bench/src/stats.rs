@@ -63,6 +63,52 @@ impl Summary {
     }
 }
 
+/// The tail of a large sample (a benchmark's per-pass or per-call costs):
+/// its size, median, 99th percentile and maximum. The percentile is the
+/// nearest-rank one: the smallest value with at least 99 % of the sample at
+/// or below it (so with fewer than 100 values it is the maximum). JSON:
+/// `{n, median, p99, max}`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tail {
+    /// How many values.
+    pub n: usize,
+    /// The middle value (mean of the two middle ones for an even count).
+    pub median: f64,
+    /// The nearest-rank 99th percentile.
+    pub p99: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Tail {
+    /// The tail of `values`; `None` when empty or when a value is NaN.
+    pub fn of(values: &[f64]) -> Option<Tail> {
+        let s = Summary::of(values)?;
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        // Nearest rank: ceil(0.99 n), 1-based; integer arithmetic so that
+        // 100 values give rank 99 exactly.
+        let rank = (99 * n).div_ceil(100).max(1);
+        Some(Tail {
+            n,
+            median: s.median,
+            p99: v[rank - 1],
+            max: s.max,
+        })
+    }
+
+    /// The tail with every figure multiplied by `k` (a unit change).
+    pub fn scaled(self, k: f64) -> Tail {
+        Tail {
+            median: self.median * k,
+            p99: self.p99 * k,
+            max: self.max * k,
+            ..self
+        }
+    }
+}
+
 /// The median of `values`, `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {
     Summary::of(values).map(|s| s.median)
@@ -279,5 +325,25 @@ mod tests {
         assert_eq!(ratio(Some(1.0), Some(4.0)), Some(0.25));
         assert_eq!(ratio(None, Some(4.0)), None);
         assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+    }
+
+    #[test]
+    fn tail_gives_nearest_rank_p99_and_needs_values() {
+        assert_eq!(Tail::of(&[]), None);
+        assert_eq!(Tail::of(&[1.0, f64::NAN]), None);
+        let one = Tail::of(&[7.0]).unwrap();
+        assert_eq!((one.n, one.median, one.p99, one.max), (1, 7.0, 7.0, 7.0));
+        // 1..=100: rank 99 is 99; the median of an even count is the mean.
+        let v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        let t = Tail::of(&v).unwrap();
+        assert_eq!((t.n, t.median, t.p99, t.max), (100, 50.5, 99.0, 100.0));
+        // 1..=1000: rank 990.
+        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!(Tail::of(&v).unwrap().p99, 990.0);
+        // Under 100 values the p99 is the maximum.
+        let t = Tail::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((t.median, t.p99, t.max), (2.0, 3.0, 3.0));
+        let us = t.scaled(1e-3);
+        assert_eq!((us.n, us.median, us.max), (3, 2e-3, 3e-3));
     }
 }

@@ -87,6 +87,13 @@ impl Workers {
         self.workers.len()
     }
 
+    /// The process id of worker `index` (for a watchdog that may have to
+    /// kill it; valid until the worker is reaped, which only `finish` or
+    /// the drop does).
+    pub fn pid(&self, index: usize) -> u32 {
+        self.workers[index].child.id()
+    }
+
     /// Whether none was started.
     pub fn is_empty(&self) -> bool {
         self.workers.is_empty()

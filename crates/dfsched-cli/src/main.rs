@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! dfsched [-v…] bench df [--threads N] [--dfs N] … [--json] [--grid paper]
+//! dfsched [-v…] bench overhead [--quick] [--others LIST] [--own LIST] … [--json]
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
 //! dfsched [-v…] model reload|mva …
@@ -20,6 +21,7 @@ mod agent;
 mod bench;
 mod bench_chat;
 mod bench_cothreads;
+mod bench_overhead;
 mod bench_spin;
 mod cmd_model;
 mod cmd_sim;
@@ -85,6 +87,16 @@ enum BenchCommand {
     /// shared, plainly and under `dfsched run`.
     #[command(long_about = bench_spin::SPIN_LONG_ABOUT)]
     Spin(bench_spin::SpinArgs),
+    /// What the runtime costs: per-pass CPU, hint latency and CPU share
+    /// beside thousands of other threads and with thousands of its own.
+    #[command(long_about = bench_overhead::OVERHEAD_LONG_ABOUT)]
+    Overhead(bench_overhead::OverheadArgs),
+    /// The hinting program of `bench overhead` (run by it, not by people).
+    #[command(hide = true)]
+    OverheadHinter(bench_overhead::HinterFlags),
+    /// The other threads of `bench overhead` (run by it, not by people).
+    #[command(hide = true)]
+    OverheadOthers(bench_overhead::OthersFlags),
 }
 
 /// A failure, and whether it was the user's input (exit 2) or not (exit 1).
@@ -165,6 +177,15 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Spin(args),
         } => bench_spin::run(args),
+        Command::Bench {
+            bench: BenchCommand::Overhead(args),
+        } => bench_overhead::run(args),
+        Command::Bench {
+            bench: BenchCommand::OverheadHinter(flags),
+        } => bench_overhead::run_hinter(flags),
+        Command::Bench {
+            bench: BenchCommand::OverheadOthers(flags),
+        } => bench_overhead::run_others(flags),
         Command::Topology(args) => topology::run(args),
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),
