@@ -28,7 +28,8 @@ every HINT_PERIOD_MS one moving hint (to the other DF: a lock and a
 sched_setaffinity) and 16 repeating ones (the fast path). Beside it, a
 process in a session of its own runs K other threads: OTHERS_RUNNABLE of them
 spinning at nice 19 (its autogroup at nice 19 too, so that a shared machine
-keeps its CPUs), the rest asleep with 32 KiB stacks.
+keeps its CPUs), the rest asleep with 16 KiB stacks and no guard page (one memory
+mapping each, so that 28k stay under vm.max_map_count).
 
 Per cell, over a window of SECONDS after WARMUP seconds:
   pass CPU   each balancer pass's CPU time (the runtime's recent_pass_cpu_ns

@@ -958,6 +958,7 @@ mod tests {
             balancer_cpu_ns: pass_ns.iter().sum(),
             idle_cpu_ns: 0,
             balancer_thread_cpu_ns: Some(20_000_000),
+            placements: 0,
             agent_samples: 0,
             own_scans: pass_ns.len() as u64,
             hint_move_ns: None,

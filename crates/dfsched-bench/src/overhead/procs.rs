@@ -34,7 +34,8 @@
 //! thread at nice 19 so that its runnable threads stay runnable (the
 //! runtime sees and scans them) but take little from the other engineers'
 //! work on a shared machine. It starts `sleeping` threads with
-//! [`SLEEPER_STACK_BYTES`] stacks, parked for good, and `spinning` threads,
+//! [`SLEEPER_STACK_BYTES`] stacks, in `pause` for good (one memory mapping
+//! each: [`spawn_sleeper`]), and `spinning` threads,
 //! says "ready" and then waits for the end of its stdin: the parent closing
 //! the pipe, or dying (Ctrl-C, SIGKILL), ends it, so it can never outlive
 //! the benchmark by more than a read. The parent kills it at the end anyway.
@@ -58,10 +59,9 @@ use std::time::{Duration, Instant};
 
 /// Repeating hints a hinting thread makes per period, after its moving one.
 pub const REPEATS_PER_PERIOD: usize = 16;
-/// Stack of a sleeping thread of the other-threads process: the smallest
-/// the C library accepts is 16 KiB; 32 KiB leaves room for the runtime of
-/// Rust's thread start-up.
-pub const SLEEPER_STACK_BYTES: usize = 32 * 1024;
+/// Stack of a sleeping thread of the other-threads process (it only calls
+/// `pause`): the C library's minimum is 16 KiB.
+pub const SLEEPER_STACK_BYTES: usize = 16 * 1024;
 /// Stack of a thread of the hinting program: the runtime's hint path runs
 /// on it.
 pub const HINTER_STACK_BYTES: usize = 256 * 1024;
@@ -105,6 +105,9 @@ pub struct HinterResult {
     /// (everything it did, sleeping and waking included); `None` when
     /// unreadable.
     pub balancer_thread_cpu_ns: Option<u64>,
+    /// Successful `sched_setaffinity` calls in the window (hints' and the
+    /// balancer's): what a moving hint costs grows with them.
+    pub placements: u64,
     /// External-load samples from the agent's shared scan in the window.
     pub agent_samples: u64,
     /// External-load samples from the runtime's own scan in the window.
@@ -256,6 +259,7 @@ fn measure(
         balancer_cpu_ns: s1.balancer_cpu_ns - s0.balancer_cpu_ns,
         idle_cpu_ns: s1.idle_cpu_ns - s0.idle_cpu_ns,
         balancer_thread_cpu_ns: b0.zip(b1).map(|(a, b)| b.saturating_sub(a)),
+        placements: s1.placements - s0.placements,
         agent_samples: s1.external_load_agent_samples - s0.external_load_agent_samples,
         own_scans: s1.external_load_own_scans - s0.external_load_own_scans,
         hint_move_ns: None,
@@ -336,14 +340,8 @@ pub fn others_main(
     // are off it fails and the per-thread nice below still applies.
     let _ = std::fs::write("/proc/self/autogroup", "19");
     let stop = Arc::new(AtomicBool::new(false));
-    for t in 0..sleeping {
-        thread::Builder::new()
-            .name(format!("other-sleep-{t}"))
-            .stack_size(SLEEPER_STACK_BYTES)
-            .spawn(|| loop {
-                thread::park();
-            })
-            .map_err(OverheadError::Spawn)?;
+    for _ in 0..sleeping {
+        spawn_sleeper().map_err(OverheadError::Spawn)?;
     }
     for t in 0..spinning {
         let stop = Arc::clone(&stop);
@@ -369,6 +367,49 @@ pub fn others_main(
     let mut sink = Vec::new();
     let _ = input.read_to_end(&mut sink);
     stop.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A sleeping thread's whole life: `pause` until the process ends.
+extern "C" fn sleeper(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        // SAFETY: pause takes nothing and only blocks the calling thread.
+        unsafe { libc::pause() };
+    }
+}
+
+/// Starts one sleeping thread with a [`SLEEPER_STACK_BYTES`] stack and no
+/// guard page, detached, by `pthread_create` rather than `std::thread`:
+/// a std thread maps a signal stack and its guard besides its own stack
+/// and guard (4 mappings), and 28k of those pass `vm.max_map_count`
+/// (65530 by default); this one is a single mapping.
+fn spawn_sleeper() -> std::io::Result<()> {
+    // SAFETY: `attr` is initialised by pthread_attr_init before any other
+    // use and destroyed once, after pthread_create has copied it; the start
+    // routine takes no argument (null) and never returns, so nothing it
+    // could point at has to outlive anything.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        let rc = libc::pthread_attr_init(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        let mut rc = libc::pthread_attr_setstacksize(&mut attr, SLEEPER_STACK_BYTES);
+        if rc == 0 {
+            rc = libc::pthread_attr_setguardsize(&mut attr, 0);
+        }
+        if rc == 0 {
+            rc = libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        }
+        let mut thread: libc::pthread_t = 0;
+        if rc == 0 {
+            rc = libc::pthread_create(&mut thread, &attr, sleeper, std::ptr::null_mut());
+        }
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+    }
     Ok(())
 }
 
