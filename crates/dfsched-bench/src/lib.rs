@@ -7,7 +7,10 @@
 //! description ([`machine`]); and the never-worse benchmark ([`spin`]):
 //! independent CPU-bound threads run plainly and under `dfsched run`.
 //! `cothreads` and `spin` share their worker processes' ready/go driver
-//! ([`workers`]) and per-round paired ratios ([`stats::PairedRatio`]).
+//! ([`workers`]) and per-round paired ratios ([`stats::PairedRatio`]);
+//! [`overhead`] measures the runtime's own cost (per-pass CPU, hint
+//! latency, CPU share) beside thousands of other threads, on the same
+//! worker driver and the tail statistics of [`stats::Tail`].
 //!
 //! Vocabulary:
 //! - a *DF* (data fragment) is a cache-line-aligned buffer that a set of
