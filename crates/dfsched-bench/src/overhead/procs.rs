@@ -35,7 +35,7 @@
 //! runtime sees and scans them) but take little from the other engineers'
 //! work on a shared machine. It starts `sleeping` threads with
 //! [`SLEEPER_STACK_BYTES`] stacks, in `pause` for good (one memory mapping
-//! each: [`spawn_sleeper`]), and `spinning` threads,
+//! each: `spawn_sleeper`), and `spinning` threads,
 //! says "ready" and then waits for the end of its stdin: the parent closing
 //! the pipe, or dying (Ctrl-C, SIGKILL), ends it, so it can never outlive
 //! the benchmark by more than a read. The parent kills it at the end anyway.
