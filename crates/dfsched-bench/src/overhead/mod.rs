@@ -47,8 +47,10 @@
 //! **Nothing is left behind.** The others and the hinting programs are
 //! [`crate::workers::Workers`] (killed and reaped on every path out); every
 //! wait on them is bounded by a [`procs::Watchdog`]; the others also end by
-//! themselves when their stdin closes (the benchmark's death included); a
-//! private agent is stopped by its guard and has an idle exit as backstop.
+//! themselves when their stdin closes (the benchmark's death included:
+//! checked by SIGKILLing the benchmark mid-cell), a hinting program at the
+//! end of its window; a private agent is stopped by its guard and has an
+//! idle exit of 30 s as backstop.
 
 pub mod procs;
 
@@ -644,9 +646,12 @@ impl OthersProcess {
     }
 }
 
-/// The idle exit given to a private agent: far longer than a cell.
+/// The idle exit given to a private agent, a backstop for a benchmark
+/// killed before its guard ran: the agent is idle only from its start until
+/// the hinting program's runtime connects (its first pass, one interval
+/// after it starts, before its threads), so 30 s plus the warm-up is ample.
 fn agent_idle_exit_secs(p: &OverheadParams) -> u64 {
-    120 + (p.seconds + p.warmup_s).ceil() as u64 * 4
+    30 + p.warmup_s.ceil() as u64
 }
 
 /// Runs one cell.
