@@ -24,7 +24,9 @@
 //! measured `R̄` and `U_cpu`.
 //!
 //! Measures (§V): throughput `X` (visits per unit time), mean response `T`
-//! (ready → burst done) and its second moment `T²`, each as a mean over
+//! (ready → burst done) and its second moment `T²`, and the `R̄` and
+//! `U_cpu` that eq. (9) feeds back (see [`Replication`] for what each
+//! counts at the window's edges), each as a mean over
 //! replications with a 98% Student-t interval. Replication `r` draws from
 //! stream `r` of the seed, so a point is a pure function of its parameters.
 //!
@@ -141,7 +143,16 @@ pub enum ClosedNetworkError {
     Model(#[from] AnalyticError),
 }
 
-/// One replication's measures.
+/// One replication's measures over its window `[warm-up end, run end]`.
+///
+/// The per-visit measures (`throughput`, `response`, its second moment,
+/// `mean_reload_ratio`) count the visits that *complete* in the window,
+/// whole, wherever they began: the usual estimator of a closed network,
+/// whose bias at the two edges cancels in the long run. `cpu_utilization`
+/// is a time average and counts only the service *inside* the window: the
+/// part of a visit begun before the warm-up ended is left out, and so is
+/// the part of a visit still running at the end that falls after it. So
+/// it lies in `[0, 1]` exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Replication {
     /// The stream it drew from.
@@ -154,7 +165,8 @@ pub struct Replication {
     pub response_second_moment: f64,
     /// Mean reload miss ratio per visit (`R̄`).
     pub mean_reload_ratio: f64,
-    /// Mean processor utilisation (`U_cpu`).
+    /// Mean processor utilisation (`U_cpu`): service time inside the
+    /// window over `M ×` the window; in `[0, 1]`.
     pub cpu_utilization: f64,
     /// Visits measured.
     pub visits: u64,
@@ -328,16 +340,24 @@ fn replicate_with<S: Stamp>(
     sim.model_mut().start_measuring(warm);
     let end = warm + Ticks((p.run_time * TICKS_PER_UNIT).round() as u64);
     let _ = sim.run_until(end);
+    sim.model_mut().stop_measuring(end);
     let events = sim.stats().events_handled;
     let m = sim.model();
     let visits = m.visits.max(1) as f64;
+    // The window as simulated: `run_time` rounded to whole ticks, so that a
+    // processor busy throughout it has a utilisation of exactly 1.
+    let window_ticks = end.since(warm).0;
+    let window = network::units(window_ticks);
     Ok(Replication {
         stream,
-        throughput: m.visits as f64 / p.run_time,
+        throughput: m.visits as f64 / window,
         response: m.response_sum / visits,
         response_second_moment: m.response_sq_sum / visits,
         mean_reload_ratio: m.ratio_sum / visits,
-        cpu_utilization: m.busy_units / (f64::from(p.processors) * p.run_time),
+        // Both sides rounded once from exact integers, busy ≤ M × window:
+        // the quotient cannot round above 1.
+        cpu_utilization: m.busy_ticks as f64
+            / (u128::from(p.processors) * u128::from(window_ticks)) as f64,
         visits: m.visits,
         pauses: m.dispatcher.stats().pauses - m.pauses_before,
         events,

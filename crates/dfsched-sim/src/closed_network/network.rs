@@ -110,9 +110,10 @@ pub(super) struct Network<S: Stamp> {
     serving: Vec<u32>,
     /// The reload ratio of each running task's current visit.
     visit_ratio: Vec<f64>,
-    /// The service time drawn for each running task's current visit, in
-    /// ticks.
-    visit_ticks: Vec<u64>,
+    /// When each processor began the visit it is serving; `None` while it
+    /// waits or pauses. Utilisation is credited from it, clipped to the
+    /// measured window at both edges.
+    pub(super) busy_since: Vec<Option<SimTime>>,
     /// Measuring since this instant, if at all.
     measuring: Option<SimTime>,
     /// Visits measured.
@@ -123,8 +124,12 @@ pub(super) struct Network<S: Stamp> {
     pub(super) response_sq_sum: f64,
     /// Sum of measured visits' reload ratios.
     pub(super) ratio_sum: f64,
-    /// Sum of measured service times, in units.
-    pub(super) busy_units: f64,
+    /// Service time inside the measured window, in ticks, summed over
+    /// processors: the part of each visit after measuring started, up to
+    /// its end or to [`Network::stop_measuring`]'s instant, whichever is
+    /// first. So it never exceeds `M ×` the window; whole ticks keep the
+    /// sum exact (a sum of doubles could round past `M ×` the window).
+    pub(super) busy_ticks: u128,
     /// Dispatcher pauses before measuring started.
     pub(super) pauses_before: u64,
 }
@@ -224,13 +229,13 @@ impl<S: Stamp> Network<S> {
             ready_at: vec![SimTime::ZERO; n],
             serving: vec![0; m],
             visit_ratio: vec![0.0; n],
-            visit_ticks: vec![0; n],
+            busy_since: vec![None; m],
             measuring: None,
             visits: 0,
             response_sum: 0.0,
             response_sq_sum: 0.0,
             ratio_sum: 0.0,
-            busy_units: 0.0,
+            busy_ticks: 0,
             pauses_before: 0,
         })
     }
@@ -239,6 +244,19 @@ impl<S: Stamp> Network<S> {
     pub(super) fn start_measuring(&mut self, now: SimTime) {
         self.measuring = Some(now);
         self.pauses_before = self.dispatcher.stats().pauses;
+    }
+
+    /// Ends the measured window at `now`: credits the part of every visit
+    /// still in service that lies inside the window (it ends later, so
+    /// [`Model::handle`] would never credit it), and stops counting. Call
+    /// it at the window's end, after the run's last event.
+    pub(super) fn stop_measuring(&mut self, now: SimTime) {
+        if let Some(from) = self.measuring {
+            for began in self.busy_since.iter().flatten() {
+                self.busy_ticks += u128::from(now.since((*began).max(from)).0);
+            }
+        }
+        self.measuring = None;
     }
 
     /// The reload ratio of task `t` on processor `p` now: `R(i)` for `i`
@@ -281,7 +299,7 @@ impl<S: Stamp> Network<S> {
         let r = self.ratio(t, p);
         let d = exponential_ticks(ctx.rng(), self.demand_ticks + self.reload_ticks * r);
         self.visit_ratio[t] = r;
-        self.visit_ticks[t] = d.0;
+        self.busy_since[p] = Some(ctx.now());
         self.serving[p] = t as u32;
         ctx.schedule_in(d, Ev::done(p));
     }
@@ -320,13 +338,20 @@ impl<S: Stamp> Model for Network<S> {
             }
             self.bursts[pu] = self.bursts[pu].succ();
             self.last[pu * self.n + tu] = self.bursts[pu];
-            if self.measuring.is_some() {
+            let began = self.busy_since[pu]
+                .take()
+                .expect("a processor ends only a visit it began");
+            if let Some(from) = self.measuring {
+                // Visits that end in the window count whole for X, T, T²
+                // and R̄ (the paper's per-visit measures), but only their
+                // part inside the window counts as busy time: a visit that
+                // began during warm-up was partly served before it.
                 let resp = units((ctx.now() - self.ready_at[tu]).0);
                 self.visits += 1;
                 self.response_sum += resp;
                 self.response_sq_sum += resp * resp;
                 self.ratio_sum += self.visit_ratio[tu];
-                self.busy_units += units(self.visit_ticks[tu]);
+                self.busy_ticks += u128::from(ctx.now().since(began.max(from)).0);
             }
             let think = exponential_ticks(ctx.rng(), self.think_ticks);
             ctx.schedule_in(think, Ev::ready(tu));
