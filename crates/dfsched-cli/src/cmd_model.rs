@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use dfsched_sim::analytic::mva::{fixed_processor, FixedProcessorParams};
-use dfsched_sim::analytic::reload::reload_ratios;
+use dfsched_sim::analytic::reload::{cold_reload_ratio, reload_ratios};
 use dfsched_sim::CacheGeometry;
 use serde::Serialize;
 use std::io::Write;
@@ -23,7 +23,9 @@ pub struct ModelArgs {
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// The cache-reload miss ratio R(0..I) of eqs. 1–5: the fraction of an
-    /// F-block footprint reloaded after I distinct intervening tasks.
+    /// F-block footprint reloaded after I distinct intervening tasks
+    /// (R(0) = 0; the blocks a footprint pushes out itself are its own
+    /// misses, not a reload), and the cold ratio, R's limit.
     Reload(ReloadArgs),
     /// Exact MVA of the Fixed Processor policy's closed network with the
     /// reload model (and optionally bus interference, eqs. 7–9).
@@ -104,13 +106,22 @@ struct ReloadReport {
     footprint_blocks: u64,
     sets: u32,
     ways: u32,
-    /// `reload_ratios[i]` is R(i).
+    /// `reload_ratios[i]` is R(i); `reload_ratios[0]` is 0.
     reload_ratios: Vec<f64>,
+    /// The ratio where the task never ran (R's limit as I grows): 1 for a
+    /// footprint that fits, less when its blocks conflict with each other.
+    cold_reload_ratio: f64,
 }
 
 fn reload(a: ReloadArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let c = &a.cache;
     let r = reload_ratios(c.footprint, c.sets, c.ways, a.max_intervening)
+        .context("the reload model refused its parameters")?;
+    let geometry = CacheGeometry {
+        sets: c.sets,
+        ways: c.ways,
+    };
+    let cold = cold_reload_ratio(c.footprint, geometry)
         .context("the reload model refused its parameters")?;
     if a.json {
         let rep = ReloadReport {
@@ -118,6 +129,7 @@ fn reload(a: ReloadArgs, out: &mut impl Write) -> anyhow::Result<()> {
             sets: c.sets,
             ways: c.ways,
             reload_ratios: r,
+            cold_reload_ratio: cold,
         };
         serde_json::to_writer_pretty(&mut *out, &rep)?;
         writeln!(out)?;
@@ -132,6 +144,7 @@ fn reload(a: ReloadArgs, out: &mut impl Write) -> anyhow::Result<()> {
     for (i, x) in r.iter().enumerate() {
         writeln!(out, "{i:>6}  {x:>8.5}")?;
     }
+    writeln!(out, "{:>6}  {cold:>8.5}", "cold")?;
     Ok(())
 }
 

@@ -23,10 +23,17 @@ fn model_reload_prints_r_of_0_to_i_rising() {
     ]);
     let r: Vec<f64> = serde_json::from_value(v["reload_ratios"].clone()).unwrap();
     assert_eq!(r.len(), 9);
+    assert_eq!(r[0], 0.0, "no intervening task, nothing to reload");
     assert!(r.windows(2).all(|w| w[1] > w[0]));
+    let cold = v["cold_reload_ratio"].as_f64().unwrap();
+    assert!(r[8] < cold && cold <= 1.0, "R rises towards the cold ratio");
     let table = dfsched(&["model", "reload", "--max-intervening", "3"]);
     let text = String::from_utf8(table.stdout).unwrap();
-    assert_eq!(text.lines().count(), 2 + 4, "{text}");
+    assert_eq!(text.lines().count(), 2 + 4 + 1, "{text}");
+    assert!(
+        text.lines().nth(2).unwrap().trim() == "0   0.00000",
+        "{text}"
+    );
 }
 
 #[test]

@@ -14,8 +14,10 @@
 //! number of *distinct* tasks that ran on the processor since this task last
 //! ran there — the convention of [`crate::analytic::mva`] — and `R` comes
 //! from [`crate::analytic::reload`] for footprint `F` and the cache's `S`
-//! sets and `K` ways. A task that never ran on the processor reloads its
-//! whole footprint (`R = 1`).
+//! sets and `K` ways: `R(0) = 0`, nothing intervened. A task that never ran
+//! on the processor reloads what of its footprint a warm cache would hold,
+//! [`crate::analytic::reload::cold_reload_ratio`], the limit of `R(I)`
+//! (`R = 1` for a footprint that fits).
 //!
 //! With the bus, `U_bus` is the fixed point of eqs. (7)–(9), found as the
 //! paper does (§III-C) by [`crate::analytic::bus::solve_with_bus`]: each

@@ -9,16 +9,43 @@
 //!  W_I blocks of I intervening footprints in that set, capped   I-fold convolution of X
 //!  V_I blocks of task A replaced by them (LRU)                  eq. (3) with X_B = W_I
 //!  reload misses  F − S·(E[X_A] − E[V_I])                       eq. (4)
-//!  R(I)          (F − S·(E[X_A] − E[V_I])) / F                  eq. (5)
+//!  R(I)          (F − S·(E[X_A] − E[V_I])) / F                  eq. (5), literal
+//!                = (F − S·E[X_A]) / F  +  S·E[V_I] / F
+//!                  └ A's own conflicts ┘  └ displaced by the I ┘
+//!  R(I) here     S·E[V_I] / F           (so R(0) = 0)           see below
+//!  cold          S·E[X_A] / F = lim R(I), I → ∞                 never ran there
 //!  service       D + C·R(i)                                     eq. (6)
 //! ```
 //!
 //! Why eq. (3) is exact for LRU: the intervening blocks are all used after
 //! A's, so in a set where A holds `j` blocks and the others `w` (capped at
 //! `K`), A loses `min(j, max(0, j + w − K))` of them. Capping `W_I` at `K`
-//! loses nothing, since `w ≥ K` already replaces all of A's blocks. Note
-//! that `R(0)` is not zero when `F` is large: `F − S·E[X_A]` blocks never fit
-//! (A's own conflicts), and the model counts them as reloaded.
+//! loses nothing, since `w ≥ K` already replaces all of A's blocks.
+//!
+//! **The choice: `R(0) = 0`.** Eq. (5) taken literally counts, at every
+//! `I`, the `F − S·E[X_A]` blocks of A that never fit in the cache beside
+//! each other (sets holding more than `K` of them): A evicts them itself
+//! while it runs. That term does not depend on `I`, so at `I = 0` eq. (5)
+//! gives `R(0) > 0` — a task that comes straight back to a processor on
+//! which nothing else ran would pay a "reload transient". Those misses are
+//! the task's own, paid on every visit whatever the scheduler does, so they
+//! belong to its demand `D`, not to the transient `C·R(i)` that eq. (6)
+//! charges for where it is scheduled. We therefore count only the blocks
+//! the `I` intervening tasks displace, `S·E[V_I]` (eq. 4's `E[V]` term),
+//! and `R(I) = S·E[V_I]/F`: `R(0) = 0` exactly, with no special case
+//! (`W_0 = 0` replaces nothing), and each step `R(I+1) − R(I)` is what one
+//! more task displaces. This is also what the paper measured as the
+//! transient (§II, Fig. 1: cold start minus warm start, where the warm task
+//! "returns immediately"): the warm run already pays A's own conflicts, so
+//! the difference is the resident part `S·E[X_A]`, which stops growing once
+//! the footprint outgrows the cache — the paper's remark that past that
+//! point "the task starts to replace portions of its own footprint". So
+//! the transient of a task that never ran on the processor, or after
+//! infinitely many others, is [`cold_reload_ratio`] `= S·E[X_A]/F`, 1 for
+//! footprints that fit. For the paper's settings (Fig. 4: `F ≤ 3800`
+//! blocks, 8K × 4 or 16K × 2) the two readings differ by at most 0.008
+//! (2·10⁻⁵ at `F = 1900`, 4-way); they part only for footprints near or
+//! past the cache's size.
 //!
 //! Assumptions (the paper's): the `I` intervening tasks are distinct and run
 //! long enough to load their whole footprints; all footprints have size `F`.
@@ -128,24 +155,45 @@ pub fn mean(dist: &[f64]) -> f64 {
     dist.iter().enumerate().map(|(i, p)| i as f64 * p).sum()
 }
 
-/// Eqs. (4)–(5): the reload miss ratio given the distributions of `X_A` and
-/// `V`: `(F − S·(E[X_A] − E[V])) / F`, clamped to `[0, 1]` against rounding.
-fn ratio(footprint_blocks: u64, sets: u32, x_a: &[f64], v: &[f64]) -> f64 {
-    let f = footprint_blocks as f64;
-    let resident = f64::from(sets) * (mean(x_a) - mean(v));
-    ((f - resident) / f).clamp(0.0, 1.0)
+/// Eqs. (4)–(5) without A's own conflicts (see the module doc): the
+/// reload miss ratio given the distribution of `V`, the blocks of A the
+/// others displaced, `S·E[V] / F`, clamped to `[0, 1]` against rounding.
+/// Eq. (5) literally adds `(F − S·E[X_A]) / F`, the same at every `I`.
+fn ratio(footprint_blocks: u64, sets: u32, v: &[f64]) -> f64 {
+    let displaced = f64::from(sets) * mean(v);
+    (displaced / footprint_blocks as f64).clamp(0.0, 1.0)
 }
 
-/// The cache-reload miss ratio `R(I)` for `I = 0..=max_intervening` (eq. 5):
-/// the expected fraction of an `F`-block footprint that must be reloaded
-/// when its task returns after `I` distinct tasks with equal footprints ran
-/// on the processor. `R` rises with `I` towards 1.
+/// The reload miss ratio of an `F`-block footprint on a processor where
+/// its task never ran (or after so many others that none of it is left):
+/// `S·E[X_A] / F`, the blocks of it that a warm cache would hold, and the
+/// limit of [`reload_ratios`] as `I` grows. It is 1 for a footprint that
+/// fits, and less for one whose own blocks conflict: those it misses on
+/// every visit, cold or warm, so they are not part of the transient.
+pub fn cold_reload_ratio(
+    footprint_blocks: u64,
+    geometry: CacheGeometry,
+) -> Result<f64, AnalyticError> {
+    if footprint_blocks == 0 {
+        return Err(AnalyticError::EmptyFootprint);
+    }
+    let x_a = footprint_distribution(footprint_blocks, geometry)?;
+    let resident = f64::from(geometry.sets) * mean(&x_a);
+    Ok((resident / footprint_blocks as f64).clamp(0.0, 1.0))
+}
+
+/// The cache-reload miss ratio `R(I)` for `I = 0..=max_intervening` (eq. 5,
+/// without A's own conflicts: see the module doc): the expected fraction
+/// of an `F`-block footprint that must be reloaded when its task returns
+/// after `I` distinct tasks with equal footprints ran on the processor.
+/// `R(0) = 0`; `R` rises with `I` towards [`cold_reload_ratio`] (1 for a
+/// footprint that fits the cache).
 ///
 /// ```
 /// use dfsched_sim::analytic::reload::reload_ratios;
 /// // The paper's Fig. 4: F = 1900 blocks, 4-way cache with 8K sets.
 /// let r = reload_ratios(1900, 8192, 4, 10).unwrap();
-/// assert!(r[0] < 0.001 && r[1] < r[5] && r[10] < 1.0);
+/// assert!(r[0] == 0.0 && r[1] < r[5] && r[10] < 1.0);
 /// ```
 pub fn reload_ratios(
     footprint_blocks: u64,
@@ -177,7 +225,6 @@ pub fn reload_ratios(
         out.push(ratio(
             footprint_blocks,
             sets,
-            &x,
             &replaced_distribution(&x, &w),
         ));
     }
@@ -189,6 +236,8 @@ pub fn reload_ratios(
 /// and Stone's original two-task model (eqs. 1–5 with `I = 1` and `X_B` of
 /// footprint `other_blocks`). This is how §VI-B estimates the transient
 /// from a count of cache-block replacements instead of intervening tasks.
+/// Like [`reload_ratios`] it counts only the displaced blocks: no
+/// replacement, no reload.
 pub fn reload_ratio_after_blocks(
     footprint_blocks: u64,
     other_blocks: u64,
@@ -202,7 +251,6 @@ pub fn reload_ratio_after_blocks(
     Ok(ratio(
         footprint_blocks,
         geometry.sets,
-        &x_a,
         &replaced_distribution(&x_a, &x_b),
     ))
 }
@@ -318,7 +366,7 @@ mod tests {
     fn reload_ratio_rises_with_intervening_tasks_towards_one() {
         let r = reload_ratios(1900, 8192, 4, 40).unwrap();
         assert!(r.windows(2).all(|w| w[1] > w[0]), "{r:?}");
-        assert!(r[0] < 1e-3, "R(0) = {}: self-conflicts are rare", r[0]);
+        assert_eq!(r[0], 0.0, "nothing intervened, nothing to reload");
         assert!(r[40] > 0.95 && r[40] <= 1.0);
         // A 2-way cache of the same size loses more to one intervening task
         // (Fig. 4's dotted curves lie above the solid ones at small I).
@@ -335,10 +383,31 @@ mod tests {
     }
 
     #[test]
-    fn r0_counts_blocks_that_never_fit() {
-        // F = 3 blocks, one set of 2 ways: one block never fits.
-        let r = reload_ratios(3, 1, 2, 0).unwrap();
-        assert!((r[0] - 1.0 / 3.0).abs() < 1e-12);
+    fn r0_is_zero_even_when_the_footprint_conflicts_with_itself() {
+        // F = 3 blocks, one set of 2 ways: one block never fits beside the
+        // other two, and eq. (5) read literally gives R(0) = 1/3. It is A's
+        // own miss on every visit, not a transient: R(0) = 0. One more
+        // footprint of 3 fills the set and displaces both resident blocks:
+        // R(1) = 2/3, the cold ratio, not 1.
+        let r = reload_ratios(3, 1, 2, 2).unwrap();
+        assert_eq!(r[0], 0.0);
+        let cold = cold_reload_ratio(3, g(1, 2)).unwrap();
+        assert!((cold - 2.0 / 3.0).abs() < 1e-12, "{cold}");
+        assert!((r[1] - cold).abs() < 1e-12 && (r[2] - cold).abs() < 1e-12);
+        // No replacements by the §VI-B estimate either: no reload.
+        assert_eq!(reload_ratio_after_blocks(3, 0, g(1, 2)).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn a_footprint_that_fits_reloads_whole_when_cold() {
+        assert_eq!(cold_reload_ratio(4, g(1, 8)).unwrap(), 1.0);
+        // 1900 blocks in 8K × 4: self-conflicts cost about 2·10⁻⁵.
+        let cold = cold_reload_ratio(1900, g(8192, 4)).unwrap();
+        assert!(cold < 1.0 && cold > 1.0 - 1e-4, "{cold}");
+        assert_eq!(
+            cold_reload_ratio(0, g(8, 4)),
+            Err(AnalyticError::EmptyFootprint)
+        );
     }
 
     #[test]
@@ -373,5 +442,45 @@ mod tests {
     #[test]
     fn service_time_is_demand_plus_reload_transient() {
         assert_eq!(service_time(1.0, 0.5, 0.2), 1.1);
+    }
+
+    /// Eq. (5) as printed: `(F − S·(E[X_A] − E[V_I])) / F`, unclamped.
+    fn eq5_literal(f: u64, geo: CacheGeometry, i: u32) -> f64 {
+        let x = footprint_distribution(f, geo).unwrap();
+        let v = replaced_distribution(&x, &intervening_distribution(&x, i));
+        (f as f64 - f64::from(geo.sets) * (mean(&x) - mean(&v))) / f as f64
+    }
+
+    proptest::proptest! {
+        /// R(0) = 0; R rises with I (never by more than rounding downwards),
+        /// stays within [0, cold], and differs from eq. (5) as printed by
+        /// the same I-free self-conflict term at every I, so R(I) for
+        /// I ≥ 1 is eq. (5)'s curve moved down by its value at 0: no jump
+        /// between I = 0 and I = 1 but what one task displaces.
+        #[test]
+        fn r_is_zero_at_0_and_rises_continuously_to_the_cold_ratio(
+            f in 1u64..3000,
+            sets in 1u32..600,
+            ways in 1u32..=8,
+            max_i in 1u32..12,
+        ) {
+            let geo = g(sets, ways);
+            let r = reload_ratios(f, sets, ways, max_i).unwrap();
+            let cold = cold_reload_ratio(f, geo).unwrap();
+            proptest::prop_assert_eq!(r[0], 0.0);
+            for w in r.windows(2) {
+                proptest::prop_assert!(w[1] >= w[0] - 1e-12, "{:?}", r);
+            }
+            let self_term = eq5_literal(f, geo, 0);
+            for (i, &ri) in r.iter().enumerate() {
+                proptest::prop_assert!((0.0..=cold + 1e-12).contains(&ri), "R({}) = {} > {}", i, ri, cold);
+                let lit = eq5_literal(f, geo, i as u32);
+                proptest::prop_assert!((ri - (lit - self_term)).abs() < 1e-9, "I = {}: {} vs {}", i, ri, lit - self_term);
+            }
+            // One intervening task displaces what the §VI-B estimate says
+            // one program of the same footprint does.
+            let one = reload_ratio_after_blocks(f, f, geo).unwrap();
+            proptest::prop_assert!((r[1] - one).abs() < 1e-12);
+        }
     }
 }

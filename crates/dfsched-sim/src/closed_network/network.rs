@@ -22,6 +22,7 @@
 //! whenever a `Done(p)` is pending.
 
 use super::{ClosedNetworkError, ClosedNetworkParams, TICKS_PER_UNIT};
+use crate::analytic::reload::cold_reload_ratio;
 use crate::engine::{Context, Model};
 use crate::rng::SimRng;
 use crate::time::{SimTime, Ticks};
@@ -95,6 +96,10 @@ pub(super) struct Network<S: Stamp> {
     reload_ticks: f64,
     /// `R(0..N)`.
     ratios: Vec<f64>,
+    /// The ratio of a task on a processor where it never ran:
+    /// [`cold_reload_ratio`], the limit of `R(I)` (1 for a footprint that
+    /// fits).
+    cold_ratio: f64,
     /// `last[p·N + t]`: processor `p`'s burst count after `t`'s last burst
     /// there; 0 if `t` never ran there. Distinct intervening tasks are the
     /// entries of the row above the task's own. Narrow stamps shorten the
@@ -224,6 +229,7 @@ impl<S: Stamp> Network<S> {
             think_ticks: p.think_time * TICKS_PER_UNIT,
             reload_ticks: p.reload_time / (1.0 - u_bus) * TICKS_PER_UNIT,
             ratios: ratios.to_vec(),
+            cold_ratio: cold_reload_ratio(p.footprint_blocks, p.cache)?,
             last: vec![S::default(); m * n],
             bursts: vec![S::default(); m],
             ready_at: vec![SimTime::ZERO; n],
@@ -260,13 +266,14 @@ impl<S: Stamp> Network<S> {
     }
 
     /// The reload ratio of task `t` on processor `p` now: `R(i)` for `i`
-    /// distinct intervening tasks, or 1 if `t` never ran there.
+    /// distinct intervening tasks, or the cold ratio if `t` never ran
+    /// there.
     #[inline]
     pub(super) fn ratio(&self, t: usize, p: usize) -> f64 {
         let row = &self.last[p * self.n..(p + 1) * self.n];
         let mine = row[t];
         if mine == S::default() {
-            return 1.0;
+            return self.cold_ratio;
         }
         self.ratios[S::count_above(row, mine)]
     }
