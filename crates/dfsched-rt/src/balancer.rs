@@ -128,6 +128,8 @@ impl Inner {
                     Source::Agent => st.stats.external_load_agent_samples += 1,
                     Source::OwnScan => st.stats.external_load_own_scans += 1,
                 }
+                st.stats.external_files_read += sample.files;
+                st.stats.external_refreshes += u64::from(sample.refreshed);
                 st.stats.external_runnable = sample
                     .counted
                     .iter()
@@ -161,6 +163,16 @@ impl Inner {
         // pass itself was refused.
         self.apply(&mut st, None);
         let moved = moves(&st.stats) != moves_before;
+        // Where our runnable threads are now: the next sample attributes
+        // our CPU time by it (signals.rs). The external lock is only ever
+        // taken inside the state lock here, never the other way round.
+        if self.config.external_load {
+            let shares = own_shares(&st.engine.load_milli(), &st.stats.external_load_per_cpu_milli);
+            self.external
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .set_own_shares(shares);
+        }
         let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
         st.stats.balancer_cpu_ns += pass_cpu_ns;
         st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
@@ -170,6 +182,20 @@ impl Inner {
         }
         result.map_err(Error::from)
     }
+}
+
+/// Our own runnable threads' load per CPU: the engine's load less the
+/// external load it was given, CPUs with none left out.
+fn own_shares(load: &[(CpuId, u64)], external: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
+    load.iter()
+        .map(|&(cpu, m)| {
+            let ext = external
+                .binary_search_by_key(&cpu, |&(c, _)| c)
+                .map_or(0, |i| external[i].1);
+            (cpu, m.saturating_sub(ext))
+        })
+        .filter(|&(_, m)| m > 0)
+        .collect()
 }
 
 /// Moves carried out so far: group moves, splits, thread moves, and every
@@ -184,6 +210,14 @@ fn moves(stats: &crate::stats::RuntimeStats) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn our_shares_are_the_engines_load_less_the_external_load() {
+        let load = [(CpuId(0), 3500), (CpuId(1), 500), (CpuId(2), 0)];
+        let external = [(CpuId(0), 1500), (CpuId(1), 500)];
+        assert_eq!(own_shares(&load, &external), vec![(CpuId(0), 2000)]);
+        assert_eq!(own_shares(&load[..2], &[]), load[..2].to_vec());
+    }
 
     #[test]
     fn the_first_wait_is_within_the_interval_and_never_zero() {

@@ -63,9 +63,11 @@
 
 use crate::agent::link::AgentPass;
 use crate::error::Error;
-use crate::procfs::LoadSampler;
+use crate::procfs::{clock_ticks_per_sec, Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
+use crate::signals::{self, BusyTracker, Estimate};
 use dfsched_core::CpuId;
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// The last K samples of the unmanaged load and their per-CPU minimum.
 ///
@@ -130,10 +132,10 @@ impl SustainedWindow {
 /// Where a pass's unmanaged load came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// The agent's shared scan, carried by its view.
+    /// The agent's shared sample, carried by its view.
     Agent,
-    /// This runtime's own `/proc` scan (no agent, or one that could not
-    /// give a sample).
+    /// This runtime's own signals (no agent, or one that could not give a
+    /// sample).
     OwnScan,
 }
 
@@ -143,60 +145,144 @@ pub(crate) struct Sample {
     /// The damped, weighed unmanaged load plus the others' load, per CPU in
     /// thousandths.
     pub(crate) load_milli: Vec<(CpuId, u64)>,
-    /// The unmanaged runnable threads of this sample, counted one by one
-    /// (before weighing and the window), per CPU.
+    /// The unmanaged runnable threads of this sample, unweighed, per CPU
+    /// (before the window; `signals.rs`'s `threads_c`, rounded).
     pub(crate) counted: Vec<(CpuId, u32)>,
     /// Where the unmanaged part came from.
     pub(crate) source: Source,
+    /// Files this pass opened for it (none when the agent gave the sample).
+    pub(crate) files: u64,
+    /// Whether a refresh sweep finished in this pass.
+    pub(crate) refreshed: bool,
 }
 
-/// The runtime's external-load source: its own sampler (for when the agent
-/// gives no sample) and the window.
+/// The runtime's external-load source: its own signals and refresh (for
+/// when the agent gives no sample) and the window.
 #[derive(Debug)]
 pub(crate) struct External {
-    sampler: LoadSampler,
+    refresh: Refresh,
+    busy: BusyTracker,
     window: SustainedWindow,
+    /// Our runnable threads' load per CPU at the end of the last pass (in
+    /// thousandths): where our CPU time of the next window is attributed.
+    own_shares: Vec<(CpuId, u64)>,
+    /// Our process's CPU clock at the last own sample.
+    own_cpu_ns: Option<u64>,
+    /// The weight of an outside thread against ours, and the refresh
+    /// generation it was computed from.
+    weight: Option<(u64, Option<u64>)>,
+    started: Instant,
 }
 
 impl External {
     pub(crate) fn new(proc_root: &str, window: u32) -> External {
         External {
-            sampler: LoadSampler::new(proc_root),
+            refresh: Refresh::new(
+                proc_root,
+                Duration::from_millis(DEFAULT_REFRESH_MS),
+                Duration::from_micros(REFRESH_BUDGET_US),
+            ),
+            busy: BusyTracker::new(clock_ticks_per_sec()),
             window: SustainedWindow::new(window),
+            own_shares: Vec::new(),
+            own_cpu_ns: None,
+            weight: None,
+            started: Instant::now(),
         }
     }
 
+    /// Our runnable threads' load per CPU after a pass (in thousandths): the
+    /// next own sample attributes our CPU time by it and leaves that many
+    /// threads out of the machine's runnable count.
+    pub(crate) fn set_own_shares(&mut self, shares: Vec<(CpuId, u64)>) {
+        self.own_shares = shares;
+    }
+
     /// This pass's external load: the unmanaged part from `agent`'s view if
-    /// it carries one, else from a scan of `/proc` skipping `own_pid` and
-    /// the agent's registered pids, weighed against `own_pid`'s CFS group;
-    /// damped by the window; the others' load added as it is. Fails only if
-    /// our own scan could not list `/proc` (the window is then left as it
-    /// was).
+    /// it carries one, else from our own signals (`signals.rs`: `/proc/stat`
+    /// less our own CPU time and threads, and the other dfsched processes'
+    /// load the view carries), weighed by the refresh against `own_pid`'s
+    /// CFS group; damped by the window; the others' load added as it is.
+    /// Fails only if our own `/proc/stat` could not be read (the window is
+    /// then left as it was).
     pub(crate) fn sample(&mut self, own_pid: u32, agent: &AgentPass) -> Result<Sample, Error> {
-        let (weighed, counted, source) = match agent.unmanaged() {
-            Some(u) => (u.milli, u.counted, Source::Agent),
+        let files_before = self.refresh.files_opened();
+        let (est, source, refreshed) = match agent.unmanaged() {
+            Some(u) => (
+                Estimate {
+                    milli: u.milli,
+                    counted: u.counted,
+                },
+                Source::Agent,
+                false,
+            ),
             None => {
-                let scan = self
-                    .sampler
-                    .sample_outside(|pid| pid == own_pid || agent.skips(pid))?;
-                let ours = match scan.context {
-                    Some(ctx) => self.sampler.group_of(ctx, own_pid),
-                    None => crate::weigh::SchedGroup::Unknown,
-                };
-                let our_nice = self.sampler.nice_of(own_pid);
-                (
-                    scan.weigh(&ours, our_nice, |_| false),
-                    scan.count(|_| false),
-                    Source::OwnScan,
-                )
+                let (est, refreshed) = self.own_signals(own_pid, agent)?;
+                (est, Source::OwnScan, refreshed)
             }
         };
-        let unmanaged = self.window.push(&weighed);
+        let unmanaged = self.window.push(&est.milli);
         Ok(Sample {
             load_milli: agent.add_others(unmanaged),
-            counted,
+            counted: est.counted,
             source,
+            files: self.refresh.files_opened() - files_before,
+            refreshed,
         })
+    }
+
+    /// The unmanaged load from our own signals; whether a refresh finished.
+    fn own_signals(&mut self, own_pid: u32, agent: &AgentPass) -> Result<(Estimate, bool), Error> {
+        let stat = self.refresh.sampler().cpu_stat()?;
+        let now = Instant::now();
+        let at_ns = u64::try_from(now.duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
+        let cpu_ns = crate::sys::process_cpu_ns();
+        let own_delta = self
+            .own_cpu_ns
+            .replace(cpu_ns)
+            .map_or(0, |before| cpu_ns.saturating_sub(before));
+        let own_since = signals::attribute(own_delta, &self.own_shares);
+        let mut busy = self
+            .busy
+            .observe(at_ns, &stat.busy_ticks, &own_since)
+            .to_vec();
+        // The other dfsched processes' load comes with the view: it is not
+        // unmanaged. Their placed load stands in for their busy time and
+        // their runnable threads.
+        let others = agent.add_others(Vec::new());
+        for (cpu, u) in &mut busy {
+            if let Ok(i) = others.binary_search_by_key(cpu, |&(c, _)| c) {
+                *u = u.saturating_sub(others[i].1);
+            }
+        }
+        busy.retain(|&(_, u)| u > 0);
+        let ours: u64 = self.own_shares.iter().chain(&others).map(|&(_, m)| m).sum();
+        let runnable = signals::outside_runnable(stat.procs_running, ours);
+        let stepped = self
+            .refresh
+            .step(now, |pid| pid == own_pid || agent.skips(pid));
+        let generation = self.refresh.generation();
+        if self.weight.is_none_or(|(g, _)| g != generation) {
+            let weight = self.refresh.sample().cloned().and_then(|sample| {
+                let sampler = self.refresh.sampler();
+                let ours = match sample.context {
+                    Some(ctx) => sampler.group_of(ctx, own_pid),
+                    None => crate::weigh::SchedGroup::Unknown,
+                };
+                let our_nice = sampler.nice_of(own_pid);
+                let weighed = sample.weigh(&ours, our_nice, |_| false);
+                signals::mean_weight_milli(&weighed, sample.threads.len())
+            });
+            self.weight = Some((generation, weight));
+        }
+        let weight = self
+            .weight
+            .and_then(|(_, w)| w)
+            .unwrap_or(signals::DEFAULT_WEIGHT_MILLI);
+        Ok((
+            signals::estimate(&busy, runnable, weight),
+            stepped == Stepped::Done,
+        ))
     }
 }
 

@@ -170,6 +170,7 @@ mod place;
 pub mod preload;
 pub mod procfs;
 mod runtime;
+pub mod signals;
 mod spawn;
 pub mod stats;
 pub mod sys;

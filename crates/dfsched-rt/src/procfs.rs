@@ -29,9 +29,13 @@ use crate::weigh::{GroupInfo, GroupKey, OutsideThread, SchedGroup};
 use dfsched_core::CpuId;
 use std::collections::HashMap;
 
+mod cpustat;
 mod groups;
+mod refresh;
 
+pub use cpustat::{clock_ticks_per_sec, parse_cpu_stat, CpuStat};
 pub use groups::{GroupContext, OutsideSample};
+pub use refresh::{Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -134,6 +138,9 @@ fn parse_ms_as_ns(text: &str) -> Option<u64> {
 pub(crate) struct StatFields {
     /// Field 3: `R` running or runnable, `S` sleeping, …
     pub state: u8,
+    /// Fields 14 + 15, utime + stime: CPU time in clock ticks (of the
+    /// whole process in `/proc/PID/stat`, of the thread in a task's).
+    pub cpu_ticks: u64,
     /// Field 19: the thread's nice value, −20 … 19.
     pub nice: i8,
     /// Field 20: threads in the process.
@@ -150,7 +157,9 @@ pub(crate) fn parse_stat(line: &str) -> Option<StatFields> {
     let mut fields = rest.split_ascii_whitespace();
     // `fields` starts at field 3.
     let state = *fields.next()?.as_bytes().first()?;
-    let nice: i8 = fields.nth(19 - 4)?.parse().ok()?;
+    let utime: u64 = fields.nth(14 - 4)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let nice: i8 = fields.nth(19 - 16)?.parse().ok()?;
     if !(-20..=19).contains(&nice) {
         return None;
     }
@@ -158,6 +167,7 @@ pub(crate) fn parse_stat(line: &str) -> Option<StatFields> {
     let processor = fields.nth(39 - 21)?.parse().ok()?;
     Some(StatFields {
         state,
+        cpu_ticks: utime.saturating_add(stime),
         nice,
         num_threads,
         processor,
@@ -195,6 +205,8 @@ pub struct LoadSampler {
     per_cpu: Vec<u32>,
     /// One process's runnable threads as `(cpu, nice)`, while it is scanned.
     threads: Vec<(usize, i8)>,
+    /// Files and directories opened so far (see [`LoadSampler::files_opened`]).
+    files: u64,
 }
 
 impl LoadSampler {
@@ -205,7 +217,15 @@ impl LoadSampler {
             text: String::with_capacity(512),
             per_cpu: Vec::new(),
             threads: Vec::new(),
+            files: 0,
         }
+    }
+
+    /// Files and directories this sampler has opened (or tried to) since it
+    /// was made: what tests count to show that a pass's reads do not grow
+    /// with the threads on the machine.
+    pub fn files_opened(&self) -> u64 {
+        self.files
     }
 
     /// Runnable threads per CPU of every process but `skip_pid`, as
@@ -285,6 +305,7 @@ impl LoadSampler {
 
     /// The text of a small file in the sampler's buffer.
     fn read_small(&mut self, path: &Path) -> Option<&str> {
+        self.files += 1;
         self.text.clear();
         File::open(path)
             .and_then(|mut f| f.read_to_string(&mut self.text))
@@ -447,6 +468,7 @@ se.load.weight                               :              1048576
             f,
             StatFields {
                 state: b'S',
+                cpu_ticks: 14 + 15,
                 nice: 0,
                 num_threads: 3,
                 processor: 1

@@ -223,17 +223,26 @@ pub struct RuntimeStats {
     /// `external_load` on): `external_load_agent_samples +
     /// external_load_own_scans`.
     pub external_load_samples: u64,
-    /// Samples whose unmanaged load came from the agent's shared `/proc`
-    /// scan: this runtime scanned nothing.
+    /// Samples whose unmanaged load came from the agent's shared sample:
+    /// this runtime read nothing for it.
     pub external_load_agent_samples: u64,
-    /// Samples for which this runtime scanned `/proc` itself (no agent, or
-    /// its view carried no scan).
+    /// Samples this runtime took itself from its own signals (no agent, or
+    /// its view carried no sample; see [`crate::signals`]).
     pub external_load_own_scans: u64,
+    /// Files (and directories) the own samples opened: one (`/proc/stat`)
+    /// a pass, plus the refresh's budgeted per-thread look now and then
+    /// (`procfs/refresh.rs`). With `external_load_own_scans`, what a pass
+    /// reads; it does not grow with the threads on the machine.
+    pub external_files_read: u64,
+    /// Refresh sweeps (the per-thread look that weighs the outside load by
+    /// CFS group) finished by the own samples.
+    pub external_refreshes: u64,
     /// External-load samples that failed (the pass ran without one).
     pub external_load_errors: u64,
     /// Runnable threads of processes not under dfsched on our CPUs in the
-    /// last sample, counted one by one (before the CFS-group weighing and
-    /// the window; the other dfsched processes' load not included).
+    /// last sample, unweighed (the signals' estimate, before the CFS-group
+    /// weighing and the window; the other dfsched processes' load not
+    /// included).
     pub external_runnable: u64,
     /// The external load the engine got at the last pass, summed over our
     /// CPUs, in thousandths of one of our threads: the unmanaged load weighed
@@ -334,6 +343,8 @@ mod tests {
             "spawn_lends",
             "external_load_agent_samples",
             "external_load_own_scans",
+            "external_files_read",
+            "external_refreshes",
             "external_runnable",
             "external_load_milli",
             "external_load_per_cpu_milli",

@@ -217,6 +217,23 @@ pub(crate) fn own_cpu_ns() -> u64 {
     secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
+/// The CPU time all threads of this process have used, in nanoseconds
+/// (`CLOCK_PROCESS_CPUTIME_ID`); 0 if the clock cannot be read.
+pub(crate) fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; the kernel writes only it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
 /// Thread `tid`'s mask if it is not exactly `expected`; `None` if it is.
 /// Compares in a stack buffer, so the common case allocates nothing.
 pub fn affinity_if_not(tid: u64, expected: &CpuSet) -> Result<Option<CpuSet>, Error> {

@@ -1,0 +1,181 @@
+//! `/proc/stat`, the per-pass signal of the outside load (`signals.rs`):
+//! each CPU's busy time and the machine's runnable-thread count, one file
+//! of O(CPUs + IRQ lines) whatever the number of threads on the machine.
+//!
+//! ```text
+//!   cpu  27623 0 8651 56374 904 0 66 19 0 0      ← the sum: ignored
+//!   cpu0 13276 0 4106 29170 254 0 9 7 0 0        ← user nice system idle
+//!   cpu1 14347 0 4544 27203 650 0 56 12 0 0        iowait irq softirq steal …
+//!   intr 295445 0 0 …                            ← skipped
+//!   procs_running 3                              ← runnable now, ours included
+//! ```
+//!
+//! Busy = user + nice + system + irq + softirq, in clock ticks
+//! (`sysconf(_SC_CLK_TCK)`, 100 a second on Linux). Idle and iowait are
+//! not busy; steal (the hypervisor's) and guest (already inside user) are
+//! left out. A CPU that is offline has no line. `procs_running` counts the
+//! threads in state R on every CPU at the moment of the read, the reading
+//! thread itself included.
+//!
+//! Invariants: a parse either gives every online CPU's line and the
+//! runnable count, or fails (`None`): a truncated or garbled file is never
+//! half-read.
+
+use super::LoadSampler;
+use crate::error::Error;
+use dfsched_core::CpuId;
+
+/// What a pass reads from `/proc/stat`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuStat {
+    /// Busy clock ticks since boot, per CPU, in the file's order (CPU
+    /// order on Linux).
+    pub busy_ticks: Vec<(CpuId, u64)>,
+    /// Threads running or runnable on the whole machine at the read.
+    pub procs_running: u32,
+}
+
+/// Parses the text of `/proc/stat`; `None` if a `cpuN` line is garbled or
+/// has fewer than the 7 fields up to softirq, if there is no `cpuN` line or
+/// no `procs_running` line, or if a CPU number is past
+/// [`dfsched_core::cpuset::MAX_CPUS`].
+pub fn parse_cpu_stat(text: &str) -> Option<CpuStat> {
+    let mut out = CpuStat::default();
+    let mut running = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("cpu") {
+            let (cpu, fields) = rest.split_once(' ')?;
+            if cpu.is_empty() {
+                continue; // the machine's sum
+            }
+            let cpu: u32 = cpu.parse().ok()?;
+            if cpu >= dfsched_core::cpuset::MAX_CPUS {
+                return None;
+            }
+            let mut f = fields.split_ascii_whitespace().map(|v| v.parse::<u64>());
+            let mut next = || f.next()?.ok();
+            let (user, nice, system) = (next()?, next()?, next()?);
+            let (_idle, _iowait) = (next()?, next()?);
+            let (irq, softirq) = (next()?, next()?);
+            let busy = [nice, system, irq, softirq]
+                .iter()
+                .try_fold(user, |a, &b| a.checked_add(b))?;
+            out.busy_ticks.push((CpuId(cpu), busy));
+        } else if let Some(n) = line.strip_prefix("procs_running ") {
+            running = Some(n.trim().parse().ok()?);
+        }
+    }
+    out.procs_running = running?;
+    (!out.busy_ticks.is_empty()).then_some(out)
+}
+
+impl LoadSampler {
+    /// Reads and parses `PROC/stat` (one file).
+    pub fn cpu_stat(&mut self) -> Result<CpuStat, Error> {
+        let path = self.proc_root.join("stat");
+        let parsed = match self.read_small(&path) {
+            Some(text) => parse_cpu_stat(text).ok_or("unparsable"),
+            None => Err("unreadable"),
+        };
+        parsed.map_err(|reason| Error::Io {
+            path,
+            reason: reason.into(),
+        })
+    }
+
+    /// Process `pid`'s CPU time, all its threads', in clock ticks (`PROC/PID/stat`
+    /// fields 14 + 15); `None` if it cannot be read.
+    pub fn process_cpu_ticks(&mut self, pid: u32) -> Option<u64> {
+        let path = self.proc_root.join(pid.to_string()).join("stat");
+        self.read_stat(&path).map(|f| f.cpu_ticks)
+    }
+}
+
+/// Clock ticks per second of `/proc` times (`_SC_CLK_TCK`); 100 if it
+/// cannot be read (the value of every Linux architecture).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf reads a constant of the C library; no memory is
+    // passed.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const STAT: &str = "cpu  27623 0 8651 56374 904 0 66 19 0 0
+cpu0 13276 1 4106 29170 254 2 9 7 0 0
+cpu1 14347 0 4544 27203 650 0 56 12 0 0
+intr 295445 0 0 0 0 0 1 1 16
+ctxt 552839
+btime 1764072000
+processes 18424
+procs_running 3
+procs_blocked 0
+softirq 1 2 3
+";
+
+    #[test]
+    fn parses_busy_ticks_per_cpu_and_the_runnable_count() {
+        let s = parse_cpu_stat(STAT).unwrap();
+        assert_eq!(
+            s.busy_ticks,
+            vec![
+                (CpuId(0), 13276 + 1 + 4106 + 2 + 9),
+                (CpuId(1), 14347 + 4544 + 56)
+            ]
+        );
+        assert_eq!(s.procs_running, 3);
+        // Old kernels print only the first 7 fields.
+        let old = "cpu0 1 2 3 4 5 6 7\nprocs_running 1\n";
+        assert_eq!(
+            parse_cpu_stat(old).unwrap().busy_ticks,
+            vec![(CpuId(0), 1 + 2 + 3 + 6 + 7)]
+        );
+        // Sparse CPU numbers (CPU 1 offline) are kept as they are.
+        let sparse = "cpu0 1 0 0 9 0 0 0\ncpu2 2 0 0 9 0 0 0\nprocs_running 0\n";
+        let s = parse_cpu_stat(sparse).unwrap();
+        assert_eq!(s.busy_ticks, vec![(CpuId(0), 1), (CpuId(2), 2)]);
+    }
+
+    #[test]
+    fn refuses_truncated_or_garbled_text() {
+        // Cut inside the file: the runnable count is missing.
+        let cut = &STAT[..STAT.find("procs_running").unwrap()];
+        assert_eq!(parse_cpu_stat(cut), None);
+        // Cut inside a CPU's line.
+        let cut = STAT.replace("cpu1 14347 0 4544 27203 650 0 56 12 0 0", "cpu1 14347 0");
+        assert_eq!(parse_cpu_stat(&cut), None);
+        for bad in [
+            "",
+            "garbage",
+            "procs_running 3\n",
+            "cpu0 1 2 3 4 5 6 x\nprocs_running 1\n",
+            "cpux 1 2 3 4 5 6 7\nprocs_running 1\n",
+            "cpu0 1 2 3 4 5 6 7\nprocs_running many\n",
+            "cpu0 1 2 3 4 5 6 7\nprocs_running -1\n",
+            "cpu99999999 1 2 3 4 5 6 7\nprocs_running 1\n",
+            "cpu0 18446744073709551615 1 0 0 0 0 0\nprocs_running 1\n",
+            "\u{0}\u{1}\u{2}",
+        ] {
+            assert_eq!(parse_cpu_stat(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn reads_this_machines_file() {
+        let text = std::fs::read_to_string("/proc/stat").unwrap();
+        let s = parse_cpu_stat(&text).unwrap();
+        // The reading thread is running.
+        assert!(s.procs_running >= 1);
+        let online: dfsched_core::CpuSet =
+            std::fs::read_to_string("/sys/devices/system/cpu/online")
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+        assert_eq!(s.busy_ticks.len(), online.len());
+        assert_eq!(clock_ticks_per_sec(), 100);
+    }
+}

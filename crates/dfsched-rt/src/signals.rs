@@ -1,0 +1,393 @@
+//! The outside load from per-CPU signals: the rule that turns one pass's
+//! cheap readings into the unmanaged part of `Event::ExternalLoadMilli`,
+//! in thousandths of one of our threads per CPU. Pure: the readings come
+//! in as values (`/proc/stat` from `procfs/cpustat.rs`, the weight from the
+//! refresh in `procfs/refresh.rs`); the runtime (`external.rs`) and the
+//! agent (`agent/scan.rs`) both call it.
+//!
+//! # The signals, and why these
+//!
+//! A pass may cost O(CPUs + our own threads), never O(threads on the
+//! machine), so it reads one file, `/proc/stat`:
+//!
+//! - `u_c`, the **outside busy fraction** of CPU `c`: its busy time over the
+//!   last ≥ [`MIN_BUSY_WINDOW_NS`] less our own CPU time over the same
+//!   window, attributed to the CPUs our runnable threads were placed on
+//!   (in proportion to their shares), clamped to `0 ..= 1`. Time is in
+//!   clock ticks (10 ms), so a window under 100 ms would be mostly
+//!   rounding; faster passes reuse the last window's fractions.
+//! - `n`, the **outside runnable threads** now: `procs_running` less the
+//!   reading thread, less our own runnable threads (the engine's count),
+//!   never below 0.
+//!
+//! Busy time alone saturates: one spinning thread or five on a CPU both
+//! make it busy, and only the count tells them apart. The count alone has
+//! no CPU. So the count is spread over the CPUs in proportion to their
+//! outside busy time, and a CPU never counts less than its busy fraction:
+//!
+//! ```text
+//!   threads_c = u_c × max(1, n / Σu)        (Σ over CPUs: max(Σu, n))
+//!   load_c    = threads_c × ρ               (ρ in thousandths of our thread)
+//! ```
+//!
+//! `ρ` is what one outside runnable thread weighs against one of ours, the
+//! CFS-group weighing (`weigh.rs`) averaged over the threads a per-thread
+//! refresh last saw (`procfs/refresh.rs`: rare and budgeted): 1000 for a
+//! thread of our own session at our nice, 1000/30 ≈ 33 for each of a
+//! 30-thread build in another session of our group's weight. Before any refresh has seen an
+//! outside runnable thread, ρ = [`DEFAULT_WEIGHT_MILLI`] (one of ours, as
+//! counting had it). The signals decide *how much* and *where*; the refresh
+//! only *how heavy*: load that goes away leaves `u` and `n` at the next
+//! window and is dropped at once, lasting load is seen whatever the
+//! refresh's age, and bursts are left to the window (`external.rs`).
+//!
+//! Worked numbers (2 CPUs, another session's 10 spinning threads and our 2
+//! spinning ones, each CPU shared half and half by the two groups):
+//! `u = (0.5, 0.5)`, `n = 10`, `threads_c = 0.5 × 10 = 5`, ρ = 1000/10 =
+//! 100 (the group weighs one of ours in all), `load_c = 500`. The same 10 threads in our own session take 5/6 of
+//! each CPU: `threads_c = 0.83 × 6 = 5`, ρ = 1000, `load_c = 5000`.
+//!
+//! # What it gets wrong
+//!
+//! - Where the queues are: the runnable count is machine-wide, so it is
+//!   spread by busy time. Five threads queued on CPU 0 and one on CPU 1
+//!   (both busy) read as three and three.
+//! - One weight for all: ρ is a mean, so a light group on CPU 0 and a heavy
+//!   one on CPU 1 weigh the same on both, and a change in the mix (a build
+//!   starting in our own session after one in another) is weighed as the
+//!   old mix until the next refresh (seconds).
+//! - Our own threads: their runnable count is the engine's (a thread the
+//!   idle step has not yet found blocked counts as runnable, so the outside
+//!   count is low by as much) and their CPU time is attributed to the CPUs
+//!   they were placed on, not where they ran.
+//! - Load the refresh cannot see (another pid namespace: a container) is
+//!   counted by the signals, weighed at the refresh's mean.
+//! - `procs_running` is an instant: a burst at the read inflates `n` for
+//!   that pass (the window's minimum takes it out).
+//!
+//! Invariants (the property tests): every estimate is in CPU order with no
+//! zero; `threads_c ≤ max(1, n)` whole threads; Σ threads = max(Σu, n);
+//! `load_c ≤ threads_c × ρ`; no busy time, no load.
+
+use dfsched_core::CpuId;
+use std::collections::BTreeMap;
+
+/// The least wall time over which busy fractions are taken: `/proc/stat`
+/// counts in 10 ms ticks, so 100 ms gives ±10 % per CPU.
+pub const MIN_BUSY_WINDOW_NS: u64 = 100_000_000;
+
+/// What an outside thread weighs before a refresh has weighed any: one of
+/// ours.
+pub const DEFAULT_WEIGHT_MILLI: u64 = 1000;
+
+/// One CPU fully busy, in thousandths.
+const FULL: u64 = 1000;
+
+/// Outside busy fractions per CPU, from successive `/proc/stat` readings.
+///
+/// Invariants: the fractions are in thousandths, `0..=1000`, in CPU order;
+/// they change only when a window of at least [`MIN_BUSY_WINDOW_NS`] has
+/// closed; our CPU time is summed over exactly the window it is taken
+/// from.
+#[derive(Clone, Debug)]
+pub struct BusyTracker {
+    /// Nanoseconds per clock tick.
+    ns_per_tick: u64,
+    /// The reading that opened the current window: `(at_ns, busy ticks)`.
+    start: Option<(u64, Vec<(CpuId, u64)>)>,
+    /// Our own CPU time since the window opened, per CPU, in nanoseconds.
+    own_ns: BTreeMap<CpuId, u64>,
+    /// The fractions of the last closed window.
+    last: Vec<(CpuId, u64)>,
+}
+
+impl BusyTracker {
+    /// A tracker of `/proc/stat` times counted in `ticks_per_sec`.
+    pub fn new(ticks_per_sec: u64) -> BusyTracker {
+        BusyTracker {
+            ns_per_tick: 1_000_000_000 / ticks_per_sec.clamp(1, 1_000_000_000),
+            start: None,
+            own_ns: BTreeMap::new(),
+            last: Vec::new(),
+        }
+    }
+
+    /// Takes a reading at `at_ns` (monotonic; never decreasing): the busy
+    /// ticks per CPU and our own CPU time since the previous reading per
+    /// CPU, in nanoseconds. Returns the outside busy fraction per CPU (in
+    /// thousandths, CPUs with none left out) of the last window that closed:
+    /// empty until one has.
+    pub fn observe(
+        &mut self,
+        at_ns: u64,
+        busy_ticks: &[(CpuId, u64)],
+        own_since_last_ns: &[(CpuId, u64)],
+    ) -> &[(CpuId, u64)] {
+        let Some((start_ns, start_busy)) = &self.start else {
+            self.start = Some((at_ns, busy_ticks.to_vec()));
+            return &self.last;
+        };
+        for &(cpu, ns) in own_since_last_ns {
+            let e = self.own_ns.entry(cpu).or_default();
+            *e = e.saturating_add(ns);
+        }
+        let elapsed = at_ns.saturating_sub(*start_ns);
+        if elapsed < MIN_BUSY_WINDOW_NS {
+            return &self.last;
+        }
+        let mut out = Vec::with_capacity(busy_ticks.len());
+        for &(cpu, ticks) in busy_ticks {
+            // A CPU that came online inside the window has no start: none.
+            let Ok(i) = start_busy.binary_search_by_key(&cpu, |&(c, _)| c) else {
+                continue;
+            };
+            let busy_ns = ticks
+                .saturating_sub(start_busy[i].1)
+                .saturating_mul(self.ns_per_tick);
+            let outside = busy_ns.saturating_sub(self.own_ns.get(&cpu).copied().unwrap_or(0));
+            let frac = (u128::from(outside) * u128::from(FULL) / u128::from(elapsed)) as u64;
+            let frac = frac.min(FULL);
+            if frac > 0 {
+                out.push((cpu, frac));
+            }
+        }
+        out.sort_unstable();
+        self.last = out;
+        self.start = Some((at_ns, busy_ticks.to_vec()));
+        self.own_ns.clear();
+        &self.last
+    }
+}
+
+/// Our own CPU time `delta_ns` spread over the CPUs in proportion to
+/// `shares` (our runnable threads' load per CPU, in thousandths), in CPU
+/// order; all of it on no CPU if there are no shares (then it cannot be
+/// told from the outside's, and is not taken off).
+pub fn attribute(delta_ns: u64, shares: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
+    let total: u128 = shares.iter().map(|&(_, m)| u128::from(m)).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut out: BTreeMap<CpuId, u64> = BTreeMap::new();
+    for &(cpu, m) in shares {
+        let ns = (u128::from(delta_ns) * u128::from(m) / total) as u64;
+        *out.entry(cpu).or_default() += ns;
+    }
+    out.into_iter().filter(|&(_, ns)| ns > 0).collect()
+}
+
+/// Outside runnable threads now: `procs_running` less the reading thread
+/// and `ours_milli` (our own runnable threads, in thousandths: rounded to
+/// the nearest thread), never below 0.
+pub fn outside_runnable(procs_running: u32, ours_milli: u64) -> u32 {
+    let ours = u32::try_from(ours_milli.saturating_add(FULL / 2) / FULL).unwrap_or(u32::MAX);
+    procs_running.saturating_sub(1).saturating_sub(ours)
+}
+
+/// The weight of one outside runnable thread, in thousandths of one of
+/// ours, from a refresh's weighed load (thousandths per CPU) of `runnable`
+/// threads; `None` if it saw none.
+pub fn mean_weight_milli(weighed: &[(CpuId, u64)], runnable: usize) -> Option<u64> {
+    if runnable == 0 {
+        return None;
+    }
+    let total: u128 = weighed.iter().map(|&(_, m)| u128::from(m)).sum();
+    Some(u64::try_from(total / runnable as u128).unwrap_or(u64::MAX))
+}
+
+/// One pass's estimate of the unmanaged load.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// Weighed load per CPU in thousandths of one of our threads (`load_c`
+    /// of the module doc), CPUs with none left out, in CPU order.
+    pub milli: Vec<(CpuId, u64)>,
+    /// Outside threads per CPU, unweighed and rounded to whole threads
+    /// (`threads_c`), CPUs with none left out, in CPU order.
+    pub counted: Vec<(CpuId, u32)>,
+}
+
+/// The rule of the module doc: `busy` (outside busy fractions per CPU, in
+/// thousandths, each CPU once), `runnable` (`n`) and `weight_milli` (`ρ`).
+pub fn estimate(busy: &[(CpuId, u64)], runnable: u32, weight_milli: u64) -> Estimate {
+    let busy_total: u128 = busy.iter().map(|&(_, u)| u128::from(u.min(FULL))).sum();
+    if busy_total == 0 {
+        return Estimate::default();
+    }
+    // threads_c in thousandths: u_c × max(1, n / Σu), with Σu in CPUs.
+    let n_milli = u128::from(runnable) * u128::from(FULL);
+    let mut out = Estimate::default();
+    let mut sorted: Vec<(CpuId, u64)> = busy.to_vec();
+    sorted.sort_unstable();
+    for (cpu, u) in sorted {
+        let u = u128::from(u.min(FULL));
+        let threads = if n_milli > busy_total {
+            u * n_milli / busy_total
+        } else {
+            u
+        };
+        let load = threads * u128::from(weight_milli) / u128::from(FULL);
+        let load = u64::try_from(load).unwrap_or(u64::MAX);
+        if load > 0 {
+            out.milli.push((cpu, load));
+        }
+        let whole = u32::try_from((threads + u128::from(FULL / 2)) / u128::from(FULL))
+            .unwrap_or(u32::MAX);
+        if whole > 0 {
+            out.counted.push((cpu, whole));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const C0: CpuId = CpuId(0);
+    const C1: CpuId = CpuId(1);
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn another_sessions_build_beside_our_pair_weighs_its_share() {
+        // The module doc's numbers: each CPU half ours, half theirs.
+        let e = estimate(&[(C0, 500), (C1, 500)], 10, 100);
+        assert_eq!(e.counted, vec![(C0, 5), (C1, 5)]);
+        assert_eq!(e.milli, vec![(C0, 500), (C1, 500)]);
+        // In our own session: 5/6 of each CPU, 10 threads, 1000 each.
+        let e = estimate(&[(C0, 833), (C1, 833)], 10, 1000);
+        assert_eq!(e.milli, vec![(C0, 5000), (C1, 5000)]);
+    }
+
+    #[test]
+    fn a_busy_cpu_counts_at_least_its_busy_fraction() {
+        // One thread busy 60 % of CPU 1, nothing runnable at the read.
+        let e = estimate(&[(C1, 600)], 0, 1000);
+        assert_eq!(e.milli, vec![(C1, 600)]);
+        assert_eq!(e.counted, vec![(C1, 1)]);
+        // Nothing busy: nothing, whatever the count says (threads that woke
+        // just now; their CPU shows at the next window).
+        assert_eq!(estimate(&[], 7, 1000), Estimate::default());
+    }
+
+    #[test]
+    fn the_count_goes_where_the_busy_time_is() {
+        // 5 runnable threads, CPU 0 busy, CPU 1 a quarter busy.
+        let e = estimate(&[(C0, 1000), (C1, 250)], 5, 1000);
+        assert_eq!(e.milli, vec![(C0, 4000), (C1, 1000)]);
+        assert_eq!(e.counted, vec![(C0, 4), (C1, 1)]);
+    }
+
+    #[test]
+    fn busy_fractions_need_a_whole_window_and_leave_our_time_out() {
+        let mut t = BusyTracker::new(100);
+        // Ticks are 10 ms: 10 ticks over 100 ms is a whole CPU.
+        assert!(t.observe(0, &[(C0, 100), (C1, 100)], &[]).is_empty());
+        // 50 ms on: not a window yet; our 20 ms on CPU 0 is kept for it.
+        assert!(t
+            .observe(50 * MS, &[(C0, 105), (C1, 103)], &[(C0, 20 * MS)])
+            .is_empty());
+        // 100 ms: CPU 0 busy 100 ms of which 40 ours, CPU 1 busy 50 ms.
+        let got = t
+            .observe(100 * MS, &[(C0, 110), (C1, 105)], &[(C0, 20 * MS)])
+            .to_vec();
+        assert_eq!(got, vec![(C0, 600), (C1, 500)]);
+        // The next window starts afresh; our time never takes a CPU below 0
+        // and busy time never above 1 (ticks rounding).
+        let got = t
+            .observe(200 * MS, &[(C0, 111), (C1, 117)], &[(C0, 90 * MS)])
+            .to_vec();
+        assert_eq!(got, vec![(C1, 1000)]);
+        // A CPU that came online mid-window waits for the next one.
+        let got = t
+            .observe(300 * MS, &[(C0, 121), (C1, 117), (CpuId(2), 9)], &[])
+            .to_vec();
+        assert_eq!(got, vec![(C0, 1000)]);
+    }
+
+    #[test]
+    fn our_time_is_attributed_by_our_shares() {
+        assert_eq!(
+            attribute(90, &[(C0, 2000), (C1, 1000)]),
+            vec![(C0, 60), (C1, 30)]
+        );
+        assert!(attribute(90, &[]).is_empty());
+        assert!(attribute(90, &[(C0, 0)]).is_empty());
+    }
+
+    #[test]
+    fn the_outside_count_leaves_out_the_reader_and_our_threads() {
+        assert_eq!(outside_runnable(7, 2000), 4);
+        assert_eq!(outside_runnable(7, 2499), 4);
+        assert_eq!(outside_runnable(7, 2500), 3);
+        assert_eq!(outside_runnable(1, 0), 0);
+        assert_eq!(outside_runnable(0, 5000), 0);
+        assert_eq!(outside_runnable(3, u64::MAX), 0);
+    }
+
+    #[test]
+    fn the_mean_weight_of_a_refresh() {
+        assert_eq!(mean_weight_milli(&[(C0, 500), (C1, 500)], 4), Some(250));
+        assert_eq!(mean_weight_milli(&[], 0), None);
+        assert_eq!(mean_weight_milli(&[(C0, 7)], 0), None);
+    }
+
+    fn arb_busy() -> impl Strategy<Value = Vec<(CpuId, u64)>> {
+        prop::collection::btree_map(0u32..16, 0u64..1500, 0..16)
+            .prop_map(|m| m.into_iter().map(|(c, u)| (CpuId(c), u)).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn no_cpu_carries_more_than_it_can(
+            busy in arb_busy(), n in 0u32..100_000, w in 0u64..90_000_000
+        ) {
+            let e = estimate(&busy, n, w);
+            let most_threads = u64::from(n.max(1)) * FULL;
+            for &(cpu, m) in &e.milli {
+                // threads_c ≤ max(1, n), so load_c ≤ max(1, n) × ρ.
+                prop_assert!(
+                    u128::from(m) <= u128::from(most_threads) * u128::from(w) / 1000,
+                    "{cpu}: {m}"
+                );
+                prop_assert!(busy.iter().any(|&(c, u)| c == cpu && u > 0));
+            }
+            for &(_, k) in &e.counted {
+                prop_assert!(k <= n.max(1));
+            }
+            prop_assert!(e.milli.windows(2).all(|p| p[0].0 < p[1].0));
+            prop_assert!(e.milli.iter().all(|&(_, m)| m > 0));
+            prop_assert!(e.counted.iter().all(|&(_, k)| k > 0));
+        }
+
+        #[test]
+        fn the_threads_add_up_to_the_busy_time_or_the_count(
+            busy in arb_busy(), n in 0u32..1000
+        ) {
+            // At ρ = 1000 the load is threads_c: Σ = max(Σu, n), less the
+            // rounding down of each CPU.
+            let e = estimate(&busy, n, 1000);
+            let total: u64 = e.milli.iter().map(|&(_, m)| m).sum();
+            let busy_total: u64 = busy.iter().map(|&(_, u)| u.min(1000)).sum();
+            let want = if busy_total == 0 { 0 } else { busy_total.max(u64::from(n) * 1000) };
+            prop_assert!(total <= want && total + busy.len() as u64 >= want,
+                "{total} vs {want}");
+        }
+
+        #[test]
+        fn fractions_stay_within_a_cpu(
+            steps in prop::collection::vec((0u64..400, 0u64..60, 0u64..60, 0u64..200), 1..30)
+        ) {
+            let mut t = BusyTracker::new(100);
+            let (mut now, mut b0, mut b1) = (0u64, 0u64, 0u64);
+            t.observe(0, &[(C0, 0), (C1, 0)], &[]);
+            for (d_ms, d0, d1, own_ms) in steps {
+                now += d_ms * MS;
+                b0 += d0;
+                b1 += d1;
+                let got = t.observe(now, &[(C0, b0), (C1, b1)], &[(C1, own_ms * MS)]);
+                prop_assert!(got.iter().all(|&(_, f)| f > 0 && f <= 1000));
+            }
+        }
+    }
+}
