@@ -167,7 +167,10 @@ impl Inner {
         // our CPU time by it (signals.rs). The external lock is only ever
         // taken inside the state lock here, never the other way round.
         if self.config.external_load {
-            let shares = own_shares(&st.engine.load_milli(), &st.stats.external_load_per_cpu_milli);
+            let shares = own_shares(
+                &st.engine.load_milli(),
+                &st.stats.external_load_per_cpu_milli,
+            );
             self.external
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

@@ -230,8 +230,8 @@ pub fn estimate(busy: &[(CpuId, u64)], runnable: u32, weight_milli: u64) -> Esti
         if load > 0 {
             out.milli.push((cpu, load));
         }
-        let whole = u32::try_from((threads + u128::from(FULL / 2)) / u128::from(FULL))
-            .unwrap_or(u32::MAX);
+        let whole =
+            u32::try_from((threads + u128::from(FULL / 2)) / u128::from(FULL)).unwrap_or(u32::MAX);
         if whole > 0 {
             out.counted.push((cpu, whole));
         }

@@ -39,29 +39,30 @@
 //! still lives) is missing from the unmanaged load until the next scan, at
 //! most one bound.
 
-use crate::procfs::{LoadSampler, OutsideSample};
+use crate::procfs::{clock_ticks_per_sec, Refresh, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
+use crate::signals::{self, BusyTracker, Estimate};
 use crate::weigh::SchedGroup;
 use dfsched_core::CpuId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The default freshness bound of the shared scan, in milliseconds: half
+/// The default freshness bound of the shared sample, in milliseconds: half
 /// the runtimes' default balancer interval (see the module doc for why).
 pub const DEFAULT_SCAN_FRESH_MS: u64 = 50;
 
 /// What [`SharedScan::get`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Scanned {
-    /// The last scan was fresh enough and was reused.
+    /// The last sample was fresh enough and was reused.
     Reused,
-    /// A new scan was taken.
+    /// A new sample was taken.
     Taken,
-    /// A new scan was tried and failed (`/proc` could not be listed).
+    /// A new sample was tried and failed (`/proc/stat` could not be read).
     Failed,
 }
 
-/// One client's share of the scan: the unmanaged load counted and, if
+/// One client's share of the sample: the unmanaged load counted and, if
 /// asked, weighed against the client's group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct ForClient {
@@ -71,29 +72,59 @@ pub(super) struct ForClient {
     pub(super) milli: Option<Vec<(CpuId, u64)>>,
 }
 
-/// The last scan and the sampler's buffers.
+/// The registered processes as a sample needs them: pid → its reported
+/// load per CPU (thousandths).
+pub(super) type Registered = BTreeMap<u32, Vec<(CpuId, u64)>>;
+
+/// The last sample, the signals' state and the refresh.
 #[derive(Debug)]
 pub(super) struct SharedScan {
-    sampler: LoadSampler,
-    /// When the last scan (successful or not) started.
+    refresh: Refresh,
+    busy: BusyTracker,
+    ns_per_tick: u64,
+    /// Each registered process's CPU ticks at the last sample (only
+    /// registered ones: bounded by the clients).
+    ticks: HashMap<u32, u64>,
+    /// When the last sample (successful or not) started.
     taken: Option<Instant>,
-    /// Its result; `None` if it failed.
-    sample: Option<OutsideSample>,
+    /// Its outside busy fractions and runnable count; `None` if it failed.
+    sample: Option<(Vec<(CpuId, u64)>, u32)>,
+    /// Each client's weight (thousandths of its thread), by the refresh
+    /// generation it was computed from; cleared with each generation.
+    weights: HashMap<u32, Option<u64>>,
+    weights_of: u64,
+    started: Instant,
 }
 
 impl SharedScan {
     pub(super) fn new(proc_root: impl Into<PathBuf>) -> SharedScan {
+        let hz = clock_ticks_per_sec();
         SharedScan {
-            sampler: LoadSampler::new(proc_root),
+            refresh: Refresh::new(
+                proc_root,
+                Duration::from_millis(DEFAULT_REFRESH_MS),
+                Duration::from_micros(REFRESH_BUDGET_US),
+            ),
+            busy: BusyTracker::new(hz),
+            ns_per_tick: 1_000_000_000 / hz,
+            ticks: HashMap::new(),
             taken: None,
             sample: None,
+            weights: HashMap::new(),
+            weights_of: 0,
+            started: Instant::now(),
         }
     }
 
-    /// Takes a new scan if the last one is older than `fresh` (or there is
-    /// none); `skip` (the registered pids and the agent's) is only asked for
-    /// when a scan is taken.
-    pub(super) fn get(&mut self, fresh: Duration, skip: impl FnOnce() -> BTreeSet<u32>) -> Scanned {
+    /// Takes a new sample if the last one is older than `fresh` (or there
+    /// is none); `registered` (the registered processes with their load,
+    /// and the agent's own pid with none) is only asked for when one is
+    /// taken.
+    pub(super) fn get(
+        &mut self,
+        fresh: Duration,
+        registered: impl FnOnce() -> Registered,
+    ) -> Scanned {
         let now = Instant::now();
         let stale = match self.taken {
             Some(t) => now.saturating_duration_since(t) >= fresh,
@@ -102,9 +133,10 @@ impl SharedScan {
         if !stale {
             return Scanned::Reused;
         }
-        let skip = skip();
+        let registered = registered();
         self.taken = Some(now);
-        self.sample = self.sampler.sample_outside(|pid| skip.contains(&pid)).ok();
+        self.sample = self.take(now, &registered);
+        self.refresh.step(now, |pid| registered.contains_key(&pid));
         if self.sample.is_some() {
             Scanned::Taken
         } else {
@@ -112,27 +144,79 @@ impl SharedScan {
         }
     }
 
-    /// The last scan's unmanaged load for client `pid`: its threads of
-    /// processes not in `registered`, counted, and weighed against `pid`'s
-    /// CFS group if `weighed`; `None` if the last scan failed.
+    /// One sample of the signals: `/proc/stat`, less the registered
+    /// processes' CPU time (one `stat` each, attributed by their reported
+    /// load) and runnable threads (their reported load).
+    fn take(&mut self, now: Instant, registered: &Registered) -> Option<(Vec<(CpuId, u64)>, u32)> {
+        let stat = self.refresh.sampler().cpu_stat().ok()?;
+        let mut theirs: BTreeMap<CpuId, u64> = BTreeMap::new();
+        let mut ticks = HashMap::with_capacity(registered.len());
+        for (&pid, load) in registered {
+            let Some(t) = self.refresh.sampler().process_cpu_ticks(pid) else {
+                continue;
+            };
+            ticks.insert(pid, t);
+            let Some(&before) = self.ticks.get(&pid) else {
+                continue;
+            };
+            let delta_ns = t.saturating_sub(before).saturating_mul(self.ns_per_tick);
+            for (cpu, ns) in signals::attribute(delta_ns, load) {
+                *theirs.entry(cpu).or_default() += ns;
+            }
+        }
+        self.ticks = ticks;
+        let theirs: Vec<(CpuId, u64)> = theirs.into_iter().collect();
+        let at_ns = u64::try_from(now.duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
+        let busy = self.busy.observe(at_ns, &stat.busy_ticks, &theirs).to_vec();
+        let placed: u64 = registered.values().flatten().map(|&(_, m)| m).sum();
+        Some((busy, signals::outside_runnable(stat.procs_running, placed)))
+    }
+
+    /// The last sample's unmanaged load for client `pid`: counted, and
+    /// weighed against `pid`'s CFS group if `weighed` (the refresh's threads
+    /// of processes in `registered` left out); `None` if the last sample
+    /// failed.
     pub(super) fn for_client(
         &mut self,
         pid: u32,
         registered: &BTreeSet<u32>,
         weighed: bool,
     ) -> Option<ForClient> {
-        let sample = self.sample.as_ref()?;
-        let skip = |p: u32| registered.contains(&p);
-        let counted = sample.count(skip);
+        let (busy, runnable) = self.sample.clone()?;
+        let counted = signals::estimate(&busy, runnable, signals::DEFAULT_WEIGHT_MILLI).counted;
         let milli = weighed.then(|| {
-            let ours = match sample.context {
-                Some(ctx) => self.sampler.group_of(ctx, pid),
-                None => SchedGroup::Unknown,
-            };
-            let our_nice = self.sampler.nice_of(pid);
-            sample.weigh(&ours, our_nice, skip)
+            let weight = self.weight(pid, registered);
+            let Estimate { milli, .. } = signals::estimate(&busy, runnable, weight);
+            milli
         });
         Some(ForClient { counted, milli })
+    }
+
+    /// Client `pid`'s weight of an outside thread (`signals.rs`), computed
+    /// once per refresh generation.
+    fn weight(&mut self, pid: u32, registered: &BTreeSet<u32>) -> u64 {
+        let generation = self.refresh.generation();
+        if self.weights_of != generation {
+            self.weights.clear();
+            self.weights_of = generation;
+        }
+        if let Some(&w) = self.weights.get(&pid) {
+            return w.unwrap_or(signals::DEFAULT_WEIGHT_MILLI);
+        }
+        let w = self.refresh.sample().cloned().and_then(|sample| {
+            let sampler = self.refresh.sampler();
+            let ours = match sample.context {
+                Some(ctx) => sampler.group_of(ctx, pid),
+                None => SchedGroup::Unknown,
+            };
+            let our_nice = sampler.nice_of(pid);
+            let skip = |p: u32| registered.contains(&p);
+            let weighed = sample.weigh(&ours, our_nice, skip);
+            let kept = sample.threads.iter().filter(|t| !skip(t.pid)).count();
+            signals::mean_weight_milli(&weighed, kept)
+        });
+        self.weights.insert(pid, w);
+        w.unwrap_or(signals::DEFAULT_WEIGHT_MILLI)
     }
 }
 
@@ -140,13 +224,18 @@ impl SharedScan {
 mod tests {
     use super::*;
 
-    fn stat_line(state: char, threads: u64, cpu: u32) -> String {
-        // 52 fields as in Linux 6.x; only 3, 19, 20 and 39 matter here.
+    const C0: CpuId = CpuId(0);
+    const C1: CpuId = CpuId(1);
+
+    fn stat_line(state: char, ticks: u64, cpu: u32) -> String {
+        // 52 fields as in Linux 6.x; only 3, 14, 15, 19, 20 and 39 matter.
         let mut f: Vec<String> = (1..=52).map(|i| i.to_string()).collect();
         f[1] = "(x)".into();
         f[2] = state.to_string();
+        f[13] = ticks.to_string();
+        f[14] = "0".into();
         f[18] = "0".into(); // nice
-        f[19] = threads.to_string();
+        f[19] = "1".into(); // threads
         f[38] = cpu.to_string();
         f.join(" ")
     }
@@ -157,104 +246,129 @@ mod tests {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+    impl Root {
+        fn write(&self, rel: &str, text: &str) {
+            let p = self.0.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        /// `/proc/stat` with these busy ticks and runnable count.
+        fn stat(&self, busy: [u64; 2], running: u32) {
+            self.write(
+                "stat",
+                &format!(
+                    "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {} 0 0 50 0 0 0 0 0 0\n\
+                     cpu1 {} 0 0 50 0 0 0 0 0 0\nprocs_running {running}\n",
+                    busy[0], busy[1]
+                ),
+            );
+        }
+    }
 
+    /// Processes 10, 11, 12 runnable (on CPUs 0, 1, 1), single-threaded.
     fn fixture() -> Root {
-        let root = std::env::temp_dir().join(format!(
+        let root = Root(std::env::temp_dir().join(format!(
             "dfsched-agent-scan-{}-{}",
             std::process::id(),
             crate::sys::gettid()
-        ));
-        let _ = std::fs::remove_dir_all(&root);
+        )));
+        let _ = std::fs::remove_dir_all(&root.0);
         for (pid, cpu) in [(10, 0), (11, 1), (12, 1)] {
-            let dir = root.join(pid.to_string());
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("stat"), stat_line('R', 1, cpu)).unwrap();
+            root.write(&format!("{pid}/stat"), &stat_line('R', 5, cpu));
         }
-        Root(root)
+        root.stat([0, 0], 1);
+        root
+    }
+
+    /// A window later: both CPUs busy by `busy` ticks more (10 = whole).
+    fn window(root: &Root, scan: &mut SharedScan, busy: [u64; 2], running: u32) {
+        std::thread::sleep(Duration::from_millis(110));
+        root.stat(busy, running);
+        assert_eq!(scan.get(Duration::ZERO, Registered::new), Scanned::Taken);
     }
 
     #[test]
-    fn a_fresh_scan_is_reused_and_a_stale_one_retaken() {
+    fn a_fresh_sample_is_reused_and_a_stale_one_retaken() {
         let root = fixture();
         let mut scan = SharedScan::new(&root.0);
         let none = BTreeSet::new();
-        let skip = || BTreeSet::from([12]);
-        assert_eq!(scan.get(Duration::from_secs(3600), skip), Scanned::Taken);
+        assert_eq!(scan.get(Duration::ZERO, Registered::new), Scanned::Taken);
+        // CPU 0 busy the whole window, 3 outside threads runnable (the
+        // reader is the fourth): all 3 queued on CPU 0.
+        window(&root, &mut scan, [20, 0], 4);
         let counted = |scan: &mut SharedScan| scan.for_client(1, &none, false).unwrap().counted;
-        assert_eq!(counted(&mut scan), vec![(CpuId(0), 1), (CpuId(1), 1)]);
-        // Within the bound: the same scan, even though /proc changed and
-        // the skip set would say otherwise (it is not even asked).
-        std::fs::remove_dir_all(root.0.join("10")).unwrap();
+        assert_eq!(counted(&mut scan), vec![(C0, 3)]);
+        // Within the bound: the same sample, even though /proc changed and
+        // the registered processes would say otherwise (not even asked).
+        root.stat([40, 40], 9);
         let how = scan.get(Duration::from_secs(3600), || unreachable!());
         assert_eq!(how, Scanned::Reused);
-        assert_eq!(counted(&mut scan).len(), 2);
-        // A zero bound rescans.
-        assert_eq!(scan.get(Duration::ZERO, skip), Scanned::Taken);
-        assert_eq!(counted(&mut scan), vec![(CpuId(1), 1)]);
+        assert_eq!(counted(&mut scan), vec![(C0, 3)]);
     }
 
     #[test]
-    fn a_failed_scan_gives_no_sample_and_is_not_retried_within_the_bound() {
+    fn a_failed_sample_gives_no_load_and_is_not_retried_within_the_bound() {
         let root = fixture();
         let mut scan = SharedScan::new(root.0.join("missing"));
-        let how = scan.get(Duration::from_secs(3600), BTreeSet::new);
+        let how = scan.get(Duration::from_secs(3600), Registered::new);
         assert_eq!(how, Scanned::Failed);
         assert_eq!(scan.for_client(1, &BTreeSet::new(), true), None);
-        let how = scan.get(Duration::from_secs(3600), BTreeSet::new);
+        let how = scan.get(Duration::from_secs(3600), Registered::new);
         assert_eq!(how, Scanned::Reused);
     }
 
     #[test]
-    fn processes_registered_after_the_scan_are_taken_out() {
+    fn registered_processes_cpu_time_and_threads_are_not_unmanaged() {
         let root = fixture();
         let mut scan = SharedScan::new(&root.0);
-        scan.get(Duration::ZERO, BTreeSet::new);
-        let counted = |scan: &mut SharedScan, registered: &[u32]| {
-            let registered: BTreeSet<u32> = registered.iter().copied().collect();
-            scan.for_client(1, &registered, false).unwrap().counted
-        };
-        assert_eq!(counted(&mut scan, &[]), vec![(CpuId(0), 1), (CpuId(1), 2)]);
-        assert_eq!(counted(&mut scan, &[10, 12]), vec![(CpuId(1), 1)]);
-        assert!(counted(&mut scan, &[10, 11, 12]).is_empty());
+        // Process 20 is registered with 2 threads placed on CPU 1.
+        root.write("20/stat", &stat_line('R', 100, 1));
+        let registered = || Registered::from([(20, vec![(C1, 2000)])]);
+        assert_eq!(scan.get(Duration::ZERO, registered), Scanned::Taken);
+        std::thread::sleep(Duration::from_millis(110));
+        // Both CPUs busy; CPU 1's time is all process 20's (its ticks grew
+        // by more than the window); 1 + 2 of its + 1 outside runnable.
+        root.write("20/stat", &stat_line('R', 130, 1));
+        root.stat([20, 20], 4);
+        assert_eq!(scan.get(Duration::ZERO, registered), Scanned::Taken);
+        let got = scan.for_client(1, &BTreeSet::from([20]), false).unwrap();
+        assert_eq!(got.counted, vec![(C0, 1)]);
     }
 
     #[test]
     fn each_client_gets_the_load_weighed_against_its_own_group() {
-        // 10, 11 and 12 in autogroup 5 (3 threads: 1 on CPU 0, 2 on CPU 1);
-        // client 20 in the same session, client 21 in another.
+        // 10, 11 and 12 in autogroup 5; client 20 in the same session,
+        // client 21 in another. The refresh publishes its first sample a
+        // gap after its baseline.
         let root = fixture();
-        let write = |rel: &str, text: &str| {
-            let p = root.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
-        write("sys/kernel/sched_autogroup_enabled", "1");
+        root.write("sys/kernel/sched_autogroup_enabled", "1");
         for (pid, group) in [(10, 5), (11, 5), (12, 5), (20, 5), (21, 6)] {
-            write(&format!("{pid}/cgroup"), "0::/\n");
-            write(
+            root.write(&format!("{pid}/cgroup"), "0::/\n");
+            root.write(
                 &format!("{pid}/autogroup"),
                 &format!("/autogroup-{group} nice 0"),
             );
         }
+        root.write("20/stat", &stat_line('S', 1, 0));
+        root.write("21/stat", &stat_line('S', 1, 0));
         let mut scan = SharedScan::new(&root.0);
-        scan.get(Duration::ZERO, BTreeSet::new);
+        let clients = || Registered::from([(20, Vec::new()), (21, Vec::new())]);
+        scan.get(Duration::ZERO, clients);
+        std::thread::sleep(Duration::from_millis(110));
+        root.stat([100, 100], 4);
+        scan.get(Duration::ZERO, clients);
+        assert_eq!(scan.refresh.generation(), 1, "the refresh published");
         let none = BTreeSet::new();
+        // Both CPUs busy, 3 threads: 1.5 on each.
         let same = scan.for_client(20, &none, true).unwrap();
-        assert_eq!(same.milli, Some(vec![(CpuId(0), 1000), (CpuId(1), 2000)]));
+        assert_eq!(same.counted, vec![(C0, 2), (C1, 2)]);
+        assert_eq!(same.milli, Some(vec![(C0, 1500), (C1, 1500)]));
+        // Another session: the group weighs one thread in all, 333 each.
         let other = scan.for_client(21, &none, true).unwrap();
-        assert_eq!(other.milli, Some(vec![(CpuId(0), 333), (CpuId(1), 666)]));
-        assert_eq!(other.counted, vec![(CpuId(0), 1), (CpuId(1), 2)]);
+        assert_eq!(other.milli, Some(vec![(C0, 499), (C1, 499)]));
         // Not asked: not weighed. An unknown client: thread by thread.
         assert_eq!(scan.for_client(21, &none, false).unwrap().milli, None);
         let unknown = scan.for_client(99, &none, true).unwrap();
-        assert_eq!(
-            unknown.milli,
-            Some(vec![(CpuId(0), 1000), (CpuId(1), 2000)])
-        );
-        // 12 registered since the scan: out of the load, still in its
-        // group's size.
-        let registered = BTreeSet::from([12]);
-        let other = scan.for_client(21, &registered, true).unwrap();
-        assert_eq!(other.milli, Some(vec![(CpuId(0), 333), (CpuId(1), 333)]));
+        assert_eq!(unknown.milli, Some(vec![(C0, 1500), (C1, 1500)]));
     }
 }

@@ -534,6 +534,13 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         }
     }
     let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
+    // Their load, for the shared sample to take their CPU time and
+    // runnable threads off the machine's (scan.rs); only read if it samples.
+    let loads: scan::Registered = st
+        .procs
+        .values()
+        .map(|p| (p.pid, p.load_milli.clone()))
+        .collect();
     let set = st.sets.iter().find(|s| s.members.contains(&pid));
     let mut view = View {
         others_milli: others.into_iter().filter(|&(_, m)| m > 0).collect(),
@@ -550,8 +557,8 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     let scanned = {
         let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
         let scanned = scan.get(fresh, || {
-            let mut skip = registered.clone();
-            skip.insert(shared.pid);
+            let mut skip = loads;
+            skip.entry(shared.pid).or_default();
             skip
         });
         // Processes registered since the scan are taken out here; the

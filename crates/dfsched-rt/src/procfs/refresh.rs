@@ -279,9 +279,7 @@ impl Refresh {
             // the last sweep (a process new since then: if it used any).
             let moved = match before {
                 Some(t) => t != f.cpu_ticks,
-                None => {
-                    !sweep.baseline && f.cpu_ticks > 0 && self.ticks.len() < MAX_TRACKED_PIDS
-                }
+                None => !sweep.baseline && f.cpu_ticks > 0 && self.ticks.len() < MAX_TRACKED_PIDS,
             };
             if !moved {
                 continue;
