@@ -335,3 +335,117 @@ fn a_co_thread_pair_beside_another_sessions_hogs_is_not_packed() {
         drop(hogs);
     });
 }
+
+/// The sleeping threads the pass-cost test puts beside a runtime.
+const SLEEPERS: usize = 2000;
+
+/// Not a test: the body of the child process of
+/// `a_pass_reads_the_same_files_beside_thousands_of_sleeping_threads`,
+/// which runs this binary with `--ignored --exact` and the variable set.
+#[test]
+#[ignore = "the child body of the pass-cost test, run by it in its own process"]
+fn sleepers_child() {
+    let n: usize = std::env::var("DFSCHED_TEST_SLEEPERS")
+        .expect("run by the pass-cost test")
+        .parse()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = Arc::new(Mutex::new(rx));
+    let threads: Vec<JoinHandle<()>> = (0..n)
+        .map(|_| {
+            let rx = Arc::clone(&rx);
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    // Each sleeps in the lock or the channel until stdin ends.
+                    let _ = rx.lock().map(|r| r.recv());
+                })
+                .unwrap()
+        })
+        .collect();
+    println!("ready");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    drop(tx);
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Threads of process `pid` (its `status`), 0 if unreadable.
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A pass beside another process of 2,000 sleeping threads opens one file
+/// (`/proc/stat`) when no refresh is due, and a refresh opens a few per
+/// process on the machine, never the sleepers' 2,000: the pass's work does
+/// not grow with threads that are not ours. Counted, not timed.
+#[test]
+fn a_pass_reads_the_same_files_beside_thousands_of_sleeping_threads() {
+    let _one = HOGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "sleepers_child", "--nocapture"])
+        .env("DFSCHED_TEST_SLEEPERS", SLEEPERS.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the sleepers' process");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for("the sleepers ready", || {
+        lines
+            .next()
+            .and_then(Result::ok)
+            .filter(|l| l.trim() == "ready")
+    });
+    // Premise: the child holds the sleepers, and the machine's processes
+    // are few enough that reading the sleepers would show in the count.
+    let pid = child.id();
+    assert!(threads_of(pid) > SLEEPERS, "{} threads", threads_of(pid));
+    let processes = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|s| s.parse::<u32>().is_ok()))
+        .count();
+    assert!(
+        processes * 8 < SLEEPERS,
+        "{processes} processes: too many to tell the sleepers' files apart"
+    );
+    let rt = sampling(Policy::DataAffinity);
+    // Three refreshes: the baseline, then two that compare CPU ticks.
+    wait_for("three refreshes", || {
+        rt.balance_now().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        (rt.stats().external_refreshes >= 3).then_some(())
+    });
+    let s = rt.stats();
+    assert!(
+        s.external_files_read < SLEEPERS as u64,
+        "{} files in {} passes, {} refreshes",
+        s.external_files_read,
+        s.external_load_own_scans,
+        s.external_refreshes
+    );
+    // Right after a refresh ends the next is seconds away: one file a pass.
+    rt.balance_now().unwrap();
+    let before = rt.stats();
+    for _ in 0..5 {
+        rt.balance_now().unwrap();
+    }
+    let after = rt.stats();
+    if after.external_refreshes == before.external_refreshes {
+        assert_eq!(after.external_files_read - before.external_files_read, 5);
+    }
+    assert_eq!(after.external_load_own_scans - before.external_load_own_scans, 5);
+    rt.shutdown();
+    drop(child.stdin.take());
+    let _ = child.kill();
+    let _ = child.wait();
+}
