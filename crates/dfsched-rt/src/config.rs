@@ -13,7 +13,7 @@
 //! | `DFSCHED_HEAVY_LOAD_MILLI` | runnable threads per CPU, in thousandths, from which a group's home is one CPU | `2000` | `1000`.. |
 //! | `DFSCHED_MAX_MOVES_PER_PASS` | moves (group moves, thread moves, splits) per balancer pass | `16` | `1`.. |
 //! | `DFSCHED_MOVE_UNMANAGED` | the balancer may pin a thread that is in no group (no DF; under `data-affinity`) to one CPU to even out the load; off, such threads are left to the kernel, which balances them itself (see `dfsched_core::Config::move_unmanaged`) | `0` | as `DFSCHED_DISABLE` |
-//! | `DFSCHED_EXTERNAL_LOAD` | before each pass, weigh other processes' runnable threads per CPU (from the agent's shared `/proc` scan, else from our own): a thread of our own CFS group (our autogroup, i.e. our session, or our cpu cgroup) counts as one thread (by its nice), another group counts as one thread in all, spread over the CPUs its runnable threads are on, since CFS shares a CPU between groups first (see [`crate::weigh`]) | `1` | as `DFSCHED_DISABLE` |
+//! | `DFSCHED_EXTERNAL_LOAD` | before each pass, estimate other processes' load per CPU (from the agent's shared sample, else from our own): busy time per CPU and the machine's runnable count from `/proc/stat`, less our own (see [`crate::signals`]), weighed by CFS group through a rare, budgeted per-thread refresh: a thread of our own CFS group (our autogroup, i.e. our session, or our cpu cgroup) counts as one thread (by its nice), another group counts as one thread in all, since CFS shares a CPU between groups first (see [`crate::weigh`]) | `1` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_EXTERNAL_WINDOW` | the weighed load of processes not under dfsched counts per CPU as its minimum over this many samples (one per pass), so that a momentary burst is ignored; `1` = the latest sample as it is (see [`crate::external`]) | `3` | `1`..=`100` |
 //! | `DFSCHED_IDLE_PASSES` | a registered thread that has used no CPU over this many balancer passes (and at least 200 ms) counts as blocked, not as load, until it uses CPU again (see [`crate::idle`]); `0` = every registered thread counts as runnable until it exits | `2` | `0`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
@@ -42,7 +42,7 @@
 //!
 //! Why a 100 ms balance interval: Linux 2.6, whose balancer the paper
 //! extends, rebalanced busy CPUs every ~100–200 ms. A shorter interval costs
-//! a `/proc` scan and a lock round per pass for little gain (hints already
+//! a `/proc/stat` read and a lock round per pass for little gain (hints already
 //! place threads at once); a longer one lets a bad initial placement live
 //! for seconds.
 
@@ -116,8 +116,9 @@ pub struct RuntimeConfig {
     /// doc for why). 0 starts no balancer thread: passes then run only
     /// through [`crate::Runtime::balance_now`].
     pub balance_interval_ms: u64,
-    /// Whether each balancer pass first counts other processes' runnable
-    /// threads per CPU (a `/proc` scan) and tells the engine. Default true.
+    /// Whether each balancer pass first estimates other processes' load per
+    /// CPU (`/proc/stat` and a rare refresh; see [`crate::signals`]) and
+    /// tells the engine. Default true.
     pub external_load: bool,
     /// The load of processes not under dfsched enters the engine as its
     /// per-CPU minimum over this many samples (one per pass); 1 takes each

@@ -5,9 +5,10 @@
 //!
 //! ```text
 //!   unmanaged: processes not under dfsched        others: dfsched processes
-//!   (the agent's shared scan, else our own         (the agent's view: what each
-//!    /proc scan), weighed by CFS group             one reported of its load)
-//!    (weigh.rs)                                             │
+//!   (the agent's shared sample, else our own       (the agent's view: what each
+//!    signals: /proc/stat less our own CPU time      one reported of its load)
+//!    and threads, weighed by CFS group through              │
+//!    the rare refresh; signals.rs)                          │
 //!        │                                                 │
 //!        ▼                                                 │
 //!   SustainedWindow: per CPU, the minimum                  │
@@ -17,35 +18,40 @@
 //!                  Event::ExternalLoadMilli { load_milli }
 //! ```
 //!
-//! # Why the unmanaged part is weighed, not counted
+//! # The unmanaged part: signals, weighed
 //!
-//! CFS shares a CPU between task groups (with autogroups, one per session)
-//! before threads: 30 runnable threads of a build in another terminal
-//! weigh about half a nice-0 thread per CPU on 2 CPUs, not 15, and
-//! counting them made the co-thread policy pack a small program onto one
-//! CPU for nothing. Our own scan weighs each outside thread by its
-//! process's group against ours (see [`crate::weigh`] for the rule); the
-//! agent does the same against the asking process's group
-//! (`View::unmanaged_milli`). An agent that sends only whole threads (an
-//! older one) is taken at 1000 per thread.
+//! Each pass reads one file, `/proc/stat`: its cost is O(CPUs + our own
+//! threads), whatever runs beside us (the rule, and what it gets wrong:
+//! [`crate::signals`]). How much an outside thread weighs against ours is
+//! CFS's group arithmetic ([`crate::weigh`]): 30 runnable threads of a
+//! build in another terminal weigh about half a nice-0 thread per CPU on 2
+//! CPUs, not 15, and counting them made the co-thread policy pack a small
+//! program onto one CPU for nothing. That needs each runnable thread's
+//! process group, so it comes from a rare, budgeted per-thread refresh
+//! (`procfs/refresh.rs`: at most one sweep every 2 s, 1 ms a pass), and
+//! the signals scale it: load that goes away is dropped at the next busy
+//! window, lasting load is seen however old the refresh. The agent does the
+//! same for all its clients, weighing per client (`View::unmanaged_milli`).
+//! An agent that sends only whole threads (an older one) is taken at 1000
+//! per thread.
 //!
 //! # Why only the unmanaged part is damped
 //!
-//! A `/proc` sample is a snapshot of which threads happen to be runnable at
-//! one instant. For a process not under dfsched that says little about the
-//! next 100 ms: a build's compiler jobs, a shell's commands, a daemon waking
-//! up are runnable for milliseconds at a time. Taken at face value, a
-//! 2-thread process on a 2-CPU machine that happens to sample two of them
-//! decides the machine is heavily loaded and packs itself onto one CPU,
-//! halving its own throughput (measured: 0.92–1.10 s against vanilla's
-//! 0.60–0.69 s for two independent spinning threads under `co-thread`).
-//! So the unmanaged load enters as its per-CPU *minimum* over the last K
-//! samples (in thousandths, after weighing): a CPU carries only the load
-//! that was there at each of the last K passes. Load that lasts is
-//! seen on the K-th pass (≈ 300 ms at the defaults); load that goes away is
-//! dropped at the first sample without it, since the minimum includes the
-//! latest sample. Before K samples exist, the missing ones count as empty:
-//! load present from the start is seen on the K-th pass too.
+//! The unmanaged estimate rests on an instant (`procs_running`) and on 100
+//! ms of busy time. For a process not under dfsched that says little about
+//! the next 100 ms: a build's compiler jobs, a shell's commands, a daemon
+//! waking up are runnable for milliseconds at a time. Taken at face value,
+//! a 2-thread process on a 2-CPU machine that happens to sample two of
+//! them decides the machine is heavily loaded and packs itself onto one
+//! CPU, halving its own throughput (measured: 0.92–1.10 s against
+//! vanilla's 0.60–0.69 s for two independent spinning threads under
+//! `co-thread`). So the unmanaged load enters as its per-CPU *minimum* over
+//! the last K samples (in thousandths, after weighing): a CPU carries only
+//! the load that was there at each of the last K passes. Load that lasts
+//! is seen on the K-th pass (≈ 300 ms at the defaults); load that goes away
+//! is dropped at the first sample without it, since the minimum includes
+//! the latest sample. Before K samples exist, the missing ones count as
+//! empty: load present from the start is seen on the K-th pass too.
 //!
 //! The other dfsched processes' load is not a snapshot: it is what their
 //! engines *placed* — each registered runnable thread's share of its
@@ -54,12 +60,9 @@
 //! balance against. Damping it would hide a process's move from the others
 //! for K passes, so that two engines would both pick the CPU that just
 //! looked free and pile their groups onto it, which is what the shared view
-//! exists to prevent. So it is added as reported, every pass.
-//!
-//! A consequence of taking the minimum per CPU: an unmanaged thread that
-//! keeps hopping between CPUs is counted only on a CPU it occupied at all K
-//! samples. Long-running CPU-bound threads mostly stay where the kernel put
-//! them, so lasting load is still seen.
+//! exists to prevent. So it is added as reported, every pass (and, when
+//! our own signals stand in for the agent's sample, taken off their busy
+//! time and runnable count, so that it is not counted twice).
 
 use crate::agent::link::AgentPass;
 use crate::error::Error;

@@ -133,26 +133,24 @@
 //! (`engine/hint_switch_known_df` in `--bench engine`), the rest is the
 //! read-back and the engine's data going cold on the new CPU.
 //!
-//! Weighing the outside load by CFS group ([`weigh`]) adds to a scan the
-//! reading of `/proc/PID/cgroup` and `/proc/PID/autogroup` of each process
-//! with a runnable thread: +13 µs on a scan of ≈ 375 µs with 65 quiet
-//! processes, +70–78 µs on ≈ 400 µs with 6 more spinning in sessions of
-//! their own (`cargo run --release -p dfsched-rt --example scan_cost 6`,
-//! under `prio.sh`, medians of 21 interleaved batches, 2026-11-22).
-//!
-//! A balancer pass that scans `/proc` itself for the external load costs
-//! ≈ 1.4 ms of CPU; with `dfsched agent` running, the agent scans once per
-//! 50 ms for all its clients and a pass costs ≈ 0.16 ms (9 processes of
-//! `dfsched bench cothreads`, 2026-11-22, `schedstat` of the
-//! `dfsched-balance` threads: before 12.8 % of one CPU for the nine, after
-//! 1.4 % plus the agent's 2.5–3 %). See [`agent`] and [`external`].
+//! The outside load (processes not under dfsched) comes from per-CPU
+//! signals, not a scan of every thread: a pass reads `/proc/stat` (busy time
+//! per CPU, the machine's runnable count) and its own CPU clock, and a rare
+//! budgeted refresh (at most one sweep of `/proc` every 2 s, 1 ms of it per
+//! pass, and a process's threads only if its CPU time moved) weighs an
+//! outside thread by CFS group ([`signals`], [`weigh`], [`external`]). Until
+//! 2026-11-25 every pass scanned `/proc/PID/task/TID/stat` of every thread:
+//! ≈ 1.7–2.2 ms a pass on a quiet machine, ≈ 33–36 ms beside one process of
+//! 2,000 sleeping threads, ≈ 162 ms beside 10,000 (≈ 16 µs per thread on
+//! the machine). With `dfsched agent` running, the agent takes one sample
+//! per 50 ms for all its clients, the same way ([`agent`]).
 //!
 //! The idle step (`DFSCHED_IDLE_PASSES`, [`idle`]) adds ≈ 0.5 µs per
 //! registered thread per pass — one `clock_gettime` on its CPU clock, and a
 //! read of its `/proc` state once per idle episode: 0.15–0.20 ms per pass
 //! for `dfsched bench chat`'s 320 threads (the `idle_cpu_ns` and
 //! `balancer_cpu_ns` counters, 9 runs, 2026-11-22), beside 1.2–2.0 ms for
-//! the rest of the pass with its own `/proc` scan.
+//! the rest of the pass with the per-thread `/proc` scan it had then.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

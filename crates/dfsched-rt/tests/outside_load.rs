@@ -412,7 +412,11 @@ fn a_pass_reads_the_same_files_beside_thousands_of_sleeping_threads() {
     let processes = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|s| s.parse::<u32>().is_ok()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|s| s.parse::<u32>().is_ok())
+        })
         .count();
     assert!(
         processes * 8 < SLEEPERS,
@@ -443,7 +447,10 @@ fn a_pass_reads_the_same_files_beside_thousands_of_sleeping_threads() {
     if after.external_refreshes == before.external_refreshes {
         assert_eq!(after.external_files_read - before.external_files_read, 5);
     }
-    assert_eq!(after.external_load_own_scans - before.external_load_own_scans, 5);
+    assert_eq!(
+        after.external_load_own_scans - before.external_load_own_scans,
+        5
+    );
     rt.shutdown();
     drop(child.stdin.take());
     let _ = child.kill();

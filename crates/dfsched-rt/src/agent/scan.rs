@@ -1,43 +1,48 @@
-//! The agent's one `/proc` scan, shared by every client: the runnable
-//! threads of the processes the agent does not have registered (the
-//! *unmanaged* load), which each runtime used to count for itself on every
-//! balancer pass.
+//! The agent's one sample of the unmanaged load (the processes it does not
+//! have registered), shared by every client: the same per-CPU signals and
+//! budgeted refresh a runtime uses alone (`signals.rs`,
+//! `procfs/refresh.rs`), with the registered processes in the place of the
+//! runtime's own threads.
 //!
 //! ```text
-//!   report from P ──► scan older than the freshness bound?
-//!                       yes: scan /proc once (skip the registered pids and
-//!                            the agent), keep each runnable thread with its
-//!                            pid, CPU, nice and its process's CFS group
-//!                       no:  reuse the last scan
-//!                     unmanaged       = the kept threads whose pid is not
-//!                                       registered *now*, counted per CPU
-//!                     unmanaged_milli = the same weighed against P's own
-//!                                       group (read from /proc/P), if asked
+//!   report from P ──► sample older than the freshness bound?
+//!                       yes: /proc/stat; each registered pid's stat (its
+//!                            CPU ticks, attributed to the CPUs its reported
+//!                            load is on); their reported runnable threads
+//!                            off the runnable count; a refresh step
+//!                       no:  reuse the last sample
+//!                     unmanaged       = the estimate's threads per CPU
+//!                     unmanaged_milli = the estimate weighed by P's weight
+//!                                       of an outside thread (the refresh's
+//!                                       threads weighed against P's group,
+//!                                       once per refresh), if asked
 //! ```
+//!
+//! A sample costs O(CPUs + registered processes) files, never one per
+//! thread on the machine; the refresh's per-thread look is rare and
+//! budgeted (its doc).
 //!
 //! Why a freshness bound of half the runtimes' 100 ms balancer interval
 //! ([`DEFAULT_SCAN_FRESH_MS`]): every pass then sees load at most 50 ms old,
 //! well inside the interval over which it acts, while N clients whose
-//! passes fall at unrelated moments cost at most one scan per 50 ms — two
-//! per interval, not N — and an agent nobody asks scans nothing. A bound of
-//! a whole interval would save at most one more scan per interval but could
-//! hand a pass a sample already one interval old; a much shorter one gives
-//! the sharing back.
+//! passes fall at unrelated moments cost at most one sample per 50 ms — two
+//! per interval, not N — and an agent nobody asks reads nothing. Busy
+//! fractions still need a 100 ms window (`signals.rs`): samples closer
+//! together reuse the last window's.
 //!
 //! Why the weighing is per client: a thread of P's own CFS group (its
 //! session's autogroup, its cpu cgroup) competes with P's threads one by
 //! one, while another group competes as one entity (see `crate::weigh`);
-//! which is which depends on P. The scan is shared, the weighing (a pass
-//! over the kept threads and two small reads of P's group files) is not.
+//! which is which depends on P. The sample is shared, the weight is not.
 //!
-//! Invariants: at most one scan runs at a time and none starts within the
-//! bound of the last one (failed scans included, so a broken `/proc` is not
-//! retried on every report); a scan is kept by thread with its pid, so a
-//! process registered after it is taken out of every later view without a
-//! new scan (its threads still count in their group's size, as they are
-//! still runnable). A process that unregisters (its runtime stopped, it
-//! still lives) is missing from the unmanaged load until the next scan, at
-//! most one bound.
+//! What it gets wrong, beside `signals.rs`'s list: a process that registers
+//! within the bound counts as unmanaged until the next sample (≤ 50 ms);
+//! the agent's own CPU time counts as outside busy time (it is small).
+//!
+//! Invariants: at most one sample is taken at a time and none starts within
+//! the bound of the last one (failed ones included, so a broken `/proc` is
+//! not retried on every report); the CPU ticks kept are the registered
+//! processes' only, and the cached weights one per client per refresh.
 
 use crate::procfs::{clock_ticks_per_sec, Refresh, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use crate::signals::{self, BusyTracker, Estimate};
