@@ -342,7 +342,10 @@ fn an_unregistered_spinner_is_unmanaged_and_a_registered_one_is_not() {
         if on_cpu(&unmanaged, cpu) >= 2 {
             break;
         }
-        assert!(Instant::now() < deadline, "spinner never seen: {unmanaged:?}");
+        assert!(
+            Instant::now() < deadline,
+            "spinner never seen: {unmanaged:?}"
+        );
         std::thread::sleep(Duration::from_millis(30));
     }
     spinner.register(&dir.sock(), cpu, 2000);

@@ -68,6 +68,7 @@ use crate::agent::link::AgentPass;
 use crate::error::Error;
 use crate::procfs::{clock_ticks_per_sec, Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use crate::signals::{self, BusyTracker, Estimate};
+use crate::weigh::Unseen;
 use dfsched_core::CpuId;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -171,9 +172,10 @@ pub(crate) struct External {
     own_shares: Vec<(CpuId, u64)>,
     /// Our process's CPU clock at the last own sample.
     own_cpu_ns: Option<u64>,
-    /// The weight of an outside thread against ours, and the refresh
-    /// generation it was computed from.
-    weight: Option<(u64, Option<u64>)>,
+    /// The refresh's threads weighed against ours (thousandths, threads),
+    /// the rule for the ones it did not see, and the refresh generation
+    /// they were computed from.
+    weight: Option<(u64, (u64, u64), Unseen)>,
     started: Instant,
 }
 
@@ -265,23 +267,21 @@ impl External {
             .refresh
             .step(now, |pid| pid == own_pid || agent.skips(pid));
         let generation = self.refresh.generation();
-        if self.weight.is_none_or(|(g, _)| g != generation) {
-            let weight = self.refresh.sample().cloned().and_then(|sample| {
-                let sampler = self.refresh.sampler();
-                let ours = match sample.context {
-                    Some(ctx) => sampler.group_of(ctx, own_pid),
-                    None => crate::weigh::SchedGroup::Unknown,
-                };
-                let our_nice = sampler.nice_of(own_pid);
-                let weighed = sample.weigh(&ours, our_nice, |_| false);
-                signals::mean_weight_milli(&weighed, sample.threads.len())
-            });
-            self.weight = Some((generation, weight));
+        if self.weight.is_none_or(|(g, _, _)| g != generation) {
+            let sample = self.refresh.sample().cloned();
+            let sampler = self.refresh.sampler();
+            let ctx = match &sample {
+                Some(s) => s.context.unwrap_or_else(|| sampler.group_context()),
+                None => sampler.group_context(),
+            };
+            let ours = sampler.group_of(ctx, own_pid);
+            let our_nice = sampler.nice_of(own_pid);
+            let seen = sample.map_or((0, 0), |s| s.weighed_total(&ours, our_nice, |_| false));
+            self.weight = Some((generation, seen, crate::weigh::unseen(&ours, our_nice)));
         }
-        let weight = self
-            .weight
-            .and_then(|(_, w)| w)
-            .unwrap_or(signals::DEFAULT_WEIGHT_MILLI);
+        let weight = self.weight.map_or(1000, |(_, (milli, threads), unseen)| {
+            signals::mean_weight_milli(milli, threads, runnable, unseen)
+        });
         Ok((
             signals::estimate(&busy, runnable, weight),
             stepped == Stepped::Done,

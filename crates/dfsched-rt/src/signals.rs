@@ -32,7 +32,8 @@
 //!
 //! `ρ` is what one outside runnable thread weighs against one of ours, the
 //! CFS-group weighing (`weigh.rs`) averaged over the threads a per-thread
-//! refresh last saw (`procfs/refresh.rs`: rare and budgeted): 1000 for a
+//! refresh last saw (`procfs/refresh.rs`: rare and budgeted;
+//! `OutsideSample::mean_weight_milli`): 1000 for a
 //! thread of our own session at our nice, 1000/30 ≈ 33 for each of a
 //! 30-thread build in another session of our group's weight. Before any refresh has seen an
 //! outside runnable thread, ρ = [`DEFAULT_WEIGHT_MILLI`] (one of ours, as
@@ -53,15 +54,17 @@
 //!   spread by busy time. Five threads queued on CPU 0 and one on CPU 1
 //!   (both busy) read as three and three.
 //! - One weight for all: ρ is a mean, so a light group on CPU 0 and a heavy
-//!   one on CPU 1 weigh the same on both, and a change in the mix (a build
-//!   starting in our own session after one in another) is weighed as the
-//!   old mix until the next refresh (seconds).
+//!   one on CPU 1 weigh the same on both, and a change in the mix is
+//!   weighed as the old mix until the next refresh (seconds); threads more
+//!   than the refresh saw are taken as one other group, so a build starting
+//!   in our own session is under-weighed until then.
 //! - Our own threads: their runnable count is the engine's (a thread the
 //!   idle step has not yet found blocked counts as runnable, so the outside
 //!   count is low by as much) and their CPU time is attributed to the CPUs
 //!   they were placed on, not where they ran.
-//! - Load the refresh cannot see (another pid namespace: a container) is
-//!   counted by the signals, weighed at the refresh's mean.
+//! - Load the refresh cannot see (another pid namespace: a container): the
+//!   signals count it, as one other nice-0 group in all (the per-thread
+//!   scan used to count it as nothing); several containers weigh as one.
 //! - `procs_running` is an instant: a burst at the read inflates `n` for
 //!   that pass (the window's minimum takes it out).
 //!
@@ -69,16 +72,13 @@
 //! zero; `threads_c ≤ max(1, n)` whole threads; Σ threads = max(Σu, n);
 //! `load_c ≤ threads_c × ρ`; no busy time, no load.
 
+use crate::weigh::Unseen;
 use dfsched_core::CpuId;
 use std::collections::BTreeMap;
 
 /// The least wall time over which busy fractions are taken: `/proc/stat`
 /// counts in 10 ms ticks, so 100 ms gives ±10 % per CPU.
 pub const MIN_BUSY_WINDOW_NS: u64 = 100_000_000;
-
-/// What an outside thread weighs before a refresh has weighed any: one of
-/// ours.
-pub const DEFAULT_WEIGHT_MILLI: u64 = 1000;
 
 /// One CPU fully busy, in thousandths.
 const FULL: u64 = 1000;
@@ -184,15 +184,24 @@ pub fn outside_runnable(procs_running: u32, ours_milli: u64) -> u32 {
     procs_running.saturating_sub(1).saturating_sub(ours)
 }
 
-/// The weight of one outside runnable thread, in thousandths of one of
-/// ours, from a refresh's weighed load (thousandths per CPU) of `runnable`
-/// threads; `None` if it saw none.
-pub fn mean_weight_milli(weighed: &[(CpuId, u64)], runnable: usize) -> Option<u64> {
-    if runnable == 0 {
-        return None;
-    }
-    let total: u128 = weighed.iter().map(|&(_, m)| u128::from(m)).sum();
-    Some(u64::try_from(total / runnable as u128).unwrap_or(u64::MAX))
+/// ρ: the mean weight of one of `runnable` outside threads now, in
+/// thousandths of one of ours, when the last refresh saw `seen` threads
+/// weighing `seen_milli` in all (0 and 0 before any refresh) and the rest,
+/// `runnable − seen`, weigh by the `unseen` rule. With no thread at all
+/// (busy time but nothing runnable at the read) one unseen thread stands
+/// in.
+pub fn mean_weight_milli(seen_milli: u64, seen: u64, runnable: u32, unseen: Unseen) -> u64 {
+    let unseen_threads = u64::from(runnable).saturating_sub(seen);
+    let (threads, unseen_threads) = match seen + unseen_threads {
+        0 => (1, 1),
+        n => (n, unseen_threads),
+    };
+    let unseen_milli = match (unseen, unseen_threads) {
+        (_, 0) => 0,
+        (Unseen::OneGroup(m), _) => m,
+        (Unseen::EachThread(m), k) => m.saturating_mul(k),
+    };
+    seen_milli.saturating_add(unseen_milli) / threads
 }
 
 /// One pass's estimate of the unmanaged load.
@@ -260,6 +269,23 @@ mod tests {
     }
 
     #[test]
+    fn the_mean_weight_counts_unseen_threads_by_the_rule() {
+        let group = Unseen::OneGroup(1000);
+        // A refresh saw 4 threads of another session weighing 1000 in all.
+        assert_eq!(mean_weight_milli(1000, 4, 4, group), 250);
+        assert_eq!(mean_weight_milli(1000, 4, 2, group), 250);
+        // 6 more runnable now than it saw: one more group.
+        assert_eq!(mean_weight_milli(1000, 4, 10, group), 200);
+        // Before any refresh: all unseen, one group spread over them.
+        assert_eq!(mean_weight_milli(0, 0, 4, group), 250);
+        assert_eq!(mean_weight_milli(0, 0, 0, group), 1000);
+        // Thread by thread: each unseen one a nice-0 thread.
+        let each = Unseen::EachThread(1000);
+        assert_eq!(mean_weight_milli(1000, 4, 10, each), 700);
+        assert_eq!(mean_weight_milli(0, 0, 0, each), 1000);
+    }
+
+    #[test]
     fn a_busy_cpu_counts_at_least_its_busy_fraction() {
         // One thread busy 60 % of CPU 1, nothing runnable at the read.
         let e = estimate(&[(C1, 600)], 0, 1000);
@@ -323,13 +349,6 @@ mod tests {
         assert_eq!(outside_runnable(1, 0), 0);
         assert_eq!(outside_runnable(0, 5000), 0);
         assert_eq!(outside_runnable(3, u64::MAX), 0);
-    }
-
-    #[test]
-    fn the_mean_weight_of_a_refresh() {
-        assert_eq!(mean_weight_milli(&[(C0, 500), (C1, 500)], 4), Some(250));
-        assert_eq!(mean_weight_milli(&[], 0), None);
-        assert_eq!(mean_weight_milli(&[(C0, 7)], 0), None);
     }
 
     fn arb_busy() -> impl Strategy<Value = Vec<(CpuId, u64)>> {

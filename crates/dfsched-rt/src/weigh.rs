@@ -181,6 +181,28 @@ pub fn weigh(
     per_cpu.into_iter().filter(|&(_, m)| m > 0).collect()
 }
 
+/// How runnable outside threads that no per-thread look has seen weigh
+/// (another pid namespace, or load newer than the last look): they cannot
+/// be in our session, so when we are in a group they are taken as one other
+/// nice-0 group in all; when we compete thread by thread, as nice-0 threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unseen {
+    /// All of them together weigh this many thousandths of one of ours.
+    OneGroup(u64),
+    /// Each weighs this many thousandths of one of ours.
+    EachThread(u64),
+}
+
+/// The [`Unseen`] rule against `ours` and `our_nice`.
+pub fn unseen(ours: &SchedGroup, our_nice: i8) -> Unseen {
+    match ours {
+        SchedGroup::Group { weight, .. } => {
+            Unseen::OneGroup(NICE_0_WEIGHT * TASK_MILLI / (*weight).max(1))
+        }
+        _ => Unseen::EachThread(NICE_0_WEIGHT * TASK_MILLI / nice_to_weight(i32::from(our_nice))),
+    }
+}
+
 /// The outside threads counted one per thread per CPU (the load before
 /// weighing, for the view's old field and the stats), CPUs with none left
 /// out, in CPU order.
@@ -330,6 +352,21 @@ mod tests {
         let got = weigh(&build, &[auto(7, 0, 30)], &light_ours, 0);
         let total: u64 = got.iter().map(|&(_, m)| m).sum();
         assert_eq!(total, 2 * (1024 * 1000 * 15 / (15 * 30)));
+    }
+
+    #[test]
+    fn unseen_threads_are_one_other_group_or_nice_0_threads() {
+        assert_eq!(unseen(&in_auto(1), 0), Unseen::OneGroup(1000));
+        let heavy = SchedGroup::Group {
+            key: GroupKey::Autogroup(1),
+            weight: nice_to_weight(-5),
+        };
+        assert_eq!(unseen(&heavy, 0), Unseen::OneGroup(1024 * 1000 / 3121));
+        assert_eq!(unseen(&SchedGroup::Root, 0), Unseen::EachThread(1000));
+        assert_eq!(
+            unseen(&SchedGroup::Unknown, 5),
+            Unseen::EachThread(1024 * 1000 / 335)
+        );
     }
 
     #[test]

@@ -46,7 +46,7 @@
 
 use crate::procfs::{clock_ticks_per_sec, Refresh, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use crate::signals::{self, BusyTracker, Estimate};
-use crate::weigh::SchedGroup;
+use crate::weigh::Unseen;
 use dfsched_core::CpuId;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -94,9 +94,10 @@ pub(super) struct SharedScan {
     taken: Option<Instant>,
     /// Its outside busy fractions and runnable count; `None` if it failed.
     sample: Option<(Vec<(CpuId, u64)>, u32)>,
-    /// Each client's weight (thousandths of its thread), by the refresh
-    /// generation it was computed from; cleared with each generation.
-    weights: HashMap<u32, Option<u64>>,
+    /// Each client's weighing of the refresh's threads (thousandths of its
+    /// thread, threads) and its rule for unseen ones, for the refresh
+    /// generation `weights_of`; cleared with each generation.
+    weights: HashMap<u32, ((u64, u64), Unseen)>,
     weights_of: u64,
     started: Instant,
 }
@@ -188,40 +189,42 @@ impl SharedScan {
         weighed: bool,
     ) -> Option<ForClient> {
         let (busy, runnable) = self.sample.clone()?;
-        let counted = signals::estimate(&busy, runnable, signals::DEFAULT_WEIGHT_MILLI).counted;
+        let counted = signals::estimate(&busy, runnable, 1000).counted;
         let milli = weighed.then(|| {
-            let weight = self.weight(pid, registered);
+            let weight = self.weight(pid, registered, runnable);
             let Estimate { milli, .. } = signals::estimate(&busy, runnable, weight);
             milli
         });
         Some(ForClient { counted, milli })
     }
 
-    /// Client `pid`'s weight of an outside thread (`signals.rs`), computed
-    /// once per refresh generation.
-    fn weight(&mut self, pid: u32, registered: &BTreeSet<u32>) -> u64 {
+    /// Client `pid`'s weight of one of `runnable` outside threads
+    /// (`signals.rs`), its group read once per refresh generation.
+    fn weight(&mut self, pid: u32, registered: &BTreeSet<u32>, runnable: u32) -> u64 {
         let generation = self.refresh.generation();
         if self.weights_of != generation {
             self.weights.clear();
             self.weights_of = generation;
         }
-        if let Some(&w) = self.weights.get(&pid) {
-            return w.unwrap_or(signals::DEFAULT_WEIGHT_MILLI);
-        }
-        let w = self.refresh.sample().cloned().and_then(|sample| {
-            let sampler = self.refresh.sampler();
-            let ours = match sample.context {
-                Some(ctx) => sampler.group_of(ctx, pid),
-                None => SchedGroup::Unknown,
-            };
-            let our_nice = sampler.nice_of(pid);
-            let skip = |p: u32| registered.contains(&p);
-            let weighed = sample.weigh(&ours, our_nice, skip);
-            let kept = sample.threads.iter().filter(|t| !skip(t.pid)).count();
-            signals::mean_weight_milli(&weighed, kept)
-        });
-        self.weights.insert(pid, w);
-        w.unwrap_or(signals::DEFAULT_WEIGHT_MILLI)
+        let ((milli, seen), unseen) = match self.weights.get(&pid) {
+            Some(&w) => w,
+            None => {
+                let sample = self.refresh.sample().cloned();
+                let sampler = self.refresh.sampler();
+                let ctx = match &sample {
+                    Some(s) => s.context.unwrap_or_else(|| sampler.group_context()),
+                    None => sampler.group_context(),
+                };
+                let ours = sampler.group_of(ctx, pid);
+                let our_nice = sampler.nice_of(pid);
+                let skip = |p: u32| registered.contains(&p);
+                let seen = sample.map_or((0, 0), |s| s.weighed_total(&ours, our_nice, skip));
+                let w = (seen, crate::weigh::unseen(&ours, our_nice));
+                self.weights.insert(pid, w);
+                w
+            }
+        };
+        signals::mean_weight_milli(milli, seen, runnable, unseen)
     }
 }
 

@@ -106,19 +106,37 @@ impl OutsideSample {
         our_nice: i8,
         skip: impl Fn(u32) -> bool,
     ) -> Vec<(CpuId, u64)> {
-        weigh::weigh(&self.threads_except(skip), &self.groups, ours, our_nice)
+        weigh::weigh(&self.threads_except(&skip), &self.groups, ours, our_nice)
+    }
+
+    /// The sample's threads of processes for which `skip` is false,
+    /// weighed against `ours` and `our_nice` and summed over the CPUs (in
+    /// thousandths of one of ours), and how many they are: the seen part of
+    /// `signals::mean_weight_milli`.
+    pub fn weighed_total(
+        &self,
+        ours: &SchedGroup,
+        our_nice: i8,
+        skip: impl Fn(u32) -> bool,
+    ) -> (u64, u64) {
+        let kept = self.threads_except(&skip);
+        let weighed = weigh::weigh(&kept, &self.groups, ours, our_nice)
+            .iter()
+            .map(|&(_, m)| m)
+            .sum();
+        (weighed, kept.len() as u64)
     }
 
     /// The sample's runnable threads per CPU, unweighed, leaving out the
     /// processes for which `skip` is true.
     pub fn count(&self, skip: impl Fn(u32) -> bool) -> Vec<(CpuId, u32)> {
-        weigh::count(&self.threads_except(skip))
+        weigh::count(&self.threads_except(&skip))
     }
 
     /// The threads of processes for which `skip` is false; borrowed, with
     /// no copy, when none is skipped (the runtime's own scan already left
     /// its skipped processes out).
-    fn threads_except(&self, skip: impl Fn(u32) -> bool) -> Cow<'_, [OutsideThread]> {
+    fn threads_except(&self, skip: &impl Fn(u32) -> bool) -> Cow<'_, [OutsideThread]> {
         if self.threads.iter().any(|t| skip(t.pid)) {
             Cow::Owned(
                 self.threads
@@ -352,6 +370,39 @@ mod tests {
             vec![(CpuId(0), 4000), (CpuId(1), 2000 + 14)]
         );
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_weighed_total_leaves_skipped_processes_out() {
+        // 4 runnable threads of autogroup 5 (pid 10), 2 per CPU.
+        let sample = OutsideSample {
+            threads: [0, 0, 1, 1]
+                .iter()
+                .map(|&c| OutsideThread {
+                    pid: 10,
+                    group: Some(0),
+                    cpu: CpuId(c),
+                    nice: 0,
+                })
+                .collect(),
+            groups: vec![GroupInfo {
+                key: GroupKey::Autogroup(5),
+                weight: 1024,
+                runnable: 4,
+            }],
+            context: None,
+        };
+        let other = SchedGroup::Group {
+            key: GroupKey::Autogroup(6),
+            weight: 1024,
+        };
+        assert_eq!(sample.weighed_total(&other, 0, |_| false), (1000, 4));
+        let same = SchedGroup::Group {
+            key: GroupKey::Autogroup(5),
+            weight: 1024,
+        };
+        assert_eq!(sample.weighed_total(&same, 0, |_| false), (4000, 4));
+        assert_eq!(sample.weighed_total(&same, 0, |p| p == 10), (0, 0));
     }
 
     #[test]
