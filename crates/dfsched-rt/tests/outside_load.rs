@@ -270,11 +270,15 @@ impl Drop for Spinner {
     }
 }
 
-/// Runs passes until one saw at least `n` outside threads.
+/// Runs passes until one saw at least `n` outside threads after the
+/// refresh that weighs them by group has published (its second sweep: the
+/// first is a baseline), so that a thread started next is placed by their
+/// weighed load.
 fn see_hogs(rt: &Runtime, n: u64) {
-    wait_for("the hogs seen by a pass", || {
+    wait_for("the hogs seen and weighed by a pass", || {
         rt.balance_now().unwrap();
-        (rt.stats().external_runnable >= n).then_some(())
+        let s = rt.stats();
+        (s.external_refreshes >= 2 && s.external_runnable >= n).then_some(())
     });
 }
 
@@ -308,6 +312,7 @@ fn a_co_thread_pair_beside_another_sessions_hogs_is_not_packed() {
         let pair = [Spinner::start(&rt), Spinner::start(&rt)];
         wait_for("premise: the pair packed beside our session's hogs", || {
             rt.balance_now().unwrap();
+
             one_cpu(&pair[0], &pair[1]).then_some(())
         });
         drop(pair);
