@@ -11,7 +11,7 @@
 //! asserted anywhere.
 
 use dfsched::agent::AgentMode;
-use dfsched::{AppId, DfId, Runtime, RuntimeConfig};
+use dfsched::{Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,23 +44,22 @@ fn main() {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let app: AppId = rt.create_app().unwrap();
+    let app = rt.create_app().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..4u64)
         .map(|i| {
             let (rt, stop) = (rt.clone(), Arc::clone(&stop));
             std::thread::spawn(move || {
                 rt.attach().unwrap();
-                let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = rt.hint(app, DfId(i % 2), DfId((i + n) % 2));
+                    // Each thread works on DF i mod 2: two groups of two.
+                    let _ = rt.hint(app, i % 2, i % 2);
                     // A little work, then a rest: a hinting program.
                     let t = Instant::now();
                     while t.elapsed() < Duration::from_millis(2) {
                         std::hint::spin_loop();
                     }
                     std::thread::sleep(Duration::from_millis(50));
-                    n += 1;
                 }
             })
         })
