@@ -279,9 +279,12 @@ impl External {
             let seen = sample.map_or((0, 0), |s| s.weighed_total(&ours, our_nice, |_| false));
             self.weight = Some((generation, seen, crate::weigh::unseen(&ours, our_nice)));
         }
-        let weight = self.weight.map_or(1000, |(_, (milli, threads), unseen)| {
-            signals::mean_weight_milli(milli, threads, runnable, unseen)
-        });
+        let weight = self.weight.map_or(
+            dfsched_core::rules::TASK_MILLI,
+            |(_, (milli, threads), unseen)| {
+                signals::mean_weight_milli(milli, threads, runnable, unseen)
+            },
+        );
         Ok((
             signals::estimate(&busy, runnable, weight),
             stepped == Stepped::Done,

@@ -73,6 +73,7 @@
 //! `load_c ≤ threads_c × ρ`; no busy time, no load.
 
 use crate::weigh::Unseen;
+use dfsched_core::rules::TASK_MILLI;
 use dfsched_core::CpuId;
 use std::collections::BTreeMap;
 
@@ -80,8 +81,9 @@ use std::collections::BTreeMap;
 /// counts in 10 ms ticks, so 100 ms gives ±10 % per CPU.
 pub const MIN_BUSY_WINDOW_NS: u64 = 100_000_000;
 
-/// One CPU fully busy, in thousandths.
-const FULL: u64 = 1000;
+/// One CPU fully busy, in thousandths. A thread that keeps a CPU busy is
+/// one task, so busy thousandths are thread thousandths.
+const FULL: u64 = TASK_MILLI;
 
 /// Outside busy fractions per CPU, from successive `/proc/stat` readings.
 ///
@@ -180,7 +182,8 @@ pub fn attribute(delta_ns: u64, shares: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
 /// and `ours_milli` (our own runnable threads, in thousandths: rounded to
 /// the nearest thread), never below 0.
 pub fn outside_runnable(procs_running: u32, ours_milli: u64) -> u32 {
-    let ours = u32::try_from(ours_milli.saturating_add(FULL / 2) / FULL).unwrap_or(u32::MAX);
+    let ours =
+        u32::try_from(ours_milli.saturating_add(TASK_MILLI / 2) / TASK_MILLI).unwrap_or(u32::MAX);
     procs_running.saturating_sub(1).saturating_sub(ours)
 }
 
@@ -223,7 +226,7 @@ pub fn estimate(busy: &[(CpuId, u64)], runnable: u32, weight_milli: u64) -> Esti
         return Estimate::default();
     }
     // threads_c in thousandths: u_c × max(1, n / Σu), with Σu in CPUs.
-    let n_milli = u128::from(runnable) * u128::from(FULL);
+    let n_milli = u128::from(runnable) * u128::from(TASK_MILLI);
     let mut out = Estimate::default();
     let mut sorted: Vec<(CpuId, u64)> = busy.to_vec();
     sorted.sort_unstable();
@@ -234,7 +237,7 @@ pub fn estimate(busy: &[(CpuId, u64)], runnable: u32, weight_milli: u64) -> Esti
         } else {
             u
         };
-        let load = threads * u128::from(weight_milli) / u128::from(FULL);
+        let load = threads * u128::from(weight_milli) / u128::from(TASK_MILLI);
         let load = u64::try_from(load).unwrap_or(u64::MAX);
         if load > 0 {
             out.milli.push((cpu, load));
@@ -362,7 +365,7 @@ mod tests {
             busy in arb_busy(), n in 0u32..100_000, w in 0u64..90_000_000
         ) {
             let e = estimate(&busy, n, w);
-            let most_threads = u64::from(n.max(1)) * FULL;
+            let most_threads = u64::from(n.max(1)) * TASK_MILLI;
             for &(cpu, m) in &e.milli {
                 // threads_c ≤ max(1, n), so load_c ≤ max(1, n) × ρ.
                 prop_assert!(

@@ -189,7 +189,7 @@ impl SharedScan {
         weighed: bool,
     ) -> Option<ForClient> {
         let (busy, runnable) = self.sample.clone()?;
-        let counted = signals::estimate(&busy, runnable, 1000).counted;
+        let counted = signals::estimate(&busy, runnable, dfsched_core::rules::TASK_MILLI).counted;
         let milli = weighed.then(|| {
             let weight = self.weight(pid, registered, runnable);
             let Estimate { milli, .. } = signals::estimate(&busy, runnable, weight);
