@@ -1,20 +1,24 @@
 //! What dfsched reads from `/proc`: per-thread scheduler counters (for the
 //! benchmarks' migration and context-switch figures), whether one of our
 //! threads is running or queued right now (for the idle step, `idle.rs`)
-//! and, for the balancer, how many threads of *other* processes are
-//! runnable on each CPU.
+//! and, for the balancer, the outside load: `/proc/stat` every pass
+//! (`cpustat.rs`, the signals of `signals.rs`) and, rarely, the runnable
+//! threads of *other* processes with their CFS groups (`refresh.rs`, a
+//! budgeted sweep spread over passes).
 //!
-//! The external-load sample is a scan of `/proc/<pid>/stat` (and, for
-//! multi-threaded processes, `/proc/<pid>/task/<tid>/stat`): state `R` counts
-//! one runnable thread on field 39, the CPU it last ran on. It is a snapshot
-//! that may be stale by the time it is used, which is all a balancer that
-//! runs every ~100 ms needs. To keep it cheap, a single-threaded process costs
-//! one `open`+`read` (its `stat` *is* its thread's), buffers are reused across
-//! samples, and processes or threads that vanish mid-scan are skipped.
+//! A thread is runnable when its `stat` says state `R`; field 39 is the CPU
+//! it last ran on. [`LoadSampler::sample_outside`] still takes the whole
+//! look in one go (every process's `/proc/<pid>/stat` and, for
+//! multi-threaded processes, `/proc/<pid>/task/<tid>/stat`): tests and the
+//! `scan_cost` example use it to check the weighing against the real
+//! kernel; no balancer pass does (its cost grows with the threads on the
+//! machine, ≈ 16 µs each). Buffers are reused across reads, processes or
+//! threads that vanish mid-scan are skipped, and every file opened is
+//! counted ([`LoadSampler::files_opened`]).
 //!
-//! To weigh the sample by CFS group (`weigh.rs`), a scan also reads each
-//! thread's nice (`stat` field 19) and, once per process with a runnable
-//! thread and never for the others, the process's group:
+//! To weigh by CFS group (`weigh.rs`), a scan also reads each thread's nice
+//! (`stat` field 19) and, once per process with a runnable thread and never
+//! for the others, the process's group:
 //! `/proc/PID/cgroup` (the cgroup-v1 `cpu` controller's line, else the v2
 //! `0::` line: a path other than `/` is a cpu cgroup of its own) and, for
 //! a process in the root cgroup while `kernel.sched_autogroup_enabled` is

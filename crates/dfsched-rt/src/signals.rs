@@ -32,21 +32,27 @@
 //!
 //! `ρ` is what one outside runnable thread weighs against one of ours, the
 //! CFS-group weighing (`weigh.rs`) averaged over the threads a per-thread
-//! refresh last saw (`procfs/refresh.rs`: rare and budgeted;
-//! `OutsideSample::mean_weight_milli`): 1000 for a
-//! thread of our own session at our nice, 1000/30 ≈ 33 for each of a
-//! 30-thread build in another session of our group's weight. Before any refresh has seen an
-//! outside runnable thread, ρ = [`DEFAULT_WEIGHT_MILLI`] (one of ours, as
-//! counting had it). The signals decide *how much* and *where*; the refresh
-//! only *how heavy*: load that goes away leaves `u` and `n` at the next
-//! window and is dropped at once, lasting load is seen whatever the
-//! refresh's age, and bursts are left to the window (`external.rs`).
+//! refresh last saw (`procfs/refresh.rs`: rare and budgeted) and the ones
+//! it did not see ([`mean_weight_milli`]): 1000 for a thread of our own
+//! session at our nice, 1000/30 ≈ 33 for each of a 30-thread build in
+//! another session of our group's weight. Runnable threads the refresh did
+//! not see (before the first refresh, load newer than the last, another pid
+//! namespace) weigh by [`crate::weigh::unseen`]: one other nice-0 group in
+//! all, since they cannot be in our session (thread by thread when we are
+//! in no group). Under-weighing is the safe side: it can keep a program
+//! from packing itself, never make it pack. The signals decide *how much*
+//! and *where*; the refresh only *how heavy*: load that goes away leaves
+//! `u` and `n` at the next window and is dropped at once, lasting load is
+//! seen whatever the refresh's age, and bursts are left to the window
+//! (`external.rs`).
 //!
 //! Worked numbers (2 CPUs, another session's 10 spinning threads and our 2
 //! spinning ones, each CPU shared half and half by the two groups):
 //! `u = (0.5, 0.5)`, `n = 10`, `threads_c = 0.5 × 10 = 5`, ρ = 1000/10 =
-//! 100 (the group weighs one of ours in all), `load_c = 500`. The same 10 threads in our own session take 5/6 of
-//! each CPU: `threads_c = 0.83 × 6 = 5`, ρ = 1000, `load_c = 5000`.
+//! 100 (the group weighs one of ours in all), `load_c = 500`. The same 10
+//! threads in our own session take 5/6 of each CPU: `threads_c = 0.83 × 6
+//! = 5`, ρ = 1000, `load_c = 5000`. (Co-thread packs a 2-thread program
+//! on 2 CPUs only above 3000 a CPU.)
 //!
 //! # What it gets wrong
 //!
@@ -61,7 +67,10 @@
 //! - Our own threads: their runnable count is the engine's (a thread the
 //!   idle step has not yet found blocked counts as runnable, so the outside
 //!   count is low by as much) and their CPU time is attributed to the CPUs
-//!   they were placed on, not where they ran.
+//!   they were placed on, not where they ran. Threads of our process that
+//!   are not registered (never attached) count as outside threads, and
+//!   their CPU time is taken off where our registered threads are, or
+//!   nowhere when none is runnable.
 //! - Load the refresh cannot see (another pid namespace: a container): the
 //!   signals count it, as one other nice-0 group in all (the per-thread
 //!   scan used to count it as nothing); several containers weigh as one.
