@@ -362,6 +362,38 @@ mod tests {
         assert_eq!(SustainedWindow::new(0), SustainedWindow::new(1));
     }
 
+    proptest::proptest! {
+        /// The signals through the window: outside busy time and runnable
+        /// threads that last fewer passes than the window never reach the
+        /// engine, whatever their size; the same that last K passes do, as
+        /// the estimate gives them.
+        #[test]
+        fn a_burst_of_signals_moves_nothing_and_lasting_ones_are_seen(
+            k in 2u32..6,
+            burst in proptest::collection::vec(
+                (0u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000), 1..6),
+            lasting in (1u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000),
+        ) {
+            let mut w = SustainedWindow::new(k);
+            let quiet = signals::estimate(&[], 0, 1000);
+            for _ in 0..k {
+                w.push(&quiet.milli);
+            }
+            for &(u0, u1, n, rho) in burst.iter().take(k as usize - 1) {
+                let e = signals::estimate(&[(C0, u0), (C1, u1)], n, rho);
+                proptest::prop_assert!(w.push(&e.milli).is_empty());
+            }
+            proptest::prop_assert!(w.push(&quiet.milli).is_empty());
+            let (u0, u1, n, rho) = lasting;
+            let e = signals::estimate(&[(C0, u0), (C1, u1)], n, rho);
+            let mut seen = Vec::new();
+            for _ in 0..k {
+                seen = w.push(&e.milli);
+            }
+            proptest::prop_assert_eq!(seen, e.milli);
+        }
+    }
+
     #[test]
     fn the_others_load_is_not_damped() {
         // With no agent view the pass is our own scan of /proc; with one,
