@@ -8,7 +8,8 @@
 //!
 //! ```text
 //!   due? (period since the last sweep ended, stretched so that sweeping
-//!   │     takes at most 1/DUTY of the time)
+//!   │     takes at most 1/DUTY of the time and a sweep spread over many
+//!   │     passes is followed by SPREAD times as many without one)
 //!   ▼
 //!   list /proc's pids ─► per pid: PID/stat (one file: the whole process's
 //!   │                    CPU ticks, its state if single-threaded)
@@ -52,6 +53,11 @@ pub const REFRESH_BUDGET_US: u64 = 1000;
 /// A sweep's total work takes at most 1/DUTY of the time: the next one
 /// waits DUTY × its work if that is longer than the period.
 const DUTY: u32 = 20;
+
+/// A sweep spread over many passes is followed by SPREAD times as long
+/// without one, so that at most 1/(SPREAD + 1) of the passes do any of its
+/// work and the median pass does none.
+const SPREAD: u32 = 3;
 
 /// The wait after the baseline sweep: CPU ticks count 10 ms each, so
 /// 100 ms is needed to see a process's CPU move.
@@ -102,6 +108,8 @@ struct Sweep {
     ticks: HashMap<u32, u64>,
     /// Wall time spent in this sweep's steps.
     work: Duration,
+    /// When its first step began.
+    began: Instant,
 }
 
 /// The refresh: its sampler (buffers, file counter), the sweep under way,
@@ -192,7 +200,8 @@ impl Refresh {
         let wait = if sweep.baseline {
             MIN_GAP
         } else {
-            self.period.max(sweep.work * DUTY)
+            let spread = end.saturating_duration_since(sweep.began);
+            self.period.max(sweep.work * DUTY).max(spread * SPREAD)
         };
         self.due = Some(end + wait);
         self.ticks = sweep.ticks;
@@ -226,6 +235,7 @@ impl Refresh {
             index: HashMap::new(),
             ticks: HashMap::new(),
             work: Duration::ZERO,
+            began: Instant::now(),
         })
     }
 
@@ -461,6 +471,33 @@ mod tests {
         let s = r.sample().unwrap();
         assert_eq!(s.threads.len(), 29, "pid 39 skipped");
         assert_eq!(s.count(|_| false), vec![(CpuId(0), 15), (CpuId(1), 14)]);
+    }
+
+    #[test]
+    fn a_sweep_spread_over_passes_is_followed_by_thrice_as_long_without() {
+        let root = Root::new("spread");
+        for pid in 10..15 {
+            root.process(pid, 1, 5, true, 0);
+        }
+        let mut r = Refresh::new(&root.0, Duration::ZERO, Duration::ZERO);
+        // The baseline, then a sweep of one item a step, a step every 30 ms:
+        // it spans ≥ 120 ms (5 pids, 4 gaps).
+        let mut now = Instant::now() + Duration::from_secs(1);
+        while r.step(now, |_| false) != Stepped::Done {}
+        now += Duration::from_secs(1);
+        let mut last = r.step(now, |_| false);
+        while last != Stepped::Done {
+            std::thread::sleep(Duration::from_millis(30));
+            last = r.step(Instant::now(), |_| false);
+        }
+        let end = Instant::now();
+        assert_eq!(r.generation(), 1);
+        assert_eq!(
+            r.step(end + Duration::from_millis(300), |_| false),
+            Stepped::Idle
+        );
+        let later = end + Duration::from_secs(5);
+        assert_ne!(r.step(later, |_| false), Stepped::Idle);
     }
 
     #[test]
