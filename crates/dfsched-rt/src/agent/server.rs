@@ -535,7 +535,8 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
     }
     let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
     // Their load, for the shared sample to take their CPU time and
-    // runnable threads off the machine's (scan.rs); only read if it samples.
+    // runnable threads off the machine's (scan.rs): copied under the state
+    // lock, used only if this report takes a new sample.
     let loads: scan::Registered = st
         .procs
         .values()
