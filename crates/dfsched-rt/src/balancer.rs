@@ -33,7 +33,7 @@
 use crate::error::Error;
 use crate::external::Source;
 use crate::runtime::Inner;
-use dfsched_core::{CpuId, Event, Nanos};
+use dfsched_core::{CpuId, Event, Nanos, TaskId};
 use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -163,18 +163,24 @@ impl Inner {
         // pass itself was refused.
         self.apply(&mut st, None);
         let moved = moves(&st.stats) != moves_before;
-        // Where our runnable threads are now: the next sample attributes
-        // our CPU time by it (signals.rs). The external lock is only ever
-        // taken inside the state lock here, never the other way round.
+        // Our runnable threads now and where they are targeted: the next
+        // sample leaves them out of the outside load (external.rs). The
+        // external lock is only ever taken inside the state lock here, never
+        // the other way round.
         if self.config.external_load {
             let shares = own_shares(
                 &st.engine.load_milli(),
                 &st.stats.external_load_per_cpu_milli,
             );
+            let threads = st
+                .tasks
+                .keys()
+                .filter_map(|&tid| Some((tid, st.engine.target(TaskId(tid))?.clone())))
+                .collect();
             self.external
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .set_own_shares(shares);
+                .set_own(shares, threads);
         }
         let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
         st.stats.balancer_cpu_ns += pass_cpu_ns;

@@ -69,9 +69,14 @@ use crate::error::Error;
 use crate::procfs::{clock_ticks_per_sec, Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use crate::signals::{self, BusyTracker, Estimate};
 use crate::weigh::Unseen;
-use dfsched_core::CpuId;
-use std::collections::VecDeque;
+use dfsched_core::{CpuId, CpuSet};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// The most of our threads whose last CPU a pass reads from `/proc` (those
+/// targeted at several CPUs that used CPU): bounds the pass's files when we
+/// have many threads.
+pub const MAX_WHERE_READS: usize = 64;
 
 /// The last K samples of the unmanaged load and their per-CPU minimum.
 ///
@@ -168,8 +173,13 @@ pub(crate) struct External {
     busy: BusyTracker,
     window: SustainedWindow,
     /// Our runnable threads' load per CPU at the end of the last pass (in
-    /// thousandths): where our CPU time of the next window is attributed.
+    /// thousandths): how many of the machine's runnable threads are ours.
     own_shares: Vec<(CpuId, u64)>,
+    /// Our registered threads and where the engine targets them, at the end
+    /// of the last pass: where our CPU time of the next window is attributed.
+    own_threads: Vec<(u64, CpuSet)>,
+    /// Each of those threads' CPU clock at the last own sample.
+    thread_ns: HashMap<u64, u64>,
     /// Our process's CPU clock at the last own sample.
     own_cpu_ns: Option<u64>,
     /// The refresh's threads weighed against ours (thousandths, threads),
@@ -190,17 +200,75 @@ impl External {
             busy: BusyTracker::new(clock_ticks_per_sec()),
             window: SustainedWindow::new(window),
             own_shares: Vec::new(),
+            own_threads: Vec::new(),
+            thread_ns: HashMap::new(),
             own_cpu_ns: None,
             weight: None,
             started: Instant::now(),
         }
     }
 
-    /// Our runnable threads' load per CPU after a pass (in thousandths): the
-    /// next own sample attributes our CPU time by it and leaves that many
-    /// threads out of the machine's runnable count.
-    pub(crate) fn set_own_shares(&mut self, shares: Vec<(CpuId, u64)>) {
+    /// Our runnable threads' load per CPU after a pass (in thousandths),
+    /// and our registered threads with their targets: the next own sample
+    /// leaves that many threads out of the machine's runnable count and
+    /// attributes our CPU time to where the threads are.
+    pub(crate) fn set_own(&mut self, shares: Vec<(CpuId, u64)>, threads: Vec<(u64, CpuSet)>) {
         self.own_shares = shares;
+        self.own_threads = threads;
+    }
+
+    /// Our CPU time since the last own sample, per CPU: each registered
+    /// thread's (its CPU clock) on its target CPU if it has one, else on the
+    /// CPU its `stat` says it last ran on (one file, for at most
+    /// [`MAX_WHERE_READS`] threads a pass; past that, spread over its
+    /// target), and the rest (unregistered threads: this pass, the
+    /// program's own) on the CPU this pass runs on.
+    fn own_since(&mut self, own_pid: u32) -> Vec<(CpuId, u64)> {
+        let cpu_ns = crate::sys::process_cpu_ns();
+        let total = self
+            .own_cpu_ns
+            .replace(cpu_ns)
+            .map_or(0, |before| cpu_ns.saturating_sub(before));
+        let mut out: BTreeMap<CpuId, u64> = BTreeMap::new();
+        let mut placed = 0u64;
+        let mut reads = 0;
+        let mut now_ns = HashMap::with_capacity(self.own_threads.len());
+        for (tid, target) in &self.own_threads {
+            let Ok(ns) = crate::sys::thread_cpu_ns(*tid) else {
+                continue;
+            };
+            now_ns.insert(*tid, ns);
+            let delta = self
+                .thread_ns
+                .get(tid)
+                .map_or(0, |&before| ns.saturating_sub(before));
+            if delta == 0 {
+                continue;
+            }
+            placed += delta;
+            let ran_on = match target.first() {
+                Some(only) if target.len() == 1 => Some(only),
+                _ if reads < MAX_WHERE_READS => {
+                    reads += 1;
+                    self.refresh.sampler().thread_last_cpu(own_pid, *tid)
+                }
+                _ => None,
+            };
+            match ran_on {
+                Some(cpu) => *out.entry(cpu).or_default() += delta,
+                None => {
+                    let shares: Vec<(CpuId, u64)> = target.iter().map(|c| (c, 1)).collect();
+                    for (cpu, ns) in signals::attribute(delta, &shares) {
+                        *out.entry(cpu).or_default() += ns;
+                    }
+                }
+            }
+        }
+        self.thread_ns = now_ns;
+        if let Some(cpu) = crate::sys::current_cpu() {
+            *out.entry(cpu).or_default() += total.saturating_sub(placed);
+        }
+        out.into_iter().filter(|&(_, ns)| ns > 0).collect()
     }
 
     /// This pass's external load: the unmanaged part from `agent`'s view if
@@ -241,12 +309,7 @@ impl External {
         let stat = self.refresh.sampler().cpu_stat()?;
         let now = Instant::now();
         let at_ns = u64::try_from(now.duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
-        let cpu_ns = crate::sys::process_cpu_ns();
-        let own_delta = self
-            .own_cpu_ns
-            .replace(cpu_ns)
-            .map_or(0, |before| cpu_ns.saturating_sub(before));
-        let own_since = signals::attribute(own_delta, &self.own_shares);
+        let own_since = self.own_since(own_pid);
         let mut busy = self
             .busy
             .observe(at_ns, &stat.busy_ticks, &own_since)

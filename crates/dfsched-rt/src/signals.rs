@@ -12,8 +12,8 @@
 //!
 //! - `u_c`, the **outside busy fraction** of CPU `c`: its busy time over the
 //!   last ≥ [`MIN_BUSY_WINDOW_NS`] less our own CPU time over the same
-//!   window, attributed to the CPUs our runnable threads were placed on
-//!   (in proportion to their shares), clamped to `0 ..= 1`. Time is in
+//!   window (each of our threads' on its CPU, `external.rs`), clamped to
+//!   `0 ..= 1`. Time is in
 //!   clock ticks (10 ms), so a window under 100 ms would be mostly
 //!   rounding; faster passes reuse the last window's fractions.
 //! - `n`, the **outside runnable threads** now: `procs_running` less the
@@ -66,11 +66,13 @@
 //!   in our own session is under-weighed until then.
 //! - Our own threads: their runnable count is the engine's (a thread the
 //!   idle step has not yet found blocked counts as runnable, so the outside
-//!   count is low by as much) and their CPU time is attributed to the CPUs
-//!   they were placed on, not where they ran. Threads of our process that
-//!   are not registered (never attached) count as outside threads, and
-//!   their CPU time is taken off where our registered threads are, or
-//!   nowhere when none is runnable.
+//!   count is low by as much). Their CPU time is taken off the CPU the
+//!   engine pins them to, else the one their `stat` says they last ran on
+//!   (one file each, for at most 64 threads a pass; past that, spread over
+//!   their target), not every CPU they ran on over the window. Threads of
+//!   our process that are not registered (never attached) count as outside
+//!   runnable threads, and their CPU time is taken off the CPU the pass
+//!   runs on.
 //! - Load the refresh cannot see (another pid namespace: a container): the
 //!   signals count it, as one other nice-0 group in all (the per-thread
 //!   scan used to count it as nothing); several containers weigh as one.

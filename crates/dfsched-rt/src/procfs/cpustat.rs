@@ -83,6 +83,13 @@ impl LoadSampler {
         })
     }
 
+    /// The CPU thread `tid` of process `pid` last ran on (its `stat` field
+    /// 39; one file); `None` if it cannot be read.
+    pub fn thread_last_cpu(&mut self, pid: u32, tid: u64) -> Option<CpuId> {
+        let path = self.proc_root.join(format!("{pid}/task/{tid}/stat"));
+        self.read_stat(&path).map(|f| CpuId(f.processor))
+    }
+
     /// Process `pid`'s CPU time, all its threads', in clock ticks (`PROC/PID/stat`
     /// fields 14 + 15); `None` if it cannot be read.
     pub fn process_cpu_ticks(&mut self, pid: u32) -> Option<u64> {
