@@ -458,6 +458,45 @@ mod tests {
     }
 
     #[test]
+    fn our_cpu_time_is_taken_off_the_cpu_our_thread_ran_on() {
+        // A thread of ours spins on the last allowed CPU (its kernel mask),
+        // while the engine's target for it is every allowed CPU: the sample
+        // finds where it ran from its stat, not by spreading it.
+        let allowed = crate::sys::get_affinity(0).unwrap();
+        let last = allowed.iter().last().unwrap();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let spinner = std::thread::spawn(move || {
+            let only: CpuSet = [last].into_iter().collect();
+            crate::sys::set_affinity(0, &only).unwrap();
+            tid_tx.send(crate::sys::gettid()).unwrap();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        let mut ext = External::new("/proc", 1);
+        ext.set_own(vec![(last, 1000)], vec![(tid, allowed.clone())]);
+        let pid = std::process::id();
+        ext.own_since(pid);
+        let spun = crate::sys::thread_cpu_ns(tid).unwrap();
+        while crate::sys::thread_cpu_ns(tid).unwrap() < spun + 50_000_000 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let files = ext.refresh.files_opened();
+        let got = ext.own_since(pid);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinner.join().unwrap();
+        let on_last = got
+            .iter()
+            .find(|&&(c, _)| c == last)
+            .map_or(0, |&(_, ns)| ns);
+        assert!(on_last >= 50_000_000, "{got:?} (last CPU {last})");
+        assert_eq!(ext.refresh.files_opened() - files, 1, "one stat read");
+    }
+
+    #[test]
     fn the_others_load_is_not_damped() {
         // With no agent view the pass is our own scan of /proc; with one,
         // the agent's unmanaged sample is damped and the others' load is
