@@ -562,9 +562,9 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
             skip.entry(shared.pid).or_default();
             skip
         });
-        // Processes registered since the scan are taken out here; the
-        // asking one is registered, so its own threads never come back.
-        // The weighing is against the asking process's own CFS group.
+        // Processes registered since the sample leave the weighing here and
+        // its busy time and threads at the next sample (scan.rs). The
+        // weighing is against the asking process's own CFS group.
         if let Some(load) = scan.for_client(pid, &registered, weighed) {
             view.unmanaged = Some(load.counted);
             view.unmanaged_milli = load.milli;
