@@ -83,6 +83,19 @@ fn main() {
         s.external_load_own_scans,
     );
     let stats = serde_json::to_value(&s).unwrap();
+    if let Some(recent) = stats["recent_pass_cpu_ns"]["cpu_ns"].as_array() {
+        let mut v: Vec<u64> = recent.iter().filter_map(|x| x.as_u64()).collect();
+        v.sort_unstable();
+        if !v.is_empty() {
+            println!(
+                "  per pass: median {} us, p90 {} us, max {} us ({} passes)",
+                v[v.len() / 2] / 1000,
+                v[v.len() * 9 / 10] / 1000,
+                v[v.len() - 1] / 1000,
+                v.len()
+            );
+        }
+    }
     if let Some(files) = stats.get("external_files_read").and_then(|v| v.as_u64()) {
         println!(
             "  {:.1} files a pass, {} refreshes",
