@@ -20,7 +20,9 @@
 //! deliberately "no CPU at all": a thread that blocks on a socket for a few
 //! milliseconds at a time uses some CPU in every window and keeps counting
 //! as runnable (chat's server threads, each well under 1 % of a CPU). A
-//! thread that hints (slow path) is woken at once by its call (`runtime.rs`).
+//! thread that hints (slow path) is woken at once by its call
+//! (`runtime/threads.rs`). The readings are made by `runtime/pass.rs`,
+//! their write-back by `balancer::apply_idle`: this file is the rule alone.
 //!
 //! Why the CPU clock and not the `schedstat` file: opening and reading
 //! `/proc/self/task/TID/schedstat` costs ~8–13 µs per thread on the
@@ -43,8 +45,7 @@
 //!   write-back, without a call that finds it blocked, is blocked for one
 //!   pass: the next reading sees its CPU time move and wakes it.)
 
-use crate::runtime::{Inner, State};
-use dfsched_core::{Event, TaskId};
+use dfsched_core::Event;
 
 /// The least wall time a thread must have used no CPU before it counts as
 /// blocked, whatever the number of passes: two passes of the default
@@ -133,118 +134,17 @@ impl Track {
 }
 
 /// A reading's outcome for one thread, carried from outside the lock to
-/// the write-back.
-struct Outcome {
-    tid: u64,
+/// the write-back (`balancer::apply_idle`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// The thread.
+    pub(crate) tid: u64,
     /// The record's track the reading started from.
-    before: Track,
+    pub(crate) before: Track,
     /// The track after the reading.
-    after: Track,
+    pub(crate) after: Track,
     /// The event to send, if any.
-    event: Option<Event>,
-}
-
-impl Inner {
-    /// The calling thread `tid` runs: if the idle step had it blocked, it is
-    /// woken now (`Event::Wake`, its placements carried out at once), not a
-    /// pass later. A hint of a blocked thread would otherwise join its group
-    /// as not runnable.
-    pub(crate) fn wake_by_call(&self, st: &mut State, tid: u64) {
-        let Some(rec) = st.tasks.get_mut(&tid) else {
-            return;
-        };
-        if !rec.idle.blocked {
-            return;
-        }
-        rec.idle.woken_by_call();
-        if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
-            st.stats.idle_wakes += 1;
-            // Carried out before the hint, whose refusal would drop them.
-            self.apply(st, None);
-        } else {
-            st.stats.balancer_errors += 1;
-        }
-    }
-
-    /// The idle step of a balancer pass (module doc); nothing when
-    /// `idle_passes` is 0. Runs before the agent exchange, so that the load
-    /// reported is the one after it.
-    pub(crate) fn idle_pass(&self) {
-        let passes = self.config.idle_passes;
-        if passes == 0 {
-            return;
-        }
-        let window = Window {
-            passes,
-            min_ns: MIN_IDLE_NS,
-        };
-        let cpu_before = crate::sys::own_cpu_ns();
-        let snapshot: Vec<(u64, Track)> = match self.lock() {
-            Ok(st) => st.tasks.iter().map(|(&tid, r)| (tid, r.idle)).collect(),
-            Err(_) => return,
-        };
-        let now_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let mut outcomes = Vec::with_capacity(snapshot.len());
-        for (tid, before) in snapshot {
-            // A thread that exited since is left to its exit hook.
-            let Ok(cpu_ns) = crate::sys::thread_cpu_ns(tid) else {
-                continue;
-            };
-            let mut after = before;
-            let task = TaskId(tid);
-            let event = match after.observe(cpu_ns, now_ns, window) {
-                Step::Nothing => None,
-                Step::Wake => Some(Event::Wake { task }),
-                // Running or queued right now, or unreadable: not idle yet;
-                // it stays a candidate and is looked at again next pass.
-                Step::Idle => match crate::procfs::thread_runnable_now(self.pid, tid) {
-                    Some(false) => {
-                        after.block();
-                        Some(Event::Block { task })
-                    }
-                    Some(true) | None => None,
-                },
-            };
-            if after != before {
-                outcomes.push(Outcome {
-                    tid,
-                    before,
-                    after,
-                    event,
-                });
-            }
-        }
-        let Ok(mut st) = self.lock() else {
-            return;
-        };
-        for o in outcomes {
-            let Some(rec) = st.tasks.get_mut(&o.tid) else {
-                continue;
-            };
-            if rec.idle != o.before {
-                continue;
-            }
-            rec.idle = o.after;
-            let Some(event) = o.event else {
-                continue;
-            };
-            let blocking = matches!(event, Event::Block { .. });
-            if st.handle(event).is_err() {
-                // The engine and the record must agree: keep the old track.
-                if let Some(rec) = st.tasks.get_mut(&o.tid) {
-                    rec.idle = o.before;
-                }
-                st.stats.balancer_errors += 1;
-            } else if blocking {
-                st.stats.idle_blocks += 1;
-            } else {
-                st.stats.idle_wakes += 1;
-            }
-        }
-        // A woken thread's group may have been re-homed.
-        self.apply(&mut st, None);
-        st.stats.idle_cpu_ns += crate::sys::own_cpu_ns().saturating_sub(cpu_before);
-    }
+    pub(crate) event: Option<Event>,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //!    (before the lock), then, under the mutex: `TaskNew` on its first call,
 //!    `Hint`, and every resulting `Place` carried out at once
 //!    (`sched_setaffinity(0, …)` for the caller, so it never touches the DF's
-//!    data on the wrong CPU; by tid for other threads). See `place.rs`.
+//!    data on the wrong CPU; by tid for other threads). See `runtime/place.rs`.
 //!
 //! Invariants:
 //! - the engine, the task records and the counters change only under
@@ -35,19 +35,20 @@
 //!   does not have may hold) is never taken by a hint, an attach, a thread
 //!   exit or a shutdown (see `fork.rs`).
 
+mod pass;
+mod place;
 mod threads;
+
+pub(crate) use crate::state::{State, TaskRec};
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
 use crate::stats::RuntimeStats;
 use crate::sys::{RealSys, SysOps};
-use crate::thread::{self, FastCounter};
+use crate::thread;
 use dfsched_core::{
-    AppId, CoreError, CpuId, CpuSet, Decision, DfId, DomainSpec, Engine, Event, GroupView, TaskId,
-    TaskView, Topology,
+    AppId, CpuId, CpuSet, DfId, DomainSpec, Engine, Event, GroupView, TaskId, TaskView, Topology,
 };
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -56,87 +57,6 @@ use std::time::{Duration, Instant};
 /// Runtime ids, so a thread's registration can never be mistaken for one of
 /// another runtime, even one at the same address.
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Hashes a thread id with one multiplication (Fibonacci hashing), where
-/// SipHash costs tens of nanoseconds per lookup on the hint path. Enough
-/// here: tids come from the kernel, not from an adversary, and the map is
-/// never iterated for a decision. The low bits of the product are a
-/// bijection of the tid's low bits (the multiplier is odd), the high bits
-/// mix all of them: both ends of the hash are usable, as `HashMap` needs.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TidHasher(u64);
-
-/// 2^64 / φ, odd.
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl Hasher for TidHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(FIBONACCI);
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b).wrapping_add(self.0.rotate_left(8)));
-        }
-    }
-}
-
-/// What the runtime keeps per registered thread.
-#[derive(Debug)]
-pub(crate) struct TaskRec {
-    /// The thread's fast-path hint count (the thread holds the other Arc).
-    pub(crate) fast: Arc<FastCounter>,
-    /// The CPU mask dfsched last set on the thread (or found at
-    /// registration); a different mask read back means someone else changed
-    /// it.
-    pub(crate) last_set: CpuSet,
-    /// A placement of the thread failed (`EPERM`, `EINVAL`, …), so the
-    /// engine's target is not where the thread runs: its next hint places it
-    /// even if the engine's target does not change.
-    pub(crate) stale: bool,
-    /// Its CPU-time readings and whether the engine has it blocked
-    /// (`idle.rs`).
-    pub(crate) idle: crate::idle::Track,
-    /// The allowed CPUs set on it for a call that starts a program
-    /// (`spawn.rs`), while that call runs: placements of it then only
-    /// update `last_set`, which the call's end sets.
-    pub(crate) lent: Option<CpuSet>,
-}
-
-/// Everything behind the mutex.
-pub(crate) struct State {
-    /// The policy engine.
-    pub(crate) engine: Engine,
-    /// Registered threads by tid. Only looked up, never iterated for a
-    /// decision.
-    pub(crate) tasks: HashMap<u64, TaskRec, BuildHasherDefault<TidHasher>>,
-    /// Decisions the engine appends to; reused so the hot path does not
-    /// allocate a Vec per hint.
-    pub(crate) decisions: Vec<Decision>,
-    /// The second buffer `place.rs` swaps in while carrying out a batch.
-    pub(crate) spare: Vec<Decision>,
-    /// Counters (the fast-path ones live in the threads' slots).
-    pub(crate) stats: RuntimeStats,
-    /// Fast-path hints of threads that are no longer registered.
-    pub(crate) retired_fast_hints: u64,
-    /// The next application id; ids below it exist.
-    pub(crate) next_app: u64,
-}
-
-impl State {
-    /// Feeds one event to the engine, its decisions appended to
-    /// `self.decisions`.
-    #[inline]
-    pub(crate) fn handle(&mut self, event: Event) -> Result<(), CoreError> {
-        self.engine.handle(event, &mut self.decisions)
-    }
-}
 
 /// The shared part of a runtime.
 pub(crate) struct Inner {
@@ -245,15 +165,7 @@ impl Runtime {
             allowed,
             sys,
             shut_down: AtomicBool::new(false),
-            state: Mutex::new(State {
-                engine,
-                tasks: HashMap::default(),
-                decisions: Vec::with_capacity(16),
-                spare: Vec::with_capacity(16),
-                stats: RuntimeStats::default(),
-                retired_fast_hints: 0,
-                next_app: 1,
-            }),
+            state: Mutex::new(State::new(engine)),
             started: Instant::now(),
             pid: std::process::id(),
             fork_generation: crate::fork::generation(),
@@ -268,7 +180,7 @@ impl Runtime {
         });
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
             let interval = Duration::from_millis(inner.config.balance_interval_ms);
-            Some(crate::balancer::spawn(Arc::clone(&inner), interval)?)
+            Some(pass::spawn(Arc::clone(&inner), interval)?)
         } else {
             None
         };
@@ -612,23 +524,6 @@ mod tests {
         // CPU 9's core and LLC shrink to the CPU itself.
         assert_eq!(t.domain(t.leaf(CpuId(9)).unwrap()).cpus, set("9"));
         assert_eq!(restrict(&machine, machine.cpus()).unwrap(), machine);
-    }
-
-    #[test]
-    fn tid_hashes_spread_over_low_and_high_bits() {
-        let hash = |tid: u64| {
-            let mut h = TidHasher::default();
-            h.write_u64(tid);
-            h.finish()
-        };
-        // Consecutive tids (as the kernel hands them out) fill distinct
-        // buckets of a 1024-bucket table, and the 7-bit tags HashMap keeps
-        // from the top of the hash take many values.
-        let tids = 4000..5024u64;
-        let low: std::collections::BTreeSet<u64> = tids.clone().map(|t| hash(t) & 1023).collect();
-        assert_eq!(low.len(), 1024);
-        let tags: std::collections::BTreeSet<u64> = tids.map(|t| hash(t) >> 57).collect();
-        assert!(tags.len() > 100, "only {} tags", tags.len());
     }
 
     #[test]

@@ -27,7 +27,7 @@
 //!   someone else set the thread's mask (it is not dfsched's to widen);
 //! - at the end, a mask someone else set during the call is left as it is;
 //!   the thread's next placement reads it back and makes it the thread's
-//!   allowed CPUs (`place.rs`);
+//!   allowed CPUs (`runtime/place.rs`);
 //! - a failure only leaves the thread as it was: these steps never fail
 //!   the program's call.
 

@@ -1,27 +1,31 @@
-//! The runtime's side of the agent, run from each balancer pass:
+//! The runtime's side of the agent, run from each balancer pass. This file
+//! holds the link (its connection, backoff and status) and the exchanges;
+//! the runtime gathers what goes out and applies what comes back
+//! (`runtime/pass.rs`), so nothing here locks the runtime's state.
 //!
 //! ```text
-//!   1. own load (under the state lock): Σ over registered runnable threads
-//!      of their target's share of each CPU (the core's load formula:
-//!      1000/|S| per CPU, the remainder on the lowest CPUs), plus 1000 per
-//!      runnable thread of this process the engine does not know
-//!      (/proc/self/task, the balancer thread itself excluded). This is the
-//!      engine's `load_milli()` minus the external part, computed from the
-//!      targets so that a load set by `set_external_load` cannot leak in.
-//!   2. report it; receive the others' sum, the unmanaged load (the agent's
-//!      shared /proc scan, weighed against our CFS group: `weighed` asks
-//!      for it; an agent from before the field refuses that once per
-//!      connection, and is asked plainly from then on), the registered
-//!      pids, the home
+//!   1. own load ([`Ours`], gathered by the runtime under its lock): Σ over
+//!      registered runnable threads of their target's share of each CPU
+//!      (the core's load formula, `dfsched_core::rules::add_task_load`),
+//!      plus 1000 per runnable thread of this process the engine does not
+//!      know (/proc/self/task, the balancer thread itself excluded). This
+//!      is the engine's `load_milli()` minus the external part, computed
+//!      from the targets so that a load set by `set_external_load` cannot
+//!      leak in.
+//!   2. report it ([`exchange`]); receive the others' sum, the unmanaged
+//!      load (the agent's shared sample from /proc/stat signals, weighed
+//!      against our CFS group: `weighed` asks for it; an agent from before
+//!      the field refuses that once per connection, and is asked plainly
+//!      from then on), the registered pids, the home
 //!   3. the unmanaged load goes through the runtime's window (external.rs);
-//!      only when the view carries none does the runtime scan /proc itself,
-//!      skipping the registered pids (their load came in 2); the others'
-//!      sum is added in thousandths (`Event::ExternalLoadMilli`)
-//!   4. (under the lock, before Balance) narrow every thread's allowed set
-//!      to the sharing set's home with Event::Allowed; restore it when the
-//!      home goes
+//!      only when the view carries none does the runtime sample the signals
+//!      itself, leaving out the registered pids' load (it came in 2); the
+//!      others' sum is added in thousandths (`Event::ExternalLoadMilli`)
+//!   4. (under the runtime's lock, before Balance) narrow every thread's
+//!      allowed set to the sharing set's home with Event::Allowed
+//!      ([`Link::home_changes`] says which); restore it when the home goes
 //!   5. after the pass, if it moved threads: report the new load at once
-//!      (`update`, no view asked), so that the other processes' next views
+//!      ([`update`], no view asked), so that the other processes' next views
 //!      show the move instead of the load of a whole interval ago
 //! ```
 //!
@@ -59,12 +63,11 @@ use super::client::{Client, ConnectOptions};
 use super::proto::{ErrorKind, Report, View};
 use super::sock::Trust;
 use super::AgentError;
-use crate::runtime::{Inner, Runtime, State};
-use dfsched_core::{rules, CpuId, CpuSet, Event, TaskId};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use dfsched_core::{CpuId, CpuSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Passes between connection attempts when no agent listens: about 2 s at
@@ -133,7 +136,7 @@ impl std::fmt::Display for AgentMode {
     }
 }
 
-/// What a runtime last heard from the agent ([`Runtime::agent_link`]).
+/// What a runtime last heard from the agent ([`crate::Runtime::agent_link`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkStatus {
     /// The socket the runtime uses, if the agent is not off.
@@ -382,6 +385,11 @@ pub(crate) struct AgentPass {
 }
 
 impl AgentPass {
+    /// The agent's view this pass, if the exchange gave one.
+    pub(crate) fn view(&self) -> Option<&View> {
+        self.view.as_ref()
+    }
+
     /// Whether the `/proc` sample must skip `pid` (a registered process:
     /// its load came with the view).
     pub(crate) fn skips(&self, pid: u32) -> bool {
@@ -443,253 +451,208 @@ impl AgentPass {
     }
 }
 
-/// Runnable threads of this process not in `known`, per CPU, from
-/// `/proc/self/task`; `skip` (the caller) excluded.
-fn unknown_runnable(known: &HashSet<u64>, skip: u64) -> BTreeMap<CpuId, u64> {
-    let mut out = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(tid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        if tid == skip || known.contains(&tid) {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some(f) = crate::procfs::parse_stat(&text) {
-            if f.state == b'R' {
-                *out.entry(CpuId(f.processor)).or_default() += 1000;
-            }
-        }
-    }
-    out
+/// This process's side of a report (step 1 of the module doc), gathered by
+/// the runtime under its own lock: its load per CPU in thousandths and the
+/// CPUs it may use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ours {
+    /// Its load per CPU, thousandths.
+    pub(crate) load: BTreeMap<CpuId, u64>,
+    /// Its allowed CPUs on the machine.
+    pub(crate) allowed: CpuSet,
 }
 
-impl Inner {
-    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
-        self.agent.lock().unwrap_or_else(PoisonError::into_inner)
+/// The report of `load` and `allowed` on the connection whose socket is
+/// `inode`; `weighed` is left for [`exchange`] to ask.
+fn report_of(load: BTreeMap<CpuId, u64>, allowed: &CpuSet, inode: Option<u64>) -> Report {
+    Report {
+        load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
+        allowed: allowed.clone(),
+        own_socket_inode: inode,
+        // Asked for by `exchange` only: an update gets no view.
+        weighed: false,
     }
+}
 
-    /// Step 1 of the module doc: this process's own load, per CPU, in
-    /// thousandths; `None` if the state is unusable (poisoned).
-    fn own_load(&self) -> Option<BTreeMap<CpuId, u64>> {
-        let (mut load, known) = {
-            let st = self.lock().ok()?;
-            let mut load = BTreeMap::new();
-            for &tid in st.tasks.keys() {
-                let task = TaskId(tid);
-                if st.engine.task(task).is_some_and(|v| v.runnable) {
-                    if let Some(target) = st.engine.target(task) {
-                        rules::add_task_load(target, &mut load);
-                    }
+/// Step 2 of the module doc: reports `ours` (this process's load and
+/// allowed CPUs, step 1) to the agent and returns its view. Never fails: an
+/// exchange that fails gives an empty pass. Takes at most the link's budget
+/// ([`LINK_TIMEOUT`] by default) on the socket, with no lock held there;
+/// `link` is locked only around its book-keeping. `runtime` names the
+/// runtime in a warning.
+pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPass {
+    let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
+    if lock().status.socket.is_none() {
+        return AgentPass::default();
+    }
+    let Ours { load, allowed } = ours;
+    let (checkout, budget) = {
+        let mut link = lock();
+        (link.checkout(true), link.budget)
+    };
+    let deadline = Instant::now() + budget;
+    let mut client = match checkout {
+        Checkout::Skip => return AgentPass::default(),
+        Checkout::Use(c) => c,
+        Checkout::Connect(path) => {
+            let options = ConnectOptions {
+                trust: lock().trust,
+                timeout: budget,
+            };
+            match Client::connect_with(&path, options) {
+                Ok(c) => {
+                    lock().inode = c.socket_inode();
+                    c
+                }
+                Err(e) => {
+                    lock().fail(runtime, &e);
+                    return AgentPass::default();
                 }
             }
-            let known: HashSet<u64> = st.tasks.keys().copied().collect();
-            (load, known)
-        };
-        for (cpu, m) in unknown_runnable(&known, crate::sys::gettid()) {
-            if self.topology.cpus().contains(cpu) {
-                *load.entry(cpu).or_default() += m;
-            }
         }
-        Some(load)
-    }
-
-    /// The report of `load`.
-    fn report_of(&self, load: BTreeMap<CpuId, u64>, inode: Option<u64>) -> Report {
-        Report {
-            load_milli: load.into_iter().filter(|&(_, m)| m > 0).collect(),
-            allowed: self.allowed.intersection(self.topology.cpus()),
-            own_socket_inode: inode,
-            // Asked for by `agent_exchange` only: an update gets no view.
-            weighed: false,
-        }
-    }
-
-    /// Steps 1–2 of the module doc. Never fails: an exchange that fails
-    /// gives an empty pass. Takes at most [`LINK_TIMEOUT`] on the socket,
-    /// with no lock held there.
-    pub(crate) fn agent_exchange(&self) -> AgentPass {
-        if self.link().status.socket.is_none() {
-            return AgentPass::default();
-        }
-        let Some(load) = self.own_load() else {
-            return AgentPass::default();
-        };
-        let (checkout, budget) = {
-            let mut link = self.link();
-            (link.checkout(true), link.budget)
-        };
-        let deadline = Instant::now() + budget;
-        let mut client = match checkout {
-            Checkout::Skip => return AgentPass::default(),
-            Checkout::Use(c) => c,
-            Checkout::Connect(path) => {
-                let options = ConnectOptions {
-                    trust: self.link().trust,
-                    timeout: budget,
-                };
-                match Client::connect_with(&path, options) {
-                    Ok(c) => {
-                        self.link().inode = c.socket_inode();
-                        c
-                    }
-                    Err(e) => {
-                        self.link().fail(self.id, &e);
-                        return AgentPass::default();
-                    }
-                }
-            }
-        };
-        let (inode, mut plain, pending) = {
-            let link = self.link();
-            (link.inode, link.plain_reports, link.pending)
-        };
-        // The view of the last pass's report, if it came late; else this
-        // pass's report and its view.
-        let mut weighed = pending.unwrap_or(!plain);
-        let mut answer = match pending {
-            Some(_) => client.late_view(deadline).map(|v| v.ok_or(Late::Again)),
-            None => {
-                let mut report = self.report_of(load.clone(), inode);
-                report.weighed = weighed;
-                client
-                    .report_or_late(report, deadline)
-                    .map(|v| v.ok_or(Late::First))
-            }
-        };
-        if weighed
-            && matches!(
-                &answer,
-                Err(AgentError::Refused {
-                    kind: ErrorKind::Malformed,
-                    ..
-                })
-            )
-        {
-            // An agent of version 2 from before `weighed`: the connection
-            // stays usable after a refusal, so ask again without it.
-            let mut report = self.report_of(load, inode);
-            report.weighed = false;
-            weighed = false;
-            plain = true;
-            answer = client
+    };
+    let (inode, mut plain, pending) = {
+        let link = lock();
+        (link.inode, link.plain_reports, link.pending)
+    };
+    // The view of the last pass's report, if it came late; else this
+    // pass's report and its view.
+    let mut weighed = pending.unwrap_or(!plain);
+    let mut answer = match pending {
+        Some(_) => client.late_view(deadline).map(|v| v.ok_or(Late::Again)),
+        None => {
+            let mut report = report_of(load.clone(), &allowed, inode);
+            report.weighed = weighed;
+            client
                 .report_or_late(report, deadline)
-                .map(|v| v.ok_or(Late::First));
+                .map(|v| v.ok_or(Late::First))
         }
-        let mut link = self.link();
-        link.plain_reports = plain;
-        match answer {
-            Ok(Ok(view)) => {
-                link.checkin(client);
-                let s = &mut link.status;
-                if pending.is_some() {
-                    s.late_views += 1;
-                }
-                s.reports += 1;
-                s.others_milli = view.others_milli.clone();
-                s.unmanaged = view.unmanaged.clone();
-                s.unmanaged_milli = view.unmanaged_milli.clone();
-                s.registered = view.registered.clone();
-                s.set = view.set;
-                AgentPass { view: Some(view) }
+    };
+    if weighed
+        && matches!(
+            &answer,
+            Err(AgentError::Refused {
+                kind: ErrorKind::Malformed,
+                ..
+            })
+        )
+    {
+        // An agent of version 2 from before `weighed`: the connection
+        // stays usable after a refusal, so ask again without it.
+        let mut report = report_of(load, &allowed, inode);
+        report.weighed = false;
+        weighed = false;
+        plain = true;
+        answer = client
+            .report_or_late(report, deadline)
+            .map(|v| v.ok_or(Late::First));
+    }
+    let mut link = lock();
+    link.plain_reports = plain;
+    match answer {
+        Ok(Ok(view)) => {
+            link.checkin(client);
+            let s = &mut link.status;
+            if pending.is_some() {
+                s.late_views += 1;
             }
-            Ok(Err(Late::First)) => {
-                // Not yet: the next pass reads it (module doc, "Bounds").
-                link.park(client, weighed);
-                AgentPass::default()
-            }
-            Ok(Err(Late::Again)) => {
-                let e = AgentError::Io {
-                    path: link.status.socket.clone().unwrap_or_default(),
-                    reason: format!(
-                        "no view from the agent within two passes' budget of {budget:?}"
-                    ),
-                };
-                link.fail(self.id, &e);
-                AgentPass::default()
-            }
-            Err(e) => {
-                link.fail(self.id, &e);
-                AgentPass::default()
-            }
+            s.reports += 1;
+            s.others_milli = view.others_milli.clone();
+            s.unmanaged = view.unmanaged.clone();
+            s.unmanaged_milli = view.unmanaged_milli.clone();
+            s.registered = view.registered.clone();
+            s.set = view.set;
+            AgentPass { view: Some(view) }
+        }
+        Ok(Err(Late::First)) => {
+            // Not yet: the next pass reads it (module doc, "Bounds").
+            link.park(client, weighed);
+            AgentPass::default()
+        }
+        Ok(Err(Late::Again)) => {
+            let e = AgentError::Io {
+                path: link.status.socket.clone().unwrap_or_default(),
+                reason: format!("no view from the agent within two passes' budget of {budget:?}"),
+            };
+            link.fail(runtime, &e);
+            AgentPass::default()
+        }
+        Err(e) => {
+            link.fail(runtime, &e);
+            AgentPass::default()
         }
     }
+}
 
-    /// Step 5 of the module doc: after a pass that moved threads, reports
-    /// the new load on the open connection (no new connection is tried: a
-    /// runtime without an agent has no one to tell). A failure drops the
-    /// connection and backs off, as in [`Inner::agent_exchange`]; at most
-    /// [`LINK_TIMEOUT`] on the socket, no lock held there.
-    pub(crate) fn agent_update(&self) {
-        if self.link().client.is_none() {
-            return;
-        }
-        let Some(load) = self.own_load() else {
-            return;
-        };
-        let Checkout::Use(mut client) = self.link().checkout(false) else {
-            return;
-        };
-        if self.link().pending.is_some() {
-            // A view is still to be read on this connection: an update's
-            // reply would come after it; the next report carries the load.
-            let mut link = self.link();
-            link.busy = false;
-            link.client = Some(client);
-            return;
-        }
-        let (inode, budget) = {
-            let link = self.link();
-            (link.inode, link.budget)
-        };
-        let report = self.report_of(load, inode);
-        let result = client.update_by(report, Instant::now() + budget);
-        let mut link = self.link();
-        match result {
-            Ok(()) => {
-                link.checkin(client);
-                link.status.updates += 1;
-            }
-            Err(e) => link.fail(self.id, &e),
-        }
+/// Step 5 of the module doc: after a pass that moved threads, reports
+/// `ours` on the open connection (no new connection is tried: a runtime
+/// without an agent has no one to tell). A failure drops the connection and
+/// backs off, as in [`exchange`]; at most the link's budget on the socket,
+/// no lock held there.
+pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: Ours) {
+    let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
+    let Ours { load, allowed } = ours;
+    let Checkout::Use(mut client) = lock().checkout(false) else {
+        return;
+    };
+    if lock().pending.is_some() {
+        // A view is still to be read on this connection: an update's
+        // reply would come after it; the next report carries the load.
+        let mut link = lock();
+        link.busy = false;
+        link.client = Some(client);
+        return;
     }
+    let (inode, budget) = {
+        let link = lock();
+        (link.inode, link.budget)
+    };
+    let report = report_of(load, &allowed, inode);
+    let result = client.update_by(report, Instant::now() + budget);
+    let mut link = lock();
+    match result {
+        Ok(()) => {
+            link.checkin(client);
+            link.status.updates += 1;
+        }
+        Err(e) => link.fail(runtime, &e),
+    }
+}
 
-    /// Step 4 of the module doc: narrows or restores the threads' allowed
-    /// sets; the resulting decisions are left in `st.decisions` for the
-    /// caller to carry out. Without a view (no agent, failed exchange)
-    /// nothing changes: a home is only given up when the agent says so or
-    /// the runtime stops reaching it for good.
-    pub(crate) fn agent_apply_home(&self, st: &mut State, pass: &AgentPass) {
-        let Some(view) = &pass.view else {
-            return;
+impl Link {
+    /// Step 4 of the module doc: the threads whose allowed set must change
+    /// for the sharing set's home in `view` (`Event::Allowed` for each,
+    /// returned in tid order for the caller to send under its lock), given
+    /// the registered threads (`tids`, ascending) and each one's allowed set
+    /// in the engine now (`allowed_of`). `cpus` are the CPUs the runtime places on.
+    /// Without a view (no agent, failed exchange) nothing changes: a home is
+    /// only given up when the agent says so or the runtime stops reaching
+    /// it for good.
+    pub(crate) fn home_changes(
+        &mut self,
+        view: Option<&View>,
+        cpus: &CpuSet,
+        tids: &[u64],
+        allowed_of: impl Fn(u64) -> Option<CpuSet>,
+    ) -> Vec<(u64, CpuSet)> {
+        let Some(view) = view else {
+            return Vec::new();
         };
         let home = view
             .home
             .as_ref()
-            .map(|h| h.intersection(self.topology.cpus()))
+            .map(|h| h.intersection(cpus))
             .filter(|h| !h.is_empty());
-        let mut link = self.link();
-        let link = &mut *link;
-        link.narrowed.retain(|tid, _| st.tasks.contains_key(tid));
-        let mut tids: Vec<u64> = st.tasks.keys().copied().collect();
-        tids.sort_unstable();
+        self.narrowed
+            .retain(|tid, _| tids.binary_search(tid).is_ok());
         let mut events = Vec::new();
         match &home {
             Some(h) => {
-                for tid in tids {
-                    let Some(now) = st.engine.task(TaskId(tid)).map(|v| v.allowed) else {
+                for &tid in tids {
+                    let Some(now) = allowed_of(tid) else {
                         continue;
                     };
-                    let (own, given) = link
+                    let (own, given) = self
                         .narrowed
                         .entry(tid)
                         .or_insert_with(|| (now.clone(), now.clone()));
@@ -709,32 +672,32 @@ impl Inner {
                 }
             }
             None => {
-                for (tid, (own, given)) in link.narrowed.drain() {
-                    let now = st.engine.task(TaskId(tid)).map(|v| v.allowed);
-                    if now.as_ref() == Some(&given) && given != own {
+                for (tid, (own, given)) in self.narrowed.drain() {
+                    if allowed_of(tid).as_ref() == Some(&given) && given != own {
                         events.push((tid, own));
                     }
                 }
                 events.sort_unstable_by_key(|(tid, _)| *tid);
             }
         }
-        for (tid, allowed) in events {
-            let task = TaskId(tid);
-            match st.handle(Event::Allowed { task, allowed }) {
-                Ok(()) => link.status.allowed_events += 1,
-                Err(e) => {
-                    tracing::debug!(tid, error = %e, "dfsched: agent home not applied");
-                }
-            }
-        }
-        link.status.home = home;
+        self.status.home = home;
+        events
     }
-}
 
-impl Runtime {
-    /// What the runtime last heard from the agent (see [`LinkStatus`]).
-    pub fn agent_link(&self) -> LinkStatus {
-        self.inner().link().status.clone()
+    /// One `Event::Allowed` of [`Link::home_changes`] reached the engine.
+    pub(crate) fn count_allowed_event(&mut self) {
+        self.status.allowed_events += 1;
+    }
+
+    /// Whether a connection is open and idle (not checked out by an
+    /// exchange).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// What the runtime last heard from the agent.
+    pub(crate) fn status(&self) -> &LinkStatus {
+        &self.status
     }
 }
 

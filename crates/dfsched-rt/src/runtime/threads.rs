@@ -5,9 +5,9 @@
 //! the engine, the task records and the counters change only under the
 //! state's mutex, and a forked child never takes it.
 
+use super::place::Applying;
 use super::{df_of, Inner, State, TaskRec};
 use crate::error::Error;
-use crate::place::Applying;
 use crate::thread::{self, Fast, FastCounter};
 use dfsched_core::{AppId, CoreError, CpuId, CpuSet, Decision, Event, TaskId};
 use std::sync::Arc;
@@ -222,6 +222,27 @@ impl Inner {
             if let Some(cpus) = st.engine.task(task).and_then(|v| v.placed) {
                 st.decisions.push(Decision::Place { task, cpus });
             }
+        }
+    }
+
+    /// The calling thread `tid` runs: if the idle step had it blocked, it is
+    /// woken now (`Event::Wake`, its placements carried out at once), not a
+    /// pass later. A hint of a blocked thread would otherwise join its group
+    /// as not runnable.
+    pub(crate) fn wake_by_call(&self, st: &mut State, tid: u64) {
+        let Some(rec) = st.tasks.get_mut(&tid) else {
+            return;
+        };
+        if !rec.idle.blocked {
+            return;
+        }
+        rec.idle.woken_by_call();
+        if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
+            st.stats.idle_wakes += 1;
+            // Carried out before the hint, whose refusal would drop them.
+            self.apply(st, None);
+        } else {
+            st.stats.balancer_errors += 1;
         }
     }
 

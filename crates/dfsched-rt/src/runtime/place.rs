@@ -62,8 +62,8 @@
 //! `t3:1`, read at 30 % of the work while later threads had not hinted
 //! yet); see `tests/c_abi.rs`.
 
+use super::{Inner, State};
 use crate::error::Error;
-use crate::runtime::{Inner, State};
 use dfsched_core::{CpuSet, Decision, Event, TaskId};
 
 /// Rounds of follow-up decisions carried out per call at most. Each round
