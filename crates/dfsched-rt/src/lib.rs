@@ -168,7 +168,6 @@ pub mod preload;
 pub mod procfs;
 mod runtime;
 pub mod signals;
-mod spawn;
 mod state;
 pub mod stats;
 pub mod sys;

@@ -73,7 +73,7 @@
 //!   moved it meanwhile: such a move only updates its record while the
 //!   call runs, so the child is never cloned narrowed). `system` waits for
 //!   the command's whole life, the thread waiting with its allowed CPUs.
-//!   See `spawn.rs`. The rule is the same whatever the spawn attributes:
+//!   See `runtime/spawn.rs`. The rule is the same whatever the spawn attributes:
 //!   glibc has none that sets a mask, and the scheduler ones
 //!   (`POSIX_SPAWN_SETSCHEDULER`, `…SETSCHEDPARAM`) set the child's policy,
 //!   not its CPUs, so its mask is still the caller's. A thread dfsched

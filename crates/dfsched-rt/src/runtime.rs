@@ -37,6 +37,7 @@
 
 mod pass;
 mod place;
+mod spawn;
 mod threads;
 
 pub(crate) use crate::state::{State, TaskRec};

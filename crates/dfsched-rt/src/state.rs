@@ -62,7 +62,7 @@ pub(crate) struct TaskRec {
     /// (`idle.rs`).
     pub(crate) idle: Track,
     /// The allowed CPUs set on it for a call that starts a program
-    /// (`spawn.rs`), while that call runs: placements of it then only
+    /// (`runtime/spawn.rs`), while that call runs: placements of it then only
     /// update `last_set`, which the call's end sets.
     pub(crate) lent: Option<CpuSet>,
 }

@@ -255,7 +255,7 @@ pub struct RuntimeStats {
     /// Calls starting a program (`posix_spawn`, `posix_spawnp`, `system`,
     /// `popen`, under `LD_PRELOAD`) made by a thread dfsched had placed,
     /// which ran with the thread's allowed CPUs so that the program got
-    /// them (see `spawn.rs`).
+    /// them (see `runtime/spawn.rs`).
     pub spawn_lends: u64,
     /// Threads of this process that ran unplaced because attaching them
     /// under `LD_PRELOAD` failed (process-wide, not per runtime).

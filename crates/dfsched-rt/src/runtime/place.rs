@@ -22,7 +22,7 @@
 //! stale, and its next hint places it again even if its target is unchanged.
 //!
 //! A thread whose allowed CPUs are lent to a call that starts a program
-//! (`posix_spawn`, `system`, `popen`; see `spawn.rs`) is neither read back
+//! (`posix_spawn`, `system`, `popen`; see `runtime/spawn.rs`) is neither read back
 //! nor moved: its record takes the new mask, which the call's end sets.
 //!
 //! A placement is *prepared* (step 1 and the record's book-keeping) and then
@@ -38,7 +38,7 @@
 //! is made under the runtime's mutex, the one the engine decides under:
 //! other threads' moves here, the caller's own move in the hint path
 //! (before the unlock, so a later hint that re-homes its group cannot be
-//! overtaken by it), the lend and its end in `spawn.rs`. The kernel stores
+//! overtaken by it), the lend and its end in `runtime/spawn.rs`. The kernel stores
 //! the new mask before `sched_setaffinity` returns, under the task's lock
 //! that `sched_getaffinity` takes too, so a read-back under the mutex sees
 //! dfsched's latest write, never an earlier one, and step 1 cannot mistake
@@ -190,7 +190,7 @@ impl Inner {
         };
         if rec.lent.is_some() {
             // In a call that starts a program with the thread's allowed CPUs
-            // (`spawn.rs`): narrowing it now could confine the program; the
+            // (`runtime/spawn.rs`): narrowing it now could confine the program; the
             // call's end places it where `last_set` says then (and counts
             // that placement).
             rec.last_set = cpus;
@@ -323,7 +323,7 @@ impl Inner {
     /// its engine target (where the engine last placed it, or its allowed
     /// CPUs if it never did), and a member of a group sits in the group's
     /// home (the home's CPUs ∩ its allowed CPUs, when they meet). A thread
-    /// lent to a call that starts a program (`spawn.rs`) is skipped: its
+    /// lent to a call that starts a program (`runtime/spawn.rs`) is skipped: its
     /// mask is its allowed set until the call's end sets its target. A
     /// thread whose last placement failed (its record is stale) is
     /// reported: its mask is not its target. Returns every mismatch, by

@@ -31,7 +31,7 @@
 //! - a failure only leaves the thread as it was: these steps never fail
 //!   the program's call.
 
-use crate::runtime::Runtime;
+use super::Runtime;
 use dfsched_core::TaskId;
 
 impl Runtime {
