@@ -188,12 +188,14 @@ int dfsched_app_create(uint64_t *out);
 int dfsched_balance_now(void);
 
 /*
- * dfsched's counters as a JSON object: hints, fast_hints, placements,
- * placement_failures {esrch, eperm, einval, other}, refused {unknown_app,
- * wrong_app, not_in_df, no_cpu, shut_down, thread_exiting, other},
- * group_moves, splits, task_moves, balancer_passes, threads_registered,
- * threads_attached, threads_exited, threads_active,
- * preload_attach_failures, engine {...}, ...
+ * dfsched's counters as a JSON object. The runtime's own: hint_calls,
+ * fast_hints, affinity_calls (sched_setaffinity made), affinity_failures
+ * {esrch, eperm, einval, other}, refused_calls {unknown_app, wrong_app,
+ * not_in_df, no_cpu, shut_down, thread_exiting, other}, balance_errors,
+ * balance_cpu_ns, recent_pass_cpu_ns, threads_registered, threads_attached,
+ * threads_exited, threads_active, external_*, preload_attach_failures, ...;
+ * the engine's under "engine": hints, placements (decided), refused,
+ * balance_passes, group_moves, splits, task_moves, rehomes, ...
  * The string lives in a thread-local buffer: valid until the calling
  * thread's next dfsched_stats_json() call or its exit. Do not free it.
  * Returns NULL on failure (see dfsched_last_error()).

@@ -112,10 +112,10 @@ fn runtime_on(sock: &Path, interval_ms: u64) -> Runtime {
 /// The ratio of balancer passes over `over` to the nominal count at
 /// `interval_ms`.
 fn pass_ratio(rt: &Runtime, interval_ms: u64, over: Duration) -> f64 {
-    let before = rt.stats().balancer_passes;
+    let before = rt.stats().engine.balance_passes;
     let start = Instant::now();
     std::thread::sleep(over);
-    let passes = rt.stats().balancer_passes - before;
+    let passes = rt.stats().engine.balance_passes - before;
     let nominal = start.elapsed().as_secs_f64() * 1000.0 / interval_ms as f64;
     passes as f64 / nominal
 }

@@ -595,9 +595,9 @@ fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
     // Another process reports 8 threads on that CPU: the group moves away.
     let mut other = Helper::spin(from, 0);
     other.register(&dir.sock(), from, 8000);
-    let moves_before = rt.stats().group_moves;
+    let moves_before = rt.stats().engine.group_moves;
     let start = Instant::now();
-    while rt.stats().group_moves == moves_before {
+    while rt.stats().engine.group_moves == moves_before {
         rt.balance_now().unwrap();
         assert!(start.elapsed() < DEADLINE, "never moved: {:?}", rt.stats());
     }
@@ -743,7 +743,7 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
     // the group is re-homed in the pass's step 0, which is no GroupMoved.
     let mut other = Helper::spin(from, 0);
     other.register(&dir.sock(), from, 8000);
-    let group_moves = rt.stats().group_moves;
+    let group_moves = rt.stats().engine.group_moves;
     let start = Instant::now();
     while mask().contains(from) {
         rt.balance_now().unwrap();
@@ -754,7 +754,11 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
         );
     }
     let to = mask();
-    assert_eq!(rt.stats().group_moves, group_moves, "re-homed, not moved");
+    assert_eq!(
+        rt.stats().engine.group_moves,
+        group_moves,
+        "re-homed, not moved"
+    );
     // The pass that re-homed told the agent before returning.
     assert_record_moved(&agent.status(), from, &to);
     threads.finish();

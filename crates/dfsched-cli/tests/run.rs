@@ -235,8 +235,8 @@ fn the_programs_own_hints_reach_the_same_runtime() {
     // thread registered once, not a second time by its hint.
     assert_eq!(stats["threads_attached"], n + 1, "{stats}");
     assert_eq!(stats["threads_registered"], n + 1, "{stats}");
-    assert_eq!(stats["hints"], 1, "{stats}");
-    assert_eq!(stats["refused"]["other"], 0, "{stats}");
+    assert_eq!(stats["hint_calls"], 1, "{stats}");
+    assert_eq!(stats["refused_calls"]["other"], 0, "{stats}");
     assert_eq!(stats["preload_attach_failures"], 0, "{stats}");
     assert!(r.finish().success());
 }
@@ -382,7 +382,7 @@ fn programs_started_by_a_placed_thread_with_posix_spawn_system_or_popen_get_the_
     )
     .unwrap();
     assert_eq!(stats["spawn_lends"], 5, "{stats}");
-    assert_eq!(stats["placement_failures"]["eperm"], 0, "{stats}");
+    assert_eq!(stats["affinity_failures"]["eperm"], 0, "{stats}");
 }
 
 #[test]
@@ -477,7 +477,7 @@ fn a_thread_dfsched_cannot_place_runs_anyway_and_is_counted() {
     assert_eq!(stats["preload_attach_failures"], 1, "{stats}");
     // The main thread (and the refused one, which exited since) only.
     assert_eq!(stats["threads_attached"], 1, "{stats}");
-    assert_eq!(stats["refused"]["no_cpu"], 1, "{stats}");
+    assert_eq!(stats["refused_calls"]["no_cpu"], 1, "{stats}");
 }
 
 /// The status of `program args` run directly and under `dfsched run`.

@@ -263,8 +263,8 @@ fn main() -> Result<(), dfsched::Error> {
         }
     });
     let after = rt.stats();
-    let hints = after.hints - before.hints;
-    let placements = after.placements - before.placements;
+    let hints = after.hint_calls - before.hint_calls;
+    let placements = after.affinity_calls - before.affinity_calls;
     println!("                                    wall ns   CPU ns   (per move; medians of interleaved batches)");
     println!(
         "bare sched_setaffinity move:     {:8.0} {:8.0}",

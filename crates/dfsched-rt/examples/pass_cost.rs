@@ -5,7 +5,7 @@
 //! threads (default 2000), then a runtime of its own sampling the outside
 //! load itself (agent off, the default 100 ms interval) with 4 threads that
 //! hint 2 DFs a few times a second, and after `seconds` (default 10)
-//! prints `balancer_cpu_ns / balancer_passes` and the files its outside
+//! prints `balance_cpu_ns / engine.balance_passes` and the files its outside
 //! samples opened per pass. A quick look, not the benchmark (that is
 //! `dfsched bench overhead`): timings are this machine's, noisy, and never
 //! asserted anywhere.
@@ -75,11 +75,11 @@ fn main() {
     let mut rest = Vec::new();
     let _ = child.stdout.take().unwrap().read_to_end(&mut rest);
     let _ = child.wait();
-    let passes = s.balancer_passes.max(1);
+    let passes = s.engine.balance_passes.max(1);
     println!(
         "sleepers {sleepers}: {} passes, {:.0} us CPU a pass, {} outside samples",
-        s.balancer_passes,
-        s.balancer_cpu_ns as f64 / passes as f64 / 1000.0,
+        s.engine.balance_passes,
+        s.balance_cpu_ns as f64 / passes as f64 / 1000.0,
         s.external_load_own_scans,
     );
     let stats = serde_json::to_value(&s).unwrap();

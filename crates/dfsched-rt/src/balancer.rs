@@ -22,14 +22,13 @@
 //!
 //! Invariant: whatever the inputs, a pass leaves the engine's decisions in
 //! `State::decisions` for the caller to carry out, and counts each input in
-//! exactly one counter: a refused engine event is a `balancer_errors`, a
+//! exactly one counter: a refused engine event is a `balance_errors`, a
 //! failed sample an `external_load_errors`.
 
 use crate::error::Error;
 use crate::external::{Sample, Source};
 use crate::idle::Outcome;
 use crate::state::State;
-use crate::stats::RuntimeStats;
 use dfsched_core::{CpuId, CpuSet, Event, Nanos, TaskId};
 
 /// Step 0's write-back, under the lock: each reading's track replaces the
@@ -55,7 +54,7 @@ pub(crate) fn apply_idle(st: &mut State, outcomes: Vec<Outcome>) {
             if let Some(rec) = st.tasks.get_mut(&o.tid) {
                 rec.idle = o.before;
             }
-            st.stats.balancer_errors += 1;
+            st.stats.balance_errors += 1;
         } else if blocking {
             st.stats.idle_blocks += 1;
         } else {
@@ -107,8 +106,9 @@ pub(crate) fn balance(st: &mut State, cpus: &CpuSet, inputs: Inputs) -> Outcome3
     }
     let balance = st.handle(Event::Balance { now: inputs.now });
     match balance {
-        Ok(()) => st.stats.balancer_passes += 1,
-        Err(_) => st.stats.balancer_errors += 1,
+        // The engine counts the passes it ran (`balance_passes`).
+        Ok(()) => {}
+        Err(_) => st.stats.balance_errors += 1,
     }
     Outcome3 {
         allowed_events,
@@ -140,7 +140,7 @@ fn external_sample(st: &mut State, cpus: &CpuSet, sample: Sample) {
     st.stats.external_load_milli = load_milli.iter().map(|&(_, m)| m).sum();
     st.stats.external_load_per_cpu_milli = load_milli.clone();
     if st.handle(Event::ExternalLoadMilli { load_milli }).is_err() {
-        st.stats.balancer_errors += 1;
+        st.stats.balance_errors += 1;
     }
 }
 
@@ -158,13 +158,14 @@ pub(crate) fn own_shares(load: &[(CpuId, u64)], external: &[(CpuId, u64)]) -> Ve
         .collect()
 }
 
-/// Moves carried out so far: group moves, splits, thread moves, and every
-/// placement besides, since a co-thread group re-homed by the home rule
-/// (the pass's step 0) moves without a `GroupMoved` — and it is those
-/// re-homings that other processes must hear of at once
+/// Moves so far: the engine's group moves, splits and thread moves, and
+/// every placement made besides, since a co-thread group re-homed by the
+/// home rule (the pass's step 0) moves without a `GroupMoved` — and it is
+/// those re-homings that other processes must hear of at once
 /// (`runtime/pass.rs`, "Phase").
-pub(crate) fn moves(stats: &RuntimeStats) -> u64 {
-    stats.group_moves + stats.splits + stats.task_moves + stats.placements
+pub(crate) fn moves(st: &State) -> u64 {
+    let e = st.engine.stats();
+    e.group_moves + e.splits + e.task_moves + st.stats.affinity_calls
 }
 
 #[cfg(test)]
@@ -249,7 +250,7 @@ mod tests {
             inputs(Some(Ok(sample(vec![(CpuId(0), 5000), (CpuId(7), 9000)])))),
         );
         assert_eq!(out.balance, Ok(()));
-        assert_eq!(st.stats.balancer_passes, 1);
+        assert_eq!(st.engine.stats().balance_passes, 1);
         assert_eq!(st.stats.external_load_samples, 1);
         assert_eq!(st.stats.external_load_own_scans, 1);
         assert_eq!(st.stats.external_files_read, 3);
@@ -258,12 +259,12 @@ mod tests {
         assert_eq!(st.stats.external_load_per_cpu_milli, vec![(CpuId(0), 5000)]);
         assert_eq!(st.stats.external_load_milli, 5000);
         assert_eq!(st.stats.external_runnable, 5);
-        assert_eq!(st.stats.balancer_errors, 0);
+        assert_eq!(st.stats.balance_errors, 0);
         // The engine has the sample: its load on CPU 0 holds it.
         let load = st.engine.load_milli();
         assert!(load[0].1 >= 5000, "{load:?}");
         // Nothing was carried out here: any move is a decision left over.
-        assert_eq!(st.stats.placements, 0);
+        assert_eq!(st.stats.affinity_calls, 0);
     }
 
     #[test]
@@ -274,11 +275,11 @@ mod tests {
         assert_eq!(out.balance, Ok(()));
         assert_eq!(st.stats.external_load_errors, 1);
         assert_eq!(st.stats.external_load_samples, 0);
-        assert_eq!(st.stats.balancer_passes, 1);
+        assert_eq!(st.engine.stats().balance_passes, 1);
         let none = balance(&mut st, &set("0-1"), inputs(None));
         assert_eq!(none.balance, Ok(()));
         assert_eq!(st.stats.external_load_errors, 1);
-        assert_eq!(st.stats.balancer_passes, 2);
+        assert_eq!(st.engine.stats().balance_passes, 2);
     }
 
     #[test]
@@ -377,7 +378,7 @@ mod tests {
             }],
         );
         assert_eq!(st.tasks[&77].idle, before);
-        assert_eq!(st.stats.balancer_errors, 1);
+        assert_eq!(st.stats.balance_errors, 1);
         assert_eq!(st.stats.idle_blocks, 0);
     }
 

@@ -149,7 +149,7 @@
 //! registered thread per pass — one `clock_gettime` on its CPU clock, and a
 //! read of its `/proc` state once per idle episode: 0.15–0.20 ms per pass
 //! for `dfsched bench chat`'s 320 threads (the `idle_cpu_ns` and
-//! `balancer_cpu_ns` counters, 9 runs, 2026-11-22), beside 1.2–2.0 ms for
+//! `balance_cpu_ns` counters, 9 runs, 2026-11-22), beside 1.2–2.0 ms for
 //! the rest of the pass with the per-thread `/proc` scan it had then.
 
 #![warn(missing_docs)]

@@ -306,7 +306,7 @@ impl Runtime {
         let st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut s = st.stats.clone();
         s.fast_hints = st.retired_fast_hints + st.tasks.values().map(|r| r.fast.get()).sum::<u64>();
-        s.hints += s.fast_hints;
+        s.hint_calls += s.fast_hints;
         s.threads_active = st.tasks.len() as u64;
         s.threads_idle = st.tasks.values().filter(|r| r.idle.blocked).count() as u64;
         s.enabled = inner.config.enabled;

@@ -37,7 +37,7 @@ pub const RECENT_PASSES: usize = 256;
 
 /// The CPU time of the most recent balancer passes, one sample per pass, so
 /// that a benchmark can give a pass's median, p99 and maximum instead of
-/// only the mean `balancer_cpu_ns / balancer_passes`. Bounded: it keeps the
+/// only the mean `balance_cpu_ns / engine.balance_passes`. Bounded: it keeps the
 /// last [`RECENT_PASSES`] and forgets older ones. JSON: `{"recorded": N,
 /// "cpu_ns": [oldest, …, newest]}`; the samples of the passes after a
 /// reading with `recorded = r0` are the last `recorded − r0` entries (all
@@ -47,7 +47,7 @@ pub struct RecentPasses {
     /// Passes recorded since the runtime started (kept or forgotten).
     pub recorded: u64,
     /// The CPU time of each of the last ≤ [`RECENT_PASSES`] passes, in
-    /// nanoseconds (the same clock as `balancer_cpu_ns`), oldest first.
+    /// nanoseconds (the same clock as `balance_cpu_ns`), oldest first.
     pub cpu_ns: VecDeque<u64>,
 }
 
@@ -161,8 +161,8 @@ pub struct RuntimeStats {
     /// Whether [`crate::Runtime::shutdown`] was called.
     pub shut_down: bool,
     /// Hint calls (`hint`, `enter`, `leave`), including refused ones and
-    /// fast-path ones.
-    pub hints: u64,
+    /// fast-path ones (the engine's `hints` counts the hints it took).
+    pub hint_calls: u64,
     /// Hints that repeated the thread's DF and returned at once, with no
     /// lock and no system call.
     pub fast_hints: u64,
@@ -184,29 +184,26 @@ pub struct RuntimeStats {
     /// Applications created (application 0 always exists and is not
     /// counted).
     pub apps_created: u64,
-    /// Successful `sched_setaffinity` calls.
-    pub placements: u64,
+    /// Successful `sched_setaffinity` calls (the engine's `placements`
+    /// counts the placements it decided).
+    pub affinity_calls: u64,
     /// Failed `sched_setaffinity` calls, by errno.
-    pub placement_failures: PlacementFailures,
+    pub affinity_failures: PlacementFailures,
     /// Times a thread's allowed CPUs were found changed by someone else
     /// (taskset, a cpuset) and the engine was told (`Event::Allowed`).
     pub allowed_changes: u64,
-    /// Hints refused, by reason.
-    pub refused: RefusedHints,
-    /// Whole groups the balancer moved.
-    pub group_moves: u64,
-    /// Unmanaged threads the balancer moved.
-    pub task_moves: u64,
-    /// Groups the balancer split.
-    pub splits: u64,
-    /// Balancer passes run (by the thread or `balance_now`).
-    pub balancer_passes: u64,
-    /// Balancer passes the engine refused (should stay 0).
-    pub balancer_errors: u64,
+    /// Calls refused, by reason (the engine's `refused` counts the events
+    /// it refused).
+    pub refused_calls: RefusedHints,
+    /// Engine events of the balancer's passes that the engine refused
+    /// (should stay 0; the passes run are the engine's `balance_passes`,
+    /// and its group moves, splits and thread moves are the engine's
+    /// counters too).
+    pub balance_errors: u64,
     /// CPU time the balancer passes took, in nanoseconds (the thread that
-    /// ran each pass, by its own CPU clock): with `balancer_passes`, the
-    /// cost of a pass.
-    pub balancer_cpu_ns: u64,
+    /// ran each pass, by its own CPU clock): with the engine's
+    /// `balance_passes`, the cost of a pass.
+    pub balance_cpu_ns: u64,
     /// The same per pass, for the most recent passes (bounded; see
     /// [`RecentPasses`]).
     pub recent_pass_cpu_ns: RecentPasses,
@@ -216,7 +213,7 @@ pub struct RuntimeStats {
     /// `Event::Wake`s sent: a blocked thread used CPU again (seen by a
     /// pass) or called the runtime (a hint).
     pub idle_wakes: u64,
-    /// Of `balancer_cpu_ns`, the idle step's share (reading the threads'
+    /// Of `balance_cpu_ns`, the idle step's share (reading the threads'
     /// CPU clocks, and their state when one looks idle).
     pub idle_cpu_ns: u64,
     /// External-load samples given to the engine (one per pass with
@@ -328,13 +325,11 @@ mod tests {
     fn stats_serialize_with_every_documented_key() {
         let json = serde_json::to_value(RuntimeStats::default()).unwrap();
         for key in [
-            "hints",
+            "hint_calls",
             "fast_hints",
-            "placements",
-            "group_moves",
-            "splits",
-            "balancer_passes",
-            "balancer_cpu_ns",
+            "affinity_calls",
+            "balance_errors",
+            "balance_cpu_ns",
             "recent_pass_cpu_ns",
             "idle_blocks",
             "idle_wakes",
@@ -348,13 +343,31 @@ mod tests {
             "external_runnable",
             "external_load_milli",
             "external_load_per_cpu_milli",
-            "placement_failures",
-            "refused",
+            "affinity_failures",
+            "refused_calls",
             "engine",
         ] {
             assert!(json.get(key).is_some(), "{key} missing from {json}");
         }
-        assert!(json["placement_failures"].get("eperm").is_some());
-        assert!(json["refused"].get("not_in_df").is_some());
+        assert!(json["affinity_failures"].get("eperm").is_some());
+        assert!(json["refused_calls"].get("not_in_df").is_some());
+        // One set of names: what the engine counts is only under `engine`,
+        // and no top-level key repeats one of the engine's under another
+        // name or means something else under the same one.
+        for key in [
+            "balance_passes",
+            "group_moves",
+            "task_moves",
+            "splits",
+            "hints",
+            "placements",
+            "refused",
+        ] {
+            assert!(json.get(key).is_none(), "{key} repeated at the top level");
+            assert!(json["engine"].get(key).is_some(), "engine.{key} missing");
+        }
+        for key in ["balancer_passes", "balancer_errors", "balancer_cpu_ns"] {
+            assert!(json.get(key).is_none(), "{key}: the old name");
+        }
     }
 }

@@ -168,6 +168,6 @@ fn attach_after_shutdown_is_refused() {
     let w = Worker::spawn();
     let rt2 = rt.clone();
     assert_eq!(w.run(move || rt2.attach()), Err(Error::ShutDown));
-    assert_eq!(rt.stats().refused.shut_down, 1);
+    assert_eq!(rt.stats().refused_calls.shut_down, 1);
     assert_eq!(rt.stats().threads_registered, 0);
 }

@@ -250,12 +250,12 @@ fn check_ok_run(out: &str) {
     );
     // Each worker's repeated enter, and main's leave while in no DF.
     assert_eq!(json["fast_hints"], 5, "{json}");
-    assert_eq!(json["refused"]["unknown_app"], 1);
-    assert_eq!(json["refused"]["not_in_df"], 1);
-    assert_eq!(json["refused"]["wrong_app"], 1);
+    assert_eq!(json["refused_calls"]["unknown_app"], 1);
+    assert_eq!(json["refused_calls"]["not_in_df"], 1);
+    assert_eq!(json["refused_calls"]["wrong_app"], 1);
     assert_eq!(json["apps_created"], 1);
-    assert_eq!(json["balancer_passes"], 1);
-    assert_eq!(json["placement_failures"]["eperm"], 0);
+    assert_eq!(json["engine"]["balance_passes"], 1);
+    assert_eq!(json["affinity_failures"]["eperm"], 0);
     assert_eq!(line(out, "done"), "done");
 }
 
@@ -398,7 +398,7 @@ fn dfsched_disable_makes_every_call_a_successful_no_op() {
     let json: serde_json::Value =
         serde_json::from_str(line(&out, "stats ").trim_start_matches("stats ")).unwrap();
     assert_eq!(json["enabled"], false);
-    assert_eq!(json["hints"], 0);
+    assert_eq!(json["hint_calls"], 0);
 }
 
 /// Issue 9's held-out client (tests/c/placement_order.c: 8 spinning threads

@@ -32,7 +32,7 @@ fn an_unknown_app_is_refused_and_the_thread_stays_put() {
     assert!(err.to_string().contains("app999"), "{err}");
     assert_eq!(w.mask(), before);
     assert!(rt.task(w.tid).is_none(), "not registered");
-    assert_eq!(rt.stats().refused.unknown_app, 1);
+    assert_eq!(rt.stats().refused_calls.unknown_app, 1);
     // The program goes on: a created application works.
     let app = rt.create_app().unwrap();
     assert_eq!(app, 1);
@@ -45,7 +45,7 @@ fn an_unknown_app_is_refused_and_the_thread_stays_put() {
     let rt2 = rt.clone();
     let err = w.run(move || rt2.hint(0, 6, 7)).unwrap_err();
     assert_eq!(err.code(), code::E_WRONG_APP);
-    assert_eq!(rt.stats().refused.wrong_app, 1);
+    assert_eq!(rt.stats().refused_calls.wrong_app, 1);
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn a_df_switch_from_a_thread_that_never_hinted_is_refused() {
     assert_eq!(err.code(), code::E_NOT_IN_DF);
     assert!(err.to_string().contains("df7"), "{err}");
     assert_eq!(w.mask(), before);
-    assert_eq!(rt.stats().refused.not_in_df, 1);
+    assert_eq!(rt.stats().refused_calls.not_in_df, 1);
     // The thread is registered (its first call), in no DF; enter works.
     let rt2 = rt.clone();
     w.run(move || rt2.enter(8)).unwrap();
@@ -81,7 +81,7 @@ fn hints_after_shutdown_are_refused() {
         mask,
         "nothing restored or moved"
     );
-    assert_eq!(rt.stats().refused.shut_down, 3);
+    assert_eq!(rt.stats().refused_calls.shut_down, 3);
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn eperm_leaves_the_thread_where_it_is() {
         assert!(err.to_string().contains("EPERM"), "{err}");
         assert_eq!(w.mask(), before, "left where the kernel put it");
         let stats = rt.stats();
-        assert_eq!(stats.placement_failures.eperm, 1);
+        assert_eq!(stats.affinity_failures.eperm, 1);
         // The hint itself counts: the engine has the thread in DF 1.
         assert_eq!(rt.task(w.tid).unwrap().df, Some(dfsched::DfId(1)));
         // Once allowed again, the next move works.
@@ -151,7 +151,7 @@ fn einval_from_a_shrunk_cpuset_rereads_the_allowed_cpus_and_retries() {
         t.run(move || rt2.enter(1)).unwrap();
         assert_eq!(t.mask(), CpuSet::single(c1), "placed within its new cpuset");
         let stats = rt.stats();
-        assert_eq!(stats.placement_failures.einval, 1);
+        assert_eq!(stats.affinity_failures.einval, 1);
         assert_eq!(stats.allowed_changes, 1);
         assert_eq!(rt.task(t.tid).unwrap().allowed, CpuSet::single(c1));
         assert_eq!(rt.task(t.tid).unwrap().df, Some(dfsched::DfId(1)));
@@ -182,7 +182,7 @@ fn einval_twice_falls_back_with_an_error() {
         assert_eq!(t.mask(), before, "left where it was");
         let stats = rt.stats();
         assert_eq!(
-            stats.placement_failures.einval, 2,
+            stats.affinity_failures.einval, 2,
             "the first try and one retry"
         );
         assert_eq!(stats.allowed_changes, 1);
@@ -212,7 +212,7 @@ fn a_thread_gone_before_its_placement_is_dropped() {
         let rt2 = rt.clone();
         t.run(move || rt2.enter(1)).unwrap();
         let stats = rt.stats();
-        assert_eq!(stats.placement_failures.esrch, 1, "{stats:?}");
+        assert_eq!(stats.affinity_failures.esrch, 1, "{stats:?}");
         assert_eq!(stats.threads_gone, 1);
         assert!(rt.task(v.tid).is_none(), "dropped");
         assert_eq!(rt.groups()[0].members, vec![dfsched::TaskId(t.tid)]);

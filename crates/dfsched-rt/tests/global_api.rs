@@ -42,7 +42,7 @@ fn the_global_runtime_serves_the_free_functions_and_the_c_abi() {
     assert_eq!(json["threads_registered"], 5, "{json}");
     assert_eq!(json["threads_exited"], 4, "{json}");
     assert!(json["fast_hints"].as_u64().unwrap() >= 4, "{json}");
-    assert_eq!(json["refused"]["unknown_app"], 1);
+    assert_eq!(json["refused_calls"]["unknown_app"], 1);
 
     // The C ABI sees the same runtime.
     assert_eq!(dfsched::ffi::dfsched_leave(), code::OK);

@@ -114,7 +114,7 @@ fn a_waiting_thread_stops_counting_as_load_and_counts_again_once_it_runs() {
     let s = rt.stats();
     assert_eq!((s.threads_idle, s.idle_blocks), (1, 1), "{s:?}");
     assert!(
-        s.idle_cpu_ns > 0 && s.balancer_cpu_ns >= s.idle_cpu_ns,
+        s.idle_cpu_ns > 0 && s.balance_cpu_ns >= s.idle_cpu_ns,
         "{s:?}"
     );
     // It runs again: the next passes see its CPU time move.

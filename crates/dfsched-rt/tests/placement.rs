@@ -67,8 +67,8 @@ fn threads_of_one_df_share_one_home() {
         assert!(groups.iter().all(|g| g.members.len() == 2));
         let stats = rt.stats();
         assert_eq!(stats.threads_registered, 4);
-        assert!(stats.placements >= 4, "{stats:?}");
-        assert_eq!(stats.placement_failures.total(), 0);
+        assert!(stats.affinity_calls >= 4, "{stats:?}");
+        assert_eq!(stats.affinity_failures.total(), 0);
         rt.check_invariants().unwrap();
     });
 }
@@ -119,8 +119,8 @@ fn the_balancer_moves_whole_groups() {
         rt.set_external_load(&[]).unwrap();
         rt.balance_now().unwrap();
         let stats = rt.stats();
-        assert!(stats.group_moves > 0, "{stats:?}");
-        assert_eq!(stats.splits, 0, "whole groups moved, none split");
+        assert!(stats.engine.group_moves > 0, "{stats:?}");
+        assert_eq!(stats.engine.splits, 0, "whole groups moved, none split");
         for pair in workers.chunks(2) {
             assert_eq!(pair[0].mask(), pair[1].mask(), "a group stays together");
         }
@@ -148,8 +148,8 @@ fn under_a_one_cpu_mask_everything_stays_on_that_cpu() {
             assert_eq!(w.mask(), only);
         }
         let stats = rt.stats();
-        assert_eq!(stats.placement_failures.total(), 0, "{stats:?}");
-        assert_eq!(stats.refused.total(), 0);
+        assert_eq!(stats.affinity_failures.total(), 0, "{stats:?}");
+        assert_eq!(stats.refused_calls.total(), 0);
         assert_eq!(stats.engine.hints, 8, "4 registrations and 4 enters");
         rt.check_invariants().unwrap();
     })
@@ -188,7 +188,7 @@ fn a_repeated_hint_makes_no_system_call() {
     assert_eq!(sys.calls(), calls, "the fast path called the kernel");
     let stats = rt.stats();
     assert_eq!(stats.fast_hints, 2000);
-    assert_eq!(stats.hints, 2001);
+    assert_eq!(stats.hint_calls, 2001);
     assert_eq!(stats.engine.hints, 1, "the engine saw only the first");
     assert_eq!(rt.thread_df(), Some(3));
     // A different DF takes the slow path again.
@@ -247,18 +247,22 @@ fn the_balancer_thread_runs_passes_until_shut_down() {
     rt.enter(1).unwrap();
     // Wait (with a generous bound, not a timing assertion) for passes.
     let mut waited = 0;
-    while rt.stats().balancer_passes < 3 {
+    while rt.stats().engine.balance_passes < 3 {
         std::thread::sleep(Duration::from_millis(5));
         waited += 1;
         assert!(waited < 4000, "the balancer thread ran no passes");
     }
     let stats = rt.stats();
     assert!(stats.external_load_samples >= 1, "{stats:?}");
-    assert_eq!(stats.balancer_errors, 0);
+    assert_eq!(stats.balance_errors, 0);
     rt.shutdown();
-    let after = rt.stats().balancer_passes;
+    let after = rt.stats().engine.balance_passes;
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(rt.stats().balancer_passes, after, "no pass after shutdown");
+    assert_eq!(
+        rt.stats().engine.balance_passes,
+        after,
+        "no pass after shutdown"
+    );
     assert!(rt.stats().shut_down);
     rt.shutdown(); // idempotent
 }
@@ -323,7 +327,11 @@ fn a_disabled_runtime_does_nothing_successfully() {
     let stats = rt.stats();
     assert!(!stats.enabled);
     assert_eq!(
-        (stats.hints, stats.placements, stats.threads_registered),
+        (
+            stats.hint_calls,
+            stats.affinity_calls,
+            stats.threads_registered
+        ),
         (0, 0, 0)
     );
 }
@@ -334,12 +342,12 @@ fn stats_json_has_the_counters() {
     rt.enter(1).unwrap();
     rt.enter(1).unwrap();
     let json: serde_json::Value = serde_json::from_str(&rt.stats_json()).unwrap();
-    assert_eq!(json["hints"], 2);
+    assert_eq!(json["hint_calls"], 2);
     assert_eq!(json["fast_hints"], 1);
     assert_eq!(json["threads_registered"], 1);
     assert_eq!(json["engine"]["hints"], 1);
-    assert!(json["placement_failures"]["eperm"].is_u64());
-    assert!(json["refused"]["not_in_df"].is_u64());
+    assert!(json["affinity_failures"]["eperm"].is_u64());
+    assert!(json["refused_calls"]["not_in_df"].is_u64());
 }
 
 #[test]
@@ -418,7 +426,7 @@ fn concurrent_hints_keep_the_engine_consistent() {
     }
     let stats = rt.stats();
     assert_eq!(stats.threads_exited, n as u64);
-    assert_eq!(stats.placement_failures.total(), 0, "{stats:?}");
+    assert_eq!(stats.affinity_failures.total(), 0, "{stats:?}");
     assert!(rt.groups().is_empty());
     rt.check_invariants().unwrap();
 }

@@ -109,7 +109,7 @@ impl Inner {
         });
         let now = Nanos(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
         let mut st = self.lock()?;
-        let moves_before = balancer::moves(&st.stats);
+        let moves_before = balancer::moves(&st);
         let home = {
             let mut tids: Vec<u64> = st.tasks.keys().copied().collect();
             tids.sort_unstable();
@@ -140,7 +140,7 @@ impl Inner {
         // Whatever the external load changed is carried out even if the
         // pass itself was refused.
         self.apply(&mut st, None);
-        let moved = balancer::moves(&st.stats) != moves_before;
+        let moved = balancer::moves(&st) != moves_before;
         // Our runnable threads now and where they are targeted: the next
         // sample leaves them out of the outside load (external.rs). The
         // external lock is only ever taken inside the state lock here, never
@@ -161,7 +161,7 @@ impl Inner {
                 .set_own(shares, threads);
         }
         let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
-        st.stats.balancer_cpu_ns += pass_cpu_ns;
+        st.stats.balance_cpu_ns += pass_cpu_ns;
         st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
         drop(st);
         if moved {

@@ -148,10 +148,11 @@ impl Inner {
                             Prep::Settled(outcome) => outcome,
                         };
                     }
-                    Decision::GroupMoved { .. } => st.stats.group_moves += 1,
-                    Decision::GroupSplit { .. } => st.stats.splits += 1,
-                    Decision::TaskMoved { .. } => st.stats.task_moves += 1,
-                    Decision::GroupReclaimed { .. } => {}
+                    // Counted by the engine as it decides them.
+                    Decision::GroupMoved { .. }
+                    | Decision::GroupSplit { .. }
+                    | Decision::TaskMoved { .. }
+                    | Decision::GroupReclaimed { .. } => {}
                 }
             }
             st.spare = batch;
@@ -181,7 +182,7 @@ impl Inner {
         let may_reread = !a.reread.contains(&tid);
         let Some(rec) = st.tasks.get_mut(&tid) else {
             // Every task the engine knows has a record; be safe anyway.
-            st.stats.placements += 1;
+            st.stats.affinity_calls += 1;
             return Prep::Ready(Prepared {
                 tid,
                 cpus,
@@ -209,7 +210,7 @@ impl Inner {
         // move of the caller this state would be cold.
         let previous = std::mem::replace(&mut rec.last_set, cpus.clone());
         rec.stale = false;
-        st.stats.placements += 1;
+        st.stats.affinity_calls += 1;
         Prep::Ready(Prepared {
             tid,
             cpus,
@@ -245,7 +246,7 @@ impl Inner {
         a: &mut Applying,
     ) -> Result<(), Error> {
         let tid = p.tid;
-        st.stats.placements -= 1;
+        st.stats.affinity_calls -= 1;
         let Some(previous) = p.previous else {
             return self.placement_failed(st, tid, e);
         };
@@ -255,7 +256,7 @@ impl Inner {
             rec.stale = true;
         }
         if e.errno() == Some(libc::EINVAL) && !a.reread.contains(&tid) {
-            st.stats.placement_failures.record(e.errno());
+            st.stats.affinity_failures.record(e.errno());
             a.reread.push(tid);
             return match self.sys.get_affinity(target) {
                 // The retry's own outcome replaces this one.
@@ -272,7 +273,7 @@ impl Inner {
         let allowed = mask.intersection(self.topology.cpus());
         if allowed.is_empty() {
             // Pinned outside every CPU we may use: leave it alone.
-            st.stats.placement_failures.other += 1;
+            st.stats.affinity_failures.other += 1;
             if let Some(rec) = st.tasks.get_mut(&tid) {
                 rec.stale = true;
             }
@@ -304,7 +305,7 @@ impl Inner {
     /// Counts a failed affinity call on `tid`; drops the thread if it is
     /// gone. Returns the error.
     fn placement_failed(&self, st: &mut State, tid: u64, e: Error) -> Result<(), Error> {
-        st.stats.placement_failures.record(e.errno());
+        st.stats.affinity_failures.record(e.errno());
         if let Some(rec) = st.tasks.get_mut(&tid) {
             rec.stale = true;
         }

@@ -106,12 +106,12 @@ impl Runtime {
             return;
         }
         match inner.sys.set_affinity(0, &rec.last_set) {
-            Ok(()) => st.stats.placements += 1,
+            Ok(()) => st.stats.affinity_calls += 1,
             Err(e) => {
                 // The kernel kept the allowed CPUs; the next hint retries.
                 rec.last_set = lent;
                 rec.stale = true;
-                st.stats.placement_failures.record(e.errno());
+                st.stats.affinity_failures.record(e.errno());
             }
         }
     }
@@ -211,7 +211,7 @@ mod tests {
             );
             rt.end_lend();
             assert_eq!(sys::get_affinity(0).unwrap(), set_of(&[other]));
-            assert_eq!(rt.stats().placement_failures.total(), 0);
+            assert_eq!(rt.stats().affinity_failures.total(), 0);
         });
     }
 

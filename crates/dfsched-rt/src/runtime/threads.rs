@@ -43,8 +43,8 @@ impl Inner {
             return Err(e);
         }
         if let Ok(mut st) = self.lock() {
-            st.stats.hints += 1;
-            st.stats.refused.record(&e);
+            st.stats.hint_calls += 1;
+            st.stats.refused_calls.record(&e);
         }
         Err(e)
     }
@@ -66,7 +66,7 @@ impl Inner {
             .is_none()
             .then(|| (self.sys.get_affinity(0), crate::sys::current_cpu()));
         let mut st = self.lock()?;
-        st.stats.hints += 1;
+        st.stats.hint_calls += 1;
         let mut outcome = None;
         if let Some((mask, cpu)) = first {
             outcome = match self.register(&mut st, tid, app, mask, cpu) {
@@ -242,7 +242,7 @@ impl Inner {
             // Carried out before the hint, whose refusal would drop them.
             self.apply(st, None);
         } else {
-            st.stats.balancer_errors += 1;
+            st.stats.balance_errors += 1;
         }
     }
 
@@ -281,6 +281,6 @@ impl thread::ExitListener for Inner {
 /// Counts `e` as a refused call and drops the decisions it left.
 fn refuse(st: &mut State, e: Error) -> Result<(), Error> {
     st.decisions.clear();
-    st.stats.refused.record(&e);
+    st.stats.refused_calls.record(&e);
     Err(e)
 }
