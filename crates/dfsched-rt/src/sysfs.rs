@@ -349,6 +349,59 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("cache size {text:?} overflows"))
 }
 
+/// Writes a sysfs tree under `root` shaped like [`Topology::test`]`(nodes,
+/// llcs, cores, smt)`: the same CPUs, domains and cache sizes (an L1d and an
+/// L2 per core, an L3 per LLC, a node list per node), so that reading it
+/// back gives exactly that topology. For tests and benchmarks of the reader
+/// at any scale (8,192 CPUs write in about a second); not for production.
+#[doc(hidden)]
+pub fn write_test_tree(
+    root: &Path,
+    nodes: u32,
+    llcs: u32,
+    cores: u32,
+    smt: u32,
+) -> std::io::Result<()> {
+    let cpu_dir = root.join("sys/devices/system/cpu");
+    let per_llc = cores * smt;
+    let total = nodes * llcs * per_llc;
+    let list = |first: u32, n: u32| match n {
+        1 => format!("{first}\n"),
+        _ => format!("{first}-{}\n", first + n - 1),
+    };
+    std::fs::create_dir_all(&cpu_dir)?;
+    std::fs::write(cpu_dir.join("online"), list(0, total))?;
+    for cpu in 0..total {
+        let dir = cpu_dir.join(format!("cpu{cpu}"));
+        let core = list(cpu / smt * smt, smt);
+        let llc = list(cpu / per_llc * per_llc, per_llc);
+        let caches = [
+            ("1", "Data", "32K", &core),
+            ("2", "Unified", "1024K", &core),
+            ("3", "Unified", "8M", &llc),
+        ];
+        for (i, (level, kind, size, shared)) in caches.into_iter().enumerate() {
+            let index = dir.join(format!("cache/index{i}"));
+            std::fs::create_dir_all(&index)?;
+            std::fs::write(index.join("level"), level)?;
+            std::fs::write(index.join("type"), kind)?;
+            std::fs::write(index.join("size"), size)?;
+            std::fs::write(index.join("shared_cpu_list"), shared)?;
+        }
+        std::fs::create_dir_all(dir.join("topology"))?;
+        std::fs::write(dir.join("topology/thread_siblings_list"), &core)?;
+    }
+    for n in 0..nodes {
+        let dir = root.join(format!("sys/devices/system/node/node{n}"));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("cpulist"),
+            list(n * llcs * per_llc, llcs * per_llc),
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

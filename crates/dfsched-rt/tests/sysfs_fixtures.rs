@@ -286,3 +286,142 @@ fn caches_that_do_not_nest_are_refused() {
     assert_eq!(err.code(), code::E_TOPOLOGY);
     assert!(err.to_string().contains("overlap"), "{err}");
 }
+
+/// Runs `read_topology` on a thread and waits at most 10 s for it: a reader
+/// that blocks (the bug these tests guard against) fails the test instead
+/// of hanging the suite. The thread is left behind if it never returns.
+fn read_within_10s(root: &std::path::Path) -> Result<Topology, dfsched::Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = root.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(read_topology(&root));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("read_topology did not return within 10 s: a sysfs read blocked")
+}
+
+/// Replaces one file of a good 2-CPU tree with a FIFO nobody writes to.
+fn with_fifo_at(rel: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new("sysfs-fifo");
+    write_flat_llc(&dir, &set("0-1"));
+    let path = dir.path().join(rel);
+    std::fs::remove_file(&path).unwrap();
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    (dir, path)
+}
+
+#[test]
+fn a_fifo_at_cpu_online_is_a_prompt_error_naming_it() {
+    let (dir, _) = with_fifo_at("sys/devices/system/cpu/online");
+    let err = read_within_10s(dir.path()).unwrap_err();
+    assert_eq!(err.code(), code::E_TOPOLOGY, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("sys/devices/system/cpu/online"), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+}
+
+#[test]
+fn a_fifo_at_a_cache_file_is_a_prompt_error_naming_it() {
+    let rel = "sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list";
+    let (dir, _) = with_fifo_at(rel);
+    let err = read_within_10s(dir.path()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(rel) && text.contains("FIFO"), "{text}");
+}
+
+#[test]
+fn a_link_to_dev_zero_is_a_prompt_error_naming_it() {
+    assert!(
+        std::path::Path::new("/dev/zero").exists(),
+        "premise: /dev/zero exists"
+    );
+    for rel in [
+        "sys/devices/system/cpu/online",
+        "sys/devices/system/cpu/cpu0/cache/index0/level",
+        "sys/devices/system/node/node0/cpulist",
+    ] {
+        let dir = TempDir::new("sysfs-zero");
+        write_flat_llc(&dir, &set("0-1"));
+        dir.write("sys/devices/system/node/node0/cpulist", "0-1\n");
+        let path = dir.path().join(rel);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let err = read_within_10s(dir.path()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(rel) && text.contains("character device"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_file_longer_than_the_cap_is_an_error_naming_it() {
+    let rel = "sys/devices/system/cpu/online";
+    // A valid list padded past the cap: refused for its length alone.
+    let long = format!("0-1{}\n", " ".repeat(dfsched::sysfs::MAX_FILE_BYTES));
+    let err = broken(rel, Some(&long));
+    assert!(err.to_string().contains("longer than"), "{err}");
+    // At the cap it is still read.
+    let dir = TempDir::new("sysfs-at-cap");
+    write_flat_llc(&dir, &set("0-1"));
+    let at_cap = format!("0-1{}", " ".repeat(dfsched::sysfs::MAX_FILE_BYTES - 3));
+    assert_eq!(at_cap.len(), dfsched::sysfs::MAX_FILE_BYTES);
+    dir.write(rel, &at_cap);
+    assert_eq!(read_topology(dir.path()).unwrap().cpus(), &set("0-1"));
+}
+
+#[test]
+fn a_cpulist_of_every_other_cpu_of_8192_fits_the_cap() {
+    let list: Vec<String> = (0..8192).step_by(2).map(|c: u32| c.to_string()).collect();
+    let text = list.join(",");
+    assert!(
+        text.len() < dfsched::sysfs::MAX_FILE_BYTES,
+        "{}",
+        text.len()
+    );
+    let dir = TempDir::new("sysfs-sparse");
+    write_flat_llc(&dir, &set("0-1"));
+    dir.write("sys/devices/system/cpu/online", &format!("{text}\n"));
+    // The list is read whole: 4,096 CPUs, most of them without caches.
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.nr_cpus(), 4096);
+    assert_eq!(t.cpus().to_string(), text);
+}
+
+/// The tree `write_test_tree` writes reads back as the engine's own
+/// synthetic topology of that shape, so every cache the reader took from a
+/// sibling rather than its own files is the one it would have read.
+#[test]
+fn a_generated_tree_reads_back_as_the_synthetic_topology() {
+    for (nodes, llcs, cores, smt) in [(1, 1, 2, 1), (2, 2, 2, 2), (2, 4, 8, 2), (1, 3, 4, 4)] {
+        let dir = TempDir::new("sysfs-gen");
+        dfsched::sysfs::write_test_tree(dir.path(), nodes, llcs, cores, smt).unwrap();
+        let t = read_topology(dir.path()).unwrap();
+        assert_eq!(
+            t,
+            Topology::test(nodes, llcs, cores, smt),
+            "{nodes}x{llcs}x{cores}x{smt}"
+        );
+    }
+}
+
+/// The largest fixture: 8,192 CPUs (the kernel's `NR_CPUS` limit), 2 nodes
+/// × 64 LLCs × 32 cores × SMT2. Its speed is measured by the `topology`
+/// bench in benches/, not here.
+#[test]
+fn an_8192_cpu_tree_reads_with_every_domain() {
+    let dir = TempDir::new("sysfs-8k");
+    dfsched::sysfs::write_test_tree(dir.path(), 2, 64, 32, 2).unwrap();
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.nr_cpus(), 8192);
+    let count = |l: Level| t.domains().iter().filter(|d| d.level == l).count();
+    assert_eq!(count(Level::Cpu), 8192);
+    assert_eq!(count(Level::Core), 4096);
+    assert_eq!(count(Level::Llc), 128);
+    assert_eq!(count(Level::Node), 2);
+    assert_eq!(count(Level::Machine), 1);
+    assert_eq!(t, Topology::test(2, 64, 32, 2));
+}
