@@ -346,6 +346,209 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `Topology::new` as it was before the one-pass build: every pair of
+    /// sets checked for nesting, each parent found by a scan. Quadratic, but
+    /// plainly right; the fast build must give the same topologies.
+    fn reference_new(cpus: &CpuSet, specs: Vec<DomainSpec>) -> Result<Topology, TopologyError> {
+        if cpus.is_empty() {
+            return Err(TopologyError::NoCpus);
+        }
+        // Merge specs by CPU set, keeping the smallest level and every cache.
+        let mut merged: BTreeMap<CpuSet, (Level, Vec<Cache>)> = BTreeMap::new();
+        let mut add = |level: Level, set: CpuSet, caches: Vec<Cache>| {
+            let e = merged.entry(set).or_insert((level, Vec::new()));
+            e.0 = e.0.min(level);
+            for c in caches {
+                if !e.1.contains(&c) {
+                    e.1.push(c);
+                }
+            }
+        };
+        for cpu in cpus.iter() {
+            add(Level::Cpu, CpuSet::single(cpu), Vec::new());
+        }
+        add(Level::Machine, cpus.clone(), Vec::new());
+        for spec in specs {
+            if spec.cpus.is_empty() {
+                continue;
+            }
+            if !spec.cpus.is_subset(cpus) {
+                return Err(TopologyError::Outside {
+                    cpus: spec.cpus,
+                    machine: cpus.clone(),
+                });
+            }
+            let level = if spec.cpus.len() == 1 {
+                Level::Cpu
+            } else {
+                spec.level
+            };
+            add(level, spec.cpus, spec.caches);
+        }
+        // Largest first; among equal sizes, by lowest CPU. A parent then always
+        // comes before its children.
+        let mut sets: Vec<(CpuSet, Level, Vec<Cache>)> =
+            merged.into_iter().map(|(s, (l, c))| (s, l, c)).collect();
+        sets.sort_by(|a, b| {
+            b.0.len()
+                .cmp(&a.0.len())
+                .then(a.0.first().cmp(&b.0.first()))
+        });
+        for (i, a) in sets.iter().enumerate() {
+            for b in &sets[i + 1..] {
+                if a.0.intersects(&b.0) && !b.0.is_subset(&a.0) {
+                    return Err(TopologyError::NotNested {
+                        a: a.0.clone(),
+                        b: b.0.clone(),
+                    });
+                }
+            }
+        }
+        let mut domains: Vec<Domain> = Vec::with_capacity(sets.len());
+        let mut leaf = BTreeMap::new();
+        for (i, (set, level, mut caches)) in sets.into_iter().enumerate() {
+            caches.sort_by(|a, b| a.level.cmp(&b.level).then(a.kind.cmp(&b.kind)));
+            // The parent is the smallest earlier domain holding this one: the
+            // last such in the order above.
+            let parent = domains
+                .iter()
+                .rev()
+                .find(|d| set.is_subset(&d.cpus))
+                .map(|d| d.id);
+            let id = DomainId(i as u32);
+            let depth = parent.map_or(0, |p| domains[p.0 as usize].depth + 1);
+            if let Some(p) = parent {
+                domains[p.0 as usize].children.push(id);
+            }
+            if set.len() == 1 {
+                leaf.insert(set.first().expect("non-empty"), id);
+            }
+            domains.push(Domain {
+                id,
+                level,
+                cpus: set,
+                caches,
+                parent,
+                children: Vec::new(),
+                depth,
+            });
+        }
+        let by_first = |d: &DomainId, domains: &Vec<Domain>| domains[d.0 as usize].cpus.first();
+        for i in 0..domains.len() {
+            let mut ch = std::mem::take(&mut domains[i].children);
+            ch.sort_by_key(|c| by_first(c, &domains));
+            domains[i].children = ch;
+        }
+        Ok(Topology { domains, leaf })
+    }
+
+    /// Specs of a random laminar family over `n` CPUs (nested intervals cut
+    /// at random points, with random levels and caches and duplicates),
+    /// from a small deterministic generator so failures replay.
+    fn random_specs(seed: u64, n: u32) -> Vec<DomainSpec> {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = move |m: u32| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(m.max(1))) as u32
+        };
+        let levels = [Level::Core, Level::L2, Level::Llc, Level::Node];
+        let mut specs = Vec::new();
+        let mut stack = vec![(0u32, n)];
+        while let Some((lo, hi)) = stack.pop() {
+            if hi - lo < 2 {
+                continue;
+            }
+            let cut = lo + 1 + next(hi - lo - 1);
+            for (a, b) in [(lo, cut), (cut, hi)] {
+                if next(3) > 0 {
+                    let cache = Cache {
+                        level: 1 + next(3) as u8,
+                        kind: ["Data", "Unified"][next(2) as usize].to_string(),
+                        size_bytes: Some(u64::from(next(4)) << 20),
+                    };
+                    let spec = DomainSpec {
+                        level: levels[next(4) as usize],
+                        cpus: (a..b).map(CpuId).collect(),
+                        caches: vec![cache],
+                    };
+                    if next(4) == 0 {
+                        specs.push(spec.clone());
+                    }
+                    specs.push(spec);
+                }
+                stack.push((a, b));
+            }
+        }
+        specs
+    }
+
+    #[test]
+    fn the_one_pass_build_gives_what_the_pairwise_build_gave() {
+        for (nodes, llcs, cores, smt) in [(1, 1, 1, 1), (2, 2, 2, 2), (2, 8, 8, 2), (1, 3, 5, 4)] {
+            let t = Topology::test(nodes, llcs, cores, smt);
+            let specs: Vec<DomainSpec> = t
+                .domains()
+                .iter()
+                .map(|d| DomainSpec {
+                    level: d.level,
+                    cpus: d.cpus.clone(),
+                    caches: d.caches.clone(),
+                })
+                .collect();
+            assert_eq!(reference_new(t.cpus(), specs.clone()), Ok(t.clone()));
+            assert_eq!(Topology::new(t.cpus(), specs), Ok(t));
+        }
+        for seed in 0..300 {
+            let n = 1 + (seed as u32 * 7) % 70;
+            let cpus = CpuSet::first_n(n);
+            let specs = random_specs(seed, n);
+            assert_eq!(
+                Topology::new(&cpus, specs.clone()),
+                reference_new(&cpus, specs),
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_pass_build_refuses_what_the_pairwise_build_refused() {
+        let mut refused = 0;
+        for seed in 0..300 {
+            let n = 2 + (seed as u32 * 5) % 40;
+            let cpus = CpuSet::first_n(n);
+            let mut specs = random_specs(seed, n);
+            // An interval straddling some cut of the family, unless it
+            // happens to nest: then both builds accept it alike.
+            let lo = (seed as u32 * 3) % (n - 1);
+            let hi = lo + 2 + (seed as u32) % (n - lo - 1).max(1);
+            specs.push(DomainSpec {
+                level: Level::L2,
+                cpus: (lo..hi.min(n)).map(CpuId).collect(),
+                caches: vec![],
+            });
+            let fast = Topology::new(&cpus, specs.clone());
+            let slow = reference_new(&cpus, specs);
+            match (&fast, &slow) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "seed {seed}"),
+                (Err(TopologyError::NotNested { a, b }), Err(TopologyError::NotNested { .. })) => {
+                    // The pair named truly overlaps without nesting.
+                    assert!(
+                        a.intersects(b) && !a.is_subset(b) && !b.is_subset(a),
+                        "seed {seed}"
+                    );
+                    refused += 1;
+                }
+                _ => panic!("seed {seed}: {fast:?} vs {slow:?}"),
+            }
+        }
+        // Premise: the cases exercise both outcomes.
+        assert!((50..250).contains(&refused), "{refused} of 300 refused");
+    }
+
     #[test]
     fn test_topology_nests_node_llc_core_cpu() {
         let t = Topology::test(2, 2, 2, 2);
