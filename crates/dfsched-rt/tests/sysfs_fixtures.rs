@@ -425,3 +425,24 @@ fn an_8192_cpu_tree_reads_with_every_domain() {
     assert_eq!(count(Level::Machine), 1);
     assert_eq!(t, Topology::test(2, 64, 32, 2));
 }
+
+/// The runtime's start (what `dfsched_init()` does, with
+/// `DFSCHED_SYSFS_ROOT` as `sysfs_root`) reads the same bounded way: a FIFO
+/// at `cpu/online` is a prompt topology error, not a hang.
+#[test]
+fn the_runtime_refuses_a_fifo_tree_promptly() {
+    let (dir, _) = with_fifo_at("sys/devices/system/cpu/online");
+    let mut cfg = dfsched::RuntimeConfig::default();
+    cfg.sysfs_root = dir.path().to_path_buf();
+    cfg.external_load = false;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(dfsched::Runtime::start(cfg).map(|rt| rt.shutdown()));
+    });
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("Runtime::start did not return within 10 s")
+        .unwrap_err();
+    assert_eq!(err.code(), code::E_TOPOLOGY, "{err}");
+    assert!(err.to_string().contains("FIFO"), "{err}");
+}
