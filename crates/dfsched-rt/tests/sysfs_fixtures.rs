@@ -432,9 +432,11 @@ fn an_8192_cpu_tree_reads_with_every_domain() {
 #[test]
 fn the_runtime_refuses_a_fifo_tree_promptly() {
     let (dir, _) = with_fifo_at("sys/devices/system/cpu/online");
-    let mut cfg = dfsched::RuntimeConfig::default();
-    cfg.sysfs_root = dir.path().to_path_buf();
-    cfg.external_load = false;
+    let cfg = dfsched::RuntimeConfig {
+        sysfs_root: dir.path().to_path_buf(),
+        external_load: false,
+        ..Default::default()
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(dfsched::Runtime::start(cfg).map(|rt| rt.shutdown()));
