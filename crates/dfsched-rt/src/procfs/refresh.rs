@@ -18,7 +18,8 @@
 //!   │                      last sweep (multi-thread) → PID/task/*/stat of
 //!   │                                                  at most SAMPLE_THREADS
 //!   │                                                  of its threads, evenly
-//!   │                                                  spaced, scaled up
+//!   │                                                  spaced among the first
+//!   │                                                  MAX_LISTED, scaled up
 //!   │                      else                      → nothing runnable
 //!   │                    runnable? → its group files (groups.rs)
 //!   └── each step stops after REFRESH_BUDGET_US and resumes at the next
@@ -82,6 +83,9 @@ const MIN_GAP: Duration = Duration::from_millis(100);
 /// The most threads of one process a sweep reads (evenly spaced; each
 /// runnable one found counts for `threads / SAMPLE_THREADS`).
 pub const SAMPLE_THREADS: usize = 64;
+
+/// The most threads of one process listed (`PID/task`) for its sample.
+pub const MAX_LISTED: usize = 4096;
 
 /// The most runnable threads one sweep keeps for the weighing.
 pub const MAX_KEPT_THREADS: usize = 1 << 14;
@@ -330,11 +334,16 @@ impl Refresh {
             let Ok(list) = std::fs::read_dir(dir) else {
                 continue;
             };
-            let all: Vec<u64> = list
+            // Listing a huge process's threads is itself O(threads) in one
+            // step the budget cannot cut: list at most MAX_LISTED (the
+            // kernel lists them in tid order, a chunk at a time), sample
+            // those, and scale to the thread count its stat gave.
+            let listed: Vec<u64> = list
                 .flatten()
                 .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .take(MAX_LISTED)
                 .collect();
-            let (tids, scale) = sample_of(all, sweep.offset);
+            let (tids, scale) = sample_of(listed, sweep.offset, f.num_threads as usize);
             sweep.tasks = Some(Tasks {
                 pid,
                 tids,
@@ -382,20 +391,25 @@ impl Refresh {
     }
 }
 
-/// At most [`SAMPLE_THREADS`] of `tids`, evenly spaced from `offset`
-/// (taken modulo the stride), and how many threads each stands for: the
-/// whole list and 1 when it is short enough.
-fn sample_of(tids: Vec<u64>, offset: usize) -> (Vec<u64>, usize) {
+/// At most [`SAMPLE_THREADS`] of `tids` (the listed threads of a process
+/// of `threads` in all), evenly spaced from `offset` (taken modulo the
+/// stride), and how many of its threads each stands for: the whole list
+/// and 1 when it is short enough and complete.
+fn sample_of(tids: Vec<u64>, offset: usize, threads: usize) -> (Vec<u64>, usize) {
     let n = tids.len();
-    if n <= SAMPLE_THREADS {
-        return (tids, 1);
-    }
-    let stride = n.div_ceil(SAMPLE_THREADS);
-    let start = offset % stride;
-    let picked: Vec<u64> = tids.into_iter().skip(start).step_by(stride).collect();
-    // Each read thread stands for n / picked of them, rounded: the
+    let threads = threads.max(n);
+    let (picked, read) = if n <= SAMPLE_THREADS {
+        (tids, n)
+    } else {
+        let stride = n.div_ceil(SAMPLE_THREADS);
+        let start = offset % stride;
+        let picked: Vec<u64> = tids.into_iter().skip(start).step_by(stride).collect();
+        let read = picked.len();
+        (picked, read)
+    };
+    // Each read thread stands for threads / read of them, rounded: the
     // expected runnable count is then the process's (to the rounding).
-    let scale = (n + picked.len() / 2) / picked.len().max(1);
+    let scale = ((threads + read / 2) / read.max(1)).max(1);
     (picked, scale)
 }
 
@@ -536,14 +550,43 @@ mod tests {
             .map(|&(_, n)| n)
             .sum();
         assert!((1900..=2100).contains(&n), "{n} runnable threads counted");
+        // Past MAX_LISTED threads only the first MAX_LISTED are listed, and
+        // the count is scaled to the thread count of the process's stat.
+        let big = (MAX_LISTED + 2000) as u32;
+        root.process(40, big, 1, true, 0);
+        sweep(&mut r);
+        root.process(40, big, 2, true, 0);
+        root.process(30, 2000, 3, true, 1);
+        sweep(&mut r);
+        let on0: u32 = r
+            .sample()
+            .unwrap()
+            .count(|_| false)
+            .iter()
+            .filter(|&&(c, _)| c == CpuId(0))
+            .map(|&(_, n)| n)
+            .sum();
+        let want = big as f64;
+        assert!(
+            (f64::from(on0) - want).abs() < want * 0.05,
+            "{on0} of {big} runnable threads counted"
+        );
     }
 
     #[test]
     fn a_sample_is_evenly_spaced_moves_with_the_offset_and_is_whole_when_short() {
         let short: Vec<u64> = (0..SAMPLE_THREADS as u64).collect();
-        assert_eq!(sample_of(short.clone(), 99), (short, 1));
+        assert_eq!(
+            sample_of(short.clone(), 99, SAMPLE_THREADS),
+            (short.clone(), 1)
+        );
+        // Listed only in part (MAX_LISTED): scaled to the whole count.
+        assert_eq!(
+            sample_of(short.clone(), 0, 10 * SAMPLE_THREADS),
+            (short, 10)
+        );
         let long: Vec<u64> = (0..1000).collect();
-        let (a, scale) = sample_of(long.clone(), 0);
+        let (a, scale) = sample_of(long.clone(), 0, 1000);
         assert!(
             a.len() <= SAMPLE_THREADS && a.len() >= SAMPLE_THREADS - 1,
             "{}",
@@ -554,7 +597,7 @@ mod tests {
             scale,
             1000 / a.len() + usize::from(1000 % a.len() * 2 >= a.len())
         );
-        let (b, _) = sample_of(long, 5);
+        let (b, _) = sample_of(long, 5, 1000);
         assert_eq!(b[0], 5, "the offset moves the sample");
         assert_eq!(scaled(&[(1, 0), (0, 5)], 3).len(), 6);
         assert_eq!(
