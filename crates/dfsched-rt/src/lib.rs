@@ -137,13 +137,18 @@
 //! signals, not a scan of every thread: a pass reads `/proc/stat` (busy time
 //! per CPU, the machine's runnable count) and its own CPU clock, and a rare
 //! budgeted refresh (at most one sweep of `/proc` every 2 s, 1 ms of it per
-//! pass, and a process's threads only if its CPU time moved) weighs an
-//! outside thread by CFS group ([`signals`], [`weigh`], [`external`]). Until
-//! 2026-11-25 every pass scanned `/proc/PID/task/TID/stat` of every thread:
-//! ≈ 1.7–2.2 ms a pass on a quiet machine, ≈ 33–36 ms beside one process of
-//! 2,000 sleeping threads, ≈ 162 ms beside 10,000 (≈ 16 µs per thread on
-//! the machine). With `dfsched agent` running, the agent takes one sample
-//! per 50 ms for all its clients, the same way ([`agent`]).
+//! pass, a process's threads only if its CPU time moved, and then a sample
+//! of at most 64 of them) weighs an outside thread by CFS group
+//! ([`signals`], [`weigh`], [`external`]). Until 2026-11-25 every pass
+//! scanned `/proc/PID/task/TID/stat` of every thread: ≈ 1.7–2.2 ms a pass
+//! on a quiet machine, ≈ 33–36 ms beside one process of 2,000 sleeping
+//! threads, ≈ 162 ms beside 10,000 (≈ 16 µs per thread on the machine).
+//! Now (`dfsched bench overhead`, 2026-11-25, a 4-thread hinting program,
+//! agent off): a pass's median CPU is 171 µs alone, 220 µs beside 10,000
+//! other threads and 215 µs beside 28,500 (200 of them spinning). With
+//! `dfsched agent` running, the agent takes one sample per 50 ms for all
+//! its clients, the same way ([`agent`]); the table is in
+//! `crates/dfsched-bench/README.md`.
 //!
 //! The idle step (`DFSCHED_IDLE_PASSES`, [`idle`]) adds ≈ 0.5 µs per
 //! registered thread per pass — one `clock_gettime` on its CPU clock, and a

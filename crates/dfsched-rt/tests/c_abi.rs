@@ -309,6 +309,41 @@ fn the_library_has_a_soname_and_a_linked_program_needs_it_by_name() {
 }
 
 #[test]
+fn the_preloaded_library_carries_no_agent_server() {
+    // `dfsched run` preloads libdfsched.so into every process of a program:
+    // the agent's server (its accept loop, shared sample, sharing
+    // detection, limits) is the `dfsched` command's, unreachable from the C
+    // ABI, and the linker drops it. The runtime's side (link, client) stays.
+    let lib = lib_dir().join("libdfsched.so");
+    let out = Command::new("nm")
+        .args(["--demangle", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("nm (binutils, which cc links with) must be installed");
+    check(&out, "nm");
+    let symbols = String::from_utf8_lossy(&out.stdout);
+    let count = |module: &str| {
+        symbols
+            .matches(&format!("dfsched::agent::{module}::"))
+            .count()
+    };
+    // The premise: the symbols were read, and the runtime's side is there.
+    assert!(
+        count("link") > 0,
+        "no dfsched::agent::link symbol in {}",
+        lib.display()
+    );
+    for module in ["server", "scan", "sharing", "limits"] {
+        assert_eq!(
+            count(module),
+            0,
+            "agent::{module} is linked into {}",
+            lib.display()
+        );
+    }
+}
+
+#[test]
 fn a_c_program_builds_with_pkg_config() {
     with_two_cpus("a_c_program_builds_with_pkg_config", |_, _| {
         if !have("cc") || !have("pkg-config") {

@@ -54,6 +54,11 @@
 //!   client's directory check.
 //! - `link.rs`: the runtime's side, run from its balancer pass.
 //!
+//! Only `link.rs`, `client.rs`, `proto.rs` and `sock.rs` are reachable from
+//! the C ABI: the server's files are the `dfsched` command's, and the linker
+//! leaves them out of `libdfsched.so`, which `dfsched run` preloads into
+//! every process of a program (`tests/c_abi.rs` checks its symbols).
+//!
 //! # The socket
 //!
 //! `$XDG_RUNTIME_DIR/dfsched/agent.sock`, or `/tmp/dfsched-$UID/agent.sock`
