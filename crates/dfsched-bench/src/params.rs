@@ -67,7 +67,7 @@ pub enum Mode {
 }
 
 /// What every benchmark's mode enum is: a fixed set of named modes
-/// (implemented by [`bench_modes!`]).
+/// (implemented by the crate's `bench_modes!` macro).
 pub trait BenchMode: Copy + PartialEq + 'static {
     /// The mode's name on the command line and in JSON.
     fn name(self) -> &'static str;
