@@ -156,17 +156,20 @@ pub struct View {
     pub others_milli: Vec<(CpuId, u64)>,
     /// Runnable threads per CPU of every process the agent does not have
     /// registered (nor the agent itself): the rest of the machine's load,
-    /// in whole threads, CPUs with none left out. It comes from one `/proc`
-    /// scan shared by all clients, at most the agent's freshness bound old
-    /// (50 ms by default), with the processes registered since that scan
-    /// taken out. `None` when the agent could not scan `/proc`: the runtime
-    /// then scans itself.
+    /// in whole threads (the signals' estimate, rounded), CPUs with none
+    /// left out. It comes from one sample shared by all clients (per-CPU
+    /// busy time and the runnable count from `/proc/stat`, less the
+    /// registered processes' CPU time and reported load; `crate::signals`),
+    /// at most the agent's freshness bound old (50 ms by default). `None`
+    /// when the agent could not take it: the runtime then samples itself.
     pub unmanaged: Option<Vec<(CpuId, u32)>>,
     /// The same load weighed by CFS group against the asking process's
     /// group, per CPU in thousandths of one of our threads, CPUs with none
-    /// left out: a thread of the asker's own group (or whose group is not
-    /// known) weighs 1000 at nice 0, another group 1000 in all at nice 0,
-    /// spread over its CPUs by its runnable threads (see `crate::weigh`).
+    /// left out: the estimate times the mean weight of an outside runnable
+    /// thread that the agent's last refresh found (a thread of the asker's
+    /// own group, or of an unknown group, weighs 1000 at nice 0, another
+    /// group 1000 in all at nice 0; see `crate::weigh` and
+    /// `crate::signals`).
     /// Only in answer to a report with [`Report::weighed`], and `None`
     /// whenever `unmanaged` is; absent = `None`, and left out when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
