@@ -40,19 +40,43 @@
 //!    that strictly reduces the spread. → `GroupSplit` + `Place`; the
 //!    counter is reset.
 //!
-//! Invariant (property-tested): a pass never widens the spread. Steps 2, 3
-//! and 5 only take moves that narrow it, but step 0 may widen it (packing a
-//! group onto one CPU under heavy load). So the pass runs 0–5 on a copy of
-//! the state and keeps the copy only if the spread at its end is no wider
-//! than at the start; otherwise it discards the copy, counts
+//! Invariant (property-tested): a pass either leaves the spread no wider
+//! than at its start, or leaves every CPU within its fair share of the
+//! machine — the busiest CPU not imbalanced against the machine's average
+//! by the balancer's own test: with `T` the total load and `n` the CPUs,
+//! `¬(max·n − T ≥ 1000·n ∧ max·n·100 ≥ T·(100 + pct))`
+//! (`cothread::within_share` with `k = 1` on the whole machine). Steps 2,
+//! 3 and 5 only take moves that narrow the spread, but step 0 may widen
+//! it (packing a group onto one CPU under heavy load). So the pass runs
+//! 0–5 on a copy of the state and keeps the copy when its end meets the
+//! invariant; otherwise it discards the copy, counts
 //! `Stats::rehomings_discarded`, and runs 1–5 alone on the real state. The
 //! copy costs O(tasks) per pass, once per balancing interval, never on a
 //! hint.
+//!
+//! Why not "never widens": on an exactly balanced machine any packing
+//! widens the spread. N processes of co-threads on 2 CPUs, each engine
+//! told the others' load exactly (the agent: 12000 + 12000 beside a
+//! group of 3 spread 1500 + 1500) would each discard its packing
+//! (15000 / 12000) in every pass, forever, and no process would ever pack
+//! — a stable equilibrium that noisy per-process estimates only broke by
+//! chance. Packing within the fair share is what the co-thread rule
+//! itself allows (`cothread.rs`: 15000 against an average of 13500 is
+//! within 25 %), and it does not start a fight: steps 2 and 5 take only
+//! moves that strictly narrow the spread, and the keep test keeps the
+//! packed home on unchanged load, so the group stays (a split after
+//! `split_after_passes` imbalanced passes may still take one thread to
+//! the other CPU, 14000 / 13000, which is balanced and stays). What the
+//! guard still refuses is a re-home that leaves some CPU above its share:
+//! a DF pair packed beside 3 + 3 external tasks (5000 / 3000: a whole task
+//! and 25 % above the average of 4000) — the imbalance the balancer would
+//! then have to fight.
 //!
 //! Every reason a candidate is passed over is counted, as `fair.c` counts
 //! why a task may not migrate: see [`BalanceReport`] and the `balance_*`
 //! fields of [`crate::Stats`].
 
+use crate::cothread::within_share;
 use crate::cpuset::CpuSet;
 use crate::event::Decision;
 use crate::home;
@@ -74,12 +98,14 @@ pub struct BalanceReport {
     pub imbalanced: bool,
     /// max − min load over all CPUs before the pass, in thousandths.
     pub spread_before_milli: u64,
-    /// max − min load over all CPUs after the pass, in thousandths; never
-    /// more than `spread_before_milli`.
+    /// max − min load over all CPUs after the pass, in thousandths; more
+    /// than `spread_before_milli` only when a kept re-home widened it and
+    /// every CPU stays within its fair share (see the module doc).
     pub spread_after_milli: u64,
     /// Group homes changed by the home rule in this pass (step 0).
     pub rehomes: u64,
-    /// Whether step 0 was undone because it would have widened the spread.
+    /// Whether step 0 was undone because it would have widened the spread
+    /// and left some CPU above its fair share of the machine.
     pub rehoming_discarded: bool,
     /// Whole groups moved.
     pub group_moves: u32,
@@ -173,7 +199,8 @@ impl Ctx<'_> {
         let rehomes = trial.st.stats.rehomes - rehomes_before;
         let mut report = trial.balance_steps(now);
         report.rehomes = rehomes;
-        if trial.st.load.spread(trial.machine()) <= spread_before {
+        if trial.st.load.spread(trial.machine()) <= spread_before || trial.every_cpu_within_share()
+        {
             *self.st = trial_state;
             self.out.append(&mut trial_out);
         } else {
@@ -185,6 +212,22 @@ impl Ctx<'_> {
         report.spread_after_milli = self.st.load.spread(self.machine());
         self.st.stats.balance_passes += 1;
         report
+    }
+
+    /// Whether every CPU of the machine is within its fair share: the
+    /// busiest is not imbalanced against the machine's average by the
+    /// balancer's test (the invariant's second half, see the module doc).
+    fn every_cpu_within_share(&self) -> bool {
+        let machine = self.machine();
+        let load = &self.st.load;
+        let max = load.argmax(machine).map_or(0, |c| load.get(c));
+        within_share(
+            max,
+            1,
+            load.sum(machine),
+            machine.len() as u64,
+            self.config.imbalance_pct,
+        )
     }
 
     /// Steps 1–5 of the pass.

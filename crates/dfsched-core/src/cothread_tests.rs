@@ -590,3 +590,198 @@ fn spread_load_does_not_keep_a_new_process_from_being_packed() {
     assert_eq!(h.home(100).len(), 1, "{}", h.home(100));
     assert_eq!(h.target(102), h.home(100));
 }
+
+/// 2 CPUs with one co-thread group of `threads` of app 0 started under
+/// light load (homed on 0-1, spread over both), then `ext` external
+/// runnable tasks on each CPU.
+fn spread_beside(threads: u64, ext: &[u32]) -> H {
+    let mut h = two();
+    for t in 1..=threads {
+        h.task_at(t, 0, "0-1", None);
+    }
+    assert_eq!(h.home(1), "0-1", "premise: the group starts spread");
+    h.external(ext);
+    h
+}
+
+/// Outside load in thousandths per CPU, in CPU order, as the agent gives it.
+fn external_milli(h: &mut H, milli: &[u64]) {
+    h.ev(Event::ExternalLoadMilli {
+        load_milli: milli
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| (CpuId(i as u32), m))
+            .collect(),
+    });
+}
+
+#[test]
+fn a_spread_group_beside_exactly_balanced_outside_load_is_packed() {
+    // The agent's equilibrium: 9 processes × 3 on 2 CPUs, each told the
+    // others' load exactly, 12000 + 12000 beside its own 1500 + 1500.
+    // Packing it (15000 / 12000) widens the spread from 0 to 3000, so a
+    // guard that refused every widening discarded it in every pass and no
+    // process ever packed. 15000 is within the fair share of the average
+    // 13500 (less than 25 % above it), so the pass keeps it.
+    let mut h = spread_beside(3, &[0, 0]);
+    external_milli(&mut h, &[12000, 12000]);
+    assert_eq!(h.load(), vec![13500, 13500]);
+    let d = h.balance();
+    assert_eq!(places(&d), p(&[(1, "0"), (2, "0"), (3, "0")]));
+    assert_eq!(h.home(1), "0");
+    let r = h.e.last_balance().unwrap().clone();
+    assert!(!r.rehoming_discarded, "{r:?}");
+    assert_eq!(
+        (r.rehomes, r.spread_before_milli, r.spread_after_milli),
+        (1, 0, 3000)
+    );
+    assert_eq!(h.e.stats().rehomings_discarded, 0);
+    for _ in 0..3 {
+        assert!(h.balance().is_empty());
+        assert_eq!(h.home(1), "0");
+    }
+    h.e.check_invariants().unwrap();
+}
+
+/// One engine per process, as `dfsched agent` runs them: each told the sum
+/// of the others' own load (an engine's load less the outside load it was
+/// given) before its pass.
+struct Processes {
+    engines: Vec<H>,
+    outside: Vec<Vec<u64>>,
+}
+
+impl Processes {
+    /// `n` processes of `threads` co-threads on 2 CPUs, each started
+    /// alone under light load (spread over 0-1).
+    fn spread(n: usize, threads: u64) -> Processes {
+        let engines = (0..n).map(|_| spread_beside(threads, &[0, 0])).collect();
+        Processes {
+            engines,
+            outside: vec![vec![0, 0]; n],
+        }
+    }
+
+    /// Process `i`'s own load per CPU.
+    fn own(&self, i: usize) -> Vec<u64> {
+        let l = self.engines[i].load();
+        l.iter().zip(&self.outside[i]).map(|(a, b)| a - b).collect()
+    }
+
+    /// Gives process `i` the others' load exactly, then runs its pass.
+    fn pass(&mut self, i: usize) -> Vec<Decision> {
+        let mut others = vec![0u64; 2];
+        for j in (0..self.engines.len()).filter(|&j| j != i) {
+            for (o, l) in others.iter_mut().zip(self.own(j)) {
+                *o += l;
+            }
+        }
+        external_milli(&mut self.engines[i], &others);
+        self.outside[i] = others;
+        self.engines[i].balance()
+    }
+
+    /// The machine's load per CPU: everyone's own load summed.
+    fn machine(&self) -> Vec<u64> {
+        (0..self.engines.len()).fold(vec![0, 0], |acc, j| {
+            acc.iter().zip(self.own(j)).map(|(a, b)| a + b).collect()
+        })
+    }
+}
+
+#[test]
+fn processes_told_each_others_load_exactly_pack_one_after_another() {
+    // 9 × 3 on 2 CPUs, all spread (13500 + 13500). A sees 12000 + 12000
+    // beside itself and packs on CPU 0 (ties → lowest id); B, told A's
+    // packed load, sees 13500 + 10500 and packs on the other CPU; C sees
+    // balanced load again and packs. After one round every process is
+    // packed and the machine is 15000 + 12000, as the static oracle.
+    let mut w = Processes::spread(9, 3);
+    assert_eq!(w.machine(), vec![13500, 13500]);
+    w.pass(0);
+    assert_eq!(w.engines[0].home(1), "0", "A packs");
+    assert_eq!(w.own(0), vec![3000, 0]);
+    w.pass(1);
+    assert_eq!(w.outside[1], vec![13500, 10500]);
+    assert_eq!(w.engines[1].home(1), "1", "B packs on the other CPU");
+    for i in 2..9 {
+        w.pass(i);
+    }
+    let homes: Vec<String> = w.engines.iter().map(|h| h.home(1)).collect();
+    assert_eq!(homes, ["0", "1", "0", "1", "0", "1", "0", "1", "0"]);
+    assert_eq!(w.machine(), vec![15000, 12000]);
+    // Further rounds with everyone's load exact change no home until a
+    // split: an engine on CPU 0 sees 15000 / 12000, imbalanced by the
+    // balancer's test, and after `split_after_passes` (10) such passes
+    // the first of them sends one thread to CPU 1 (14000 / 13000, which
+    // is balanced for everyone), and nothing moves after.
+    let mut moved = Vec::new();
+    for round in 0..30 {
+        for i in 0..9 {
+            if !w.pass(i).is_empty() {
+                moved.push((round, i));
+            }
+        }
+    }
+    // Process 0's packing pass was its first imbalanced one: its tenth is
+    // round 8 here.
+    assert_eq!(moved, vec![(8, 0)], "only one split, by process 0");
+    assert_eq!(w.machine(), vec![14000, 13000]);
+    for h in &w.engines {
+        assert_eq!(h.e.stats().rehomings_discarded, 0);
+        h.e.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_pair_beside_two_and_two_is_not_packed_by_the_co_thread_rule() {
+    // The shape of `bench spin` 3 processes × 2: 2000 + 2000 outside,
+    // the group of 2 spread. Packed it would be 4000 against an average of
+    // 3000 — a whole task and 33 % above — so the co-thread rule itself
+    // finds no acceptable CPU and keeps the group spread: no re-home is
+    // ever proposed, the guard has nothing to decide, nothing moves.
+    let mut h = spread_beside(2, &[0, 0]);
+    external_milli(&mut h, &[2000, 2000]);
+    for _ in 0..20 {
+        assert!(h.balance().is_empty());
+        let r = h.e.last_balance().unwrap();
+        assert!(!r.rehoming_discarded && r.rehomes == 0, "{r:?}");
+    }
+    assert_eq!(h.home(1), "0-1");
+    assert_eq!(h.load(), vec![3000, 3000]);
+}
+
+#[test]
+fn constant_load_re_homes_a_bounded_number_of_times() {
+    // No flapping: with the load held constant, 50 passes re-home each
+    // group at most twice, split at most once, and reach a state later
+    // passes leave alone. The group of 3 beside 12000 + 12000 packs once,
+    // is split once (after `split_after_passes`, 14000 / 13000) and stays;
+    // 3 processes of 3 spread on 8 CPUs beside 12 outside tasks per CPU
+    // pack once each, on 3 CPUs (15000 against an average of 13125), and
+    // stay: no split narrows the spread while 3 CPUs carry 15000. Under
+    // the guard that refused every widening, nothing ever packed (every
+    // pass discarded).
+    let mut two_cpus = spread_beside(3, &[0, 0]);
+    external_milli(&mut two_cpus, &[12000, 12000]);
+    let mut eight = eight_flat();
+    start_spread(&mut eight, 3, 3, "0-7");
+    eight.external(&[12; 8]);
+    for (mut h, groups) in [(two_cpus, 1), (eight, 3)] {
+        let before = h.e.stats().clone();
+        let mut last_change = 0;
+        for pass in 0..50 {
+            if !h.balance().is_empty() {
+                last_change = pass;
+            }
+        }
+        let s = h.e.stats();
+        let (rehomes, splits) = (s.rehomes - before.rehomes, s.splits - before.splits);
+        assert!(rehomes >= groups, "premise: every group packs ({rehomes})");
+        assert!(rehomes <= 2 * groups, "{rehomes} re-homes of {groups}");
+        assert!(splits <= groups, "{splits} splits of {groups}");
+        assert_eq!(s.rehomings_discarded, before.rehomings_discarded);
+        assert!(last_change < 20, "still moving at pass {last_change}");
+        h.e.check_invariants().unwrap();
+    }
+}

@@ -50,7 +50,8 @@ pub struct Stats {
     /// home).
     pub off_home_placements: u64,
     /// Balancer passes whose re-homing step was undone because it would
-    /// have widened the load spread.
+    /// have widened the load spread and left some CPU above its fair share
+    /// of the machine (see `balancer.rs`).
     pub rehomings_discarded: u64,
     /// Balancer candidates passed over because a runnable task may not run
     /// on the destination.
