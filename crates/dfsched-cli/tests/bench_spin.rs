@@ -46,7 +46,10 @@ fn library(test: &str) -> Option<PathBuf> {
         .into_iter()
         .find(|p| p.is_file());
     if found.is_none() {
-        eprintln!("SKIP {test}: no libdfsched.so beside {}", dfsched_exe());
+        support::skip_or_fail(&format!(
+            "SKIP {test}: no libdfsched.so beside {}",
+            dfsched_exe()
+        ));
     }
     found
 }
@@ -179,12 +182,14 @@ fn under_co_thread_at_heavy_load_one_preloaded_runtime_packs_the_workers_threads
     let test = "under_co_thread_at_heavy_load_one_preloaded_runtime_packs_the_workers_threads";
     let cpus = allowed();
     if cpus.len() < 2 {
-        eprintln!("SKIP {test}: fewer than 2 CPUs allowed ({cpus:?})");
+        support::skip_or_fail(&format!(
+            "SKIP {test}: fewer than 2 CPUs allowed ({cpus:?})"
+        ));
         return;
     }
     let Some(lib) = library(test) else { return };
     if clean(Command::new("taskset")).arg("-V").output().is_err() {
-        eprintln!("SKIP {test}: no taskset on this machine");
+        support::skip_or_fail(&format!("SKIP {test}: no taskset on this machine"));
         return;
     }
     let mut it = cpus.iter();

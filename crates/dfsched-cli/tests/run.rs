@@ -73,7 +73,7 @@ impl Hogs {
     fn start(cpu: u32) -> Option<Hogs> {
         let program = c_program()?;
         if !have("taskset") {
-            eprintln!("SKIP: no taskset on this machine");
+            support::skip_or_fail("SKIP: no taskset on this machine");
             return None;
         }
         let machine = MACHINE
@@ -286,7 +286,7 @@ fn a_program_execd_by_a_placed_thread_gets_the_allowed_cpus_back() {
     let test = "a_program_execd_by_a_placed_thread_gets_the_allowed_cpus_back";
     let Some(cpus) = two_cpus(test) else { return };
     if !have("grep") {
-        eprintln!("SKIP {test}: no grep on this machine");
+        support::skip_or_fail(&format!("SKIP {test}: no grep on this machine"));
         return;
     }
     // sh's runtime places sh's only thread on one CPU when it starts (a lone
@@ -440,7 +440,7 @@ fn a_thread_dfsched_cannot_place_runs_anyway_and_is_counted() {
     let Some(cpus) = two_cpus(test) else { return };
     let Some(program) = c_program() else { return };
     if !have("taskset") {
-        eprintln!("SKIP {test}: no taskset");
+        support::skip_or_fail(&format!("SKIP {test}: no taskset"));
         return;
     }
     let _machine = beside_others();

@@ -153,7 +153,7 @@ fn header_codes_match_the_rust_codes() {
 #[test]
 fn the_header_compiles_as_c_and_cpp() {
     if !have("cc") {
-        eprintln!("SKIP the_header_compiles_as_c_and_cpp: no cc");
+        common::skip_or_fail("SKIP the_header_compiles_as_c_and_cpp: no cc");
         return;
     }
     let dir = TempDir::new("hdr");
@@ -263,7 +263,7 @@ fn check_ok_run(out: &str) {
 fn a_c_program_links_and_runs() {
     with_two_cpus("a_c_program_links_and_runs", |_, _| {
         if !have("cc") {
-            eprintln!("SKIP a_c_program_links_and_runs: no cc");
+            common::skip_or_fail("SKIP a_c_program_links_and_runs: no cc");
             return;
         }
         let dir = TempDir::new("cabi");
@@ -347,7 +347,9 @@ fn the_preloaded_library_carries_no_agent_server() {
 fn a_c_program_builds_with_pkg_config() {
     with_two_cpus("a_c_program_builds_with_pkg_config", |_, _| {
         if !have("cc") || !have("pkg-config") {
-            eprintln!("SKIP a_c_program_builds_with_pkg_config: needs cc and pkg-config");
+            common::skip_or_fail(
+                "SKIP a_c_program_builds_with_pkg_config: needs cc and pkg-config",
+            );
             return;
         }
         let dir = TempDir::new("pc");
@@ -394,7 +396,7 @@ fn a_c_program_builds_with_pkg_config() {
 #[test]
 fn a_bad_environment_fails_every_call_and_the_program_goes_on() {
     if !have("cc") {
-        eprintln!("SKIP a_bad_environment_fails_every_call: no cc");
+        common::skip_or_fail("SKIP a_bad_environment_fails_every_call: no cc");
         return;
     }
     let dir = TempDir::new("cabi-badenv");
@@ -419,7 +421,7 @@ fn a_bad_environment_fails_every_call_and_the_program_goes_on() {
 #[test]
 fn dfsched_disable_makes_every_call_a_successful_no_op() {
     if !have("cc") {
-        eprintln!("SKIP dfsched_disable_makes_every_call_a_successful_no_op: no cc");
+        common::skip_or_fail("SKIP dfsched_disable_makes_every_call_a_successful_no_op: no cc");
         return;
     }
     let dir = TempDir::new("cabi-disabled");

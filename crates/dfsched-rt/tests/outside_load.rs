@@ -113,10 +113,10 @@ fn in_an_autogroup(test: &str) -> Option<SchedGroup> {
             ..
         } => Some(g),
         other => {
-            eprintln!(
+            common::skip_or_fail(&format!(
                 "SKIP {test}: this process is not in an autogroup ({other:?}, {ctx:?}); \
                  a new session is then no CFS group of its own"
-            );
+            ));
             None
         }
     }

@@ -53,7 +53,7 @@ pub fn have(tool: &str) -> bool {
 /// if the compiler is missing.
 pub fn compile(tool: &str, pre: &[&str], src: &str, post: &[&str], out: &str) -> Option<PathBuf> {
     if !have(tool) {
-        eprintln!("SKIP: no {tool} on this machine");
+        skip_or_fail(&format!("SKIP: no {tool} on this machine"));
         return None;
     }
     let prog = scratch().join(out);
@@ -137,10 +137,10 @@ pub fn allowed() -> BTreeSet<u32> {
 pub fn two_cpus(test: &str) -> Option<BTreeSet<u32>> {
     let cpus = allowed();
     if cpus.len() < 2 {
-        eprintln!(
+        skip_or_fail(&format!(
             "SKIP {test}: needs 2 allowed CPUs, this process has {}",
             cpus.len()
-        );
+        ));
         return None;
     }
     Some(cpus)
@@ -315,4 +315,13 @@ impl Running {
         drop(self.stdin.take());
         self.child.wait().unwrap()
     }
+}
+
+/// Says why a test returns early (`message`, "SKIP test: why"); under
+/// `CI=true` a test that cannot establish its premise fails instead.
+pub fn skip_or_fail(message: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("cannot run here (CI=true): {message}");
+    }
+    eprintln!("{message}");
 }

@@ -18,20 +18,26 @@ pub fn allowed() -> CpuSet {
 /// A test that cannot establish its premise: says why and returns (the
 /// caller then returns), except under `CI=true`, where it fails instead.
 pub fn skip(test: &str, why: &str) {
+    skip_or_fail(&format!("SKIP {test}: {why}"));
+}
+
+/// Says why a test returns early (`message`, "SKIP test: why"); under
+/// `CI=true` a test that cannot establish its premise fails instead.
+pub fn skip_or_fail(message: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test} cannot run here (CI=true): {why}");
+        panic!("cannot run here (CI=true): {message}");
     }
-    eprintln!("SKIP {test}: {why}");
+    eprintln!("{message}");
 }
 
 /// The first two allowed CPUs, or `None` after printing why the test skips.
 pub fn two_cpus(test: &str) -> Option<(CpuId, CpuId)> {
     let cpus: Vec<CpuId> = allowed().iter().collect();
     if cpus.len() < 2 {
-        eprintln!(
+        skip_or_fail(&format!(
             "SKIP {test}: needs 2 allowed CPUs, this process has {}",
             cpus.len()
-        );
+        ));
         return None;
     }
     Some((cpus[0], cpus[1]))
