@@ -684,9 +684,9 @@ impl Link {
         events
     }
 
-    /// One `Event::Allowed` of [`Link::home_changes`] reached the engine.
-    pub(crate) fn count_allowed_event(&mut self) {
-        self.status.allowed_events += 1;
+    /// `n` `Event::Allowed` of [`Link::home_changes`] reached the engine.
+    pub(crate) fn count_allowed_events(&mut self, n: u64) {
+        self.status.allowed_events += n;
     }
 
     /// Whether a connection is open and idle (not checked out by an

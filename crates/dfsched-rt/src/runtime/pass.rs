@@ -123,11 +123,11 @@ impl Inner {
         };
         let inputs = Inputs { sample, home, now };
         let out = balancer::balance(&mut st, self.topology.cpus(), inputs);
-        for _ in 0..out.allowed_events {
+        if out.allowed_events > 0 {
             self.agent
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .count_allowed_event();
+                .count_allowed_events(out.allowed_events);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(
