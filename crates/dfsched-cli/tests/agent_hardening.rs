@@ -79,6 +79,22 @@ fn root_premise(test: &str) -> bool {
 
 /// Waits for `child` at most [`DEADLINE`]; kills it and panics if it is
 /// still running then (a hang is the fault under test).
+/// `dfsched run -- true` with `DFSCHED_AGENT=sock`, within the deadline of
+/// [`output_within`]: its output and its stderr as text.
+fn run_true_beside(sock: &std::path::Path, what: &str) -> (Output, String) {
+    let child = Command::new(BIN)
+        .args(["run", "--", "true"])
+        .env("DFSCHED_AGENT", sock)
+        .env_remove("LD_PRELOAD")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = output_within(child, what);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, err)
+}
+
 fn output_within(mut child: Child, what: &str) -> Output {
     let start = Instant::now();
     loop {
@@ -255,16 +271,7 @@ fn run_refuses_a_squatted_socket_and_runs_the_program() {
     let listener = UnixListener::bind(dir.sock()).unwrap();
     listener.set_nonblocking(true).unwrap();
     std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
-    let child = Command::new(BIN)
-        .args(["run", "--", "true"])
-        .env("DFSCHED_AGENT", dir.sock())
-        .env_remove("LD_PRELOAD")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = output_within(child, "dfsched run beside a squatted socket");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (out, err) = run_true_beside(&dir.sock(), "dfsched run beside a squatted socket");
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(
         err.contains("warning") && err.contains("owned by uid 65534"),
@@ -438,16 +445,7 @@ fn a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("accept queue"), "{err}");
     // dfsched run: the program runs, after one warning.
-    let run = Command::new(BIN)
-        .args(["run", "--", "true"])
-        .env("DFSCHED_AGENT", dir.sock())
-        .env_remove("LD_PRELOAD")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = output_within(run, "dfsched run beside a full accept queue");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (out, err) = run_true_beside(&dir.sock(), "dfsched run beside a full accept queue");
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(err.contains("warning"), "{err}");
     // The balancer keeps its rate, once it has found the socket (it looks
