@@ -6,11 +6,14 @@
 //! autogroups on) the hogs are one CFS group weighing one nice-0 thread in
 //! all, spread over the CPUs they run on.
 //!
+//! Each of those tests reruns itself in a child process in a new session,
+//! so that "our session" is an autogroup of its own wherever `cargo test`
+//! runs (a CI runner's init session is the root group, not an autogroup).
 //! The tests hold one lock so that no two of them run hogs at once (their
 //! hogs would be each other's outside load), wait for states with a
-//! generous deadline, and skip with a message where the machine cannot
-//! show the difference (fewer than 2 CPUs, autogroups off, this process in
-//! a cpu cgroup of its own).
+//! generous deadline, and skip with a message (fail under `CI=true`) where
+//! the machine cannot show the difference (fewer than 2 CPUs, autogroups
+//! off, this process in a cpu cgroup of its own).
 
 mod common;
 
@@ -102,24 +105,86 @@ impl Drop for Hogs {
     }
 }
 
-/// Our own CFS group, or `None` after printing why the test skips: the
-/// new-session case shows a difference only when we are in an autogroup.
-fn in_an_autogroup(test: &str) -> Option<SchedGroup> {
+/// Set in the child that [`in_own_session`] runs a test in.
+const OWN_SESSION_ENV: &str = "DFSCHED_TEST_OWN_SESSION";
+
+/// How long a test run in a session of its own may take.
+const CHILD_DEADLINE: Duration = Duration::from_secs(150);
+
+/// Where a test that needs its own autogroup runs its body.
+enum Session {
+    /// Here: this process is the child in a new session, and this is its
+    /// CFS group.
+    Here(SchedGroup),
+    /// In a child process in a new session, which ran the whole test and
+    /// passed (its failure fails the caller); nothing is left to do here.
+    RanInChild,
+}
+
+/// Establishes the premise of the tests that compare hogs in our session
+/// with hogs in another: this process is in an autogroup of its own.
+/// Whatever session `cargo test` runs in (a terminal's autogroup, or the
+/// root group of a CI runner's init session, where a session is no CFS
+/// group), the test reruns itself (`--exact test`) in a child that calls
+/// `setsid`, which gives it a new autogroup; the child finds it here and
+/// returns [`Session::Here`]. Only where the kernel has autogroups off (or
+/// the process sits in a cpu cgroup) can no session be a CFS group: then
+/// this skips, or fails under `CI=true`, and returns `None`.
+fn in_own_session(test: &str) -> Option<Session> {
+    if std::env::var_os(OWN_SESSION_ENV).is_none() {
+        run_in_new_session(test);
+        return Some(Session::RanInChild);
+    }
     let mut sampler = LoadSampler::new("/proc");
     let ctx = sampler.group_context();
     match sampler.group_of(ctx, std::process::id()) {
         g @ SchedGroup::Group {
             key: GroupKey::Autogroup(_),
             ..
-        } => Some(g),
+        } => Some(Session::Here(g)),
         other => {
             common::skip_or_fail(&format!(
-                "SKIP {test}: this process is not in an autogroup ({other:?}, {ctx:?}); \
-                 a new session is then no CFS group of its own"
+                "SKIP {test}: a new session's process is not in an autogroup \
+                 ({other:?}, {ctx:?}); a session is then no CFS group of its own"
             ));
             None
         }
     }
+}
+
+/// Runs `test` of this binary in a child process in a new session, its
+/// output passed through, and fails unless the child passes within
+/// [`CHILD_DEADLINE`] (a stuck child is killed).
+fn run_in_new_session(test: &str) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(OWN_SESSION_ENV, "1")
+        .stdin(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of the
+    // parent; it cannot fail in a fresh child (not a group leader), and if
+    // it did the spawn reports the error.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("the test's child in a new session");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
+        if start.elapsed() > CHILD_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{test} in a new session did not end in {CHILD_DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{test} in a new session: {status}");
 }
 
 /// Polls `f` until it returns `Some`, failing with `what` after
@@ -142,10 +207,10 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 fn hogs_in_our_session_weigh_a_thread_each_and_in_another_half_a_thread_per_cpu() {
     let test = "hogs_in_our_session_weigh_a_thread_each_and_in_another_half_a_thread_per_cpu";
     let _one = HOGS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((c0, c1)) = two_cpus(test) else {
+    let Some(Session::Here(ours)) = in_own_session(test) else {
         return;
     };
-    let Some(ours) = in_an_autogroup(test) else {
+    let Some((c0, c1)) = two_cpus(test) else {
         return;
     };
     let mut sampler = LoadSampler::new("/proc");
@@ -159,7 +224,7 @@ fn hogs_in_our_session_weigh_a_thread_each_and_in_another_half_a_thread_per_cpu(
         weight: our_weight, ..
     } = ours
     else {
-        unreachable!("in_an_autogroup gives a group");
+        unreachable!("in_own_session gives a group");
     };
     let another = 1024 * 1000 * 2 / (our_weight * 4);
     for (new_session, want) in [(false, 2000), (true, another)] {
@@ -220,9 +285,9 @@ fn external_on(rt: &Runtime, c: CpuId) -> u64 {
 fn the_runtimes_own_scan_weighs_hogs_of_another_session_as_one_group() {
     let test = "the_runtimes_own_scan_weighs_hogs_of_another_session_as_one_group";
     let _one = HOGS.lock().unwrap_or_else(|e| e.into_inner());
-    if in_an_autogroup(test).is_none() {
+    let Some(Session::Here(_)) = in_own_session(test) else {
         return;
-    }
+    };
     with_two_cpus(test, move |c0, c1| {
         let rt = sampling(Policy::DataAffinity);
         // In our session: 2 threads per CPU, whatever else runs (other load
@@ -310,9 +375,9 @@ const SPREAD_PASSES: u32 = 5;
 fn a_co_thread_pair_beside_another_sessions_hogs_is_not_packed() {
     let test = "a_co_thread_pair_beside_another_sessions_hogs_is_not_packed";
     let _one = HOGS.lock().unwrap_or_else(|e| e.into_inner());
-    if in_an_autogroup(test).is_none() {
+    let Some(Session::Here(_)) = in_own_session(test) else {
         return;
-    }
+    };
     with_two_cpus(test, move |c0, c1| {
         let mask = |s: &Spinner| dfsched::sys::get_affinity(s.tid).unwrap();
         let one_cpu = |a: &Spinner, b: &Spinner| {
