@@ -341,6 +341,29 @@ fn a_process_that_exits_or_is_killed_leaves_no_state() {
     assert!(s.counters.dropped_on_close + s.counters.dropped_on_exit >= 2);
 }
 
+/// With one process registered no sharing set can exist, so the ticks read
+/// no process's open files (`file_scans` stays 0 while `ticks` grows); a
+/// second process starts the reading.
+#[test]
+fn a_lone_process_costs_the_ticks_no_open_file_reads() {
+    let dir = TempDir::new("lone");
+    let agent = AgentGuard::start(&dir.sock(), TICK);
+    let a = ChildRt::start(&dir.sock(), 1, Stdio::null());
+    let pa = a.pid();
+    let s = agent.wait_for("two ticks with A alone", |s| {
+        registered(s, pa) && s.counters.ticks >= 2
+    });
+    assert_eq!(s.processes.len(), 1, "{s:#?}");
+    let before = s.counters.ticks;
+    let s = agent.wait_for("two more ticks", |s| s.counters.ticks >= before + 2);
+    assert_eq!(s.counters.file_scans, 0, "{:?}", s.counters);
+    let b = ChildRt::start(&dir.sock(), 1, Stdio::null());
+    let pb = b.pid();
+    agent.wait_for("a tick reading both processes' files", |s| {
+        registered(s, pa) && registered(s, pb) && s.counters.file_scans >= 1
+    });
+}
+
 #[test]
 fn two_runtimes_in_two_processes_see_each_others_load() {
     let dir = TempDir::new("load");

@@ -530,6 +530,46 @@ fn overflowing_and_repeated_reports_are_refused_and_change_nothing() {
     assert_eq!(s.processes[0].load_milli, vec![(a, 1000), (b, 500)]);
 }
 
+/// The balancer sends its post-move update without waiting for the reply
+/// (`Client::update_unanswered`): the next read on the connection takes
+/// that reply first, so the next request still gets its own answer, and an
+/// update the agent refused fails that next request instead of passing
+/// unseen.
+#[test]
+fn an_unanswered_updates_reply_is_read_before_the_next_one() {
+    let Some((a, b)) = two_cpus("an_unanswered_updates_reply_is_read_before_the_next_one") else {
+        return;
+    };
+    let dir = TempDir::new("unanswered");
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20"]);
+    let mut c = Client::connect(&dir.sock()).unwrap();
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    c.update_unanswered(report_of(vec![(a, 1000)]), deadline())
+        .unwrap();
+    c.update_unanswered(report_of(vec![(a, 1000), (b, 500)]), deadline())
+        .unwrap();
+    let s = c.status().expect("the status, after both updates' replies");
+    assert_eq!(s.counters.updates, 2);
+    assert_eq!(s.processes.len(), 1);
+    assert_eq!(s.processes[0].load_milli, vec![(a, 1000), (b, 500)]);
+    // A refused update: the next request reports the refusal ...
+    c.update_unanswered(report_of(vec![(a, 500), (a, 500)]), deadline())
+        .unwrap();
+    match c.status() {
+        Err(AgentError::Refused {
+            kind: ErrorKind::Invalid,
+            ..
+        }) => {}
+        other => panic!("the refused update did not surface: {other:?}"),
+    }
+    // ... whose own reply was read, so the connection is in step: an update
+    // gets its `updated`, not the status before it.
+    c.update(report_of(vec![(b, 1000)])).unwrap();
+    let s = c.status().unwrap();
+    assert_eq!(s.processes[0].load_milli, vec![(b, 1000)]);
+    assert_eq!(agent.status().counters.bad_requests, 1);
+}
+
 /// `n` connections admitted by the agent on `sock` (each has had a status
 /// answered, so the agent counts it). A connection refused as busy is
 /// tried again: the agent may not yet have seen earlier ones close (those

@@ -73,6 +73,12 @@ pub struct Client {
     timeout: Duration,
     /// The agent's pid (`SO_PEERCRED`).
     agent_pid: u32,
+    /// Updates sent with [`Client::update_unanswered`] whose `updated`
+    /// replies have not been read: the next read takes them first.
+    unread_updates: u32,
+    /// The agent's refusal of one of those, returned once the current
+    /// request's own reply is read.
+    refused_update: Option<AgentError>,
 }
 
 impl Client {
@@ -119,6 +125,8 @@ impl Client {
             buf: Vec::new(),
             timeout: options.timeout,
             agent_pid,
+            unread_updates: 0,
+            refused_update: None,
         })
     }
 
@@ -210,6 +218,32 @@ impl Client {
     /// (the same reply can be read later); an error otherwise, a reply cut
     /// off mid-line included (the stream is then out of step).
     fn receive(&mut self, deadline: Instant, cap: usize) -> Result<Option<Reply>, AgentError> {
+        // The replies to updates sent unanswered come first (the agent
+        // answers in order); each is taken off as it is read, so a deadline
+        // that ends the drain leaves the rest for the next read.
+        // A refusal among them is kept until this request's own reply has
+        // been read too, so that the connection stays in step.
+        while self.unread_updates > 0 {
+            match self.receive_line(deadline, MAX_LINE_BYTES)? {
+                None => return Ok(None),
+                Some(Reply::Updated) => self.unread_updates -= 1,
+                Some(other) => {
+                    self.unread_updates -= 1;
+                    self.refused_update.get_or_insert(unexpected(other));
+                }
+            }
+        }
+        let reply = self.receive_line(deadline, cap)?;
+        if reply.is_some() {
+            if let Some(refusal) = self.refused_update.take() {
+                return Err(refusal);
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Reads one reply line by `deadline` (see [`Client::receive`]).
+    fn receive_line(&mut self, deadline: Instant, cap: usize) -> Result<Option<Reply>, AgentError> {
         self.reader.get_mut().set(deadline);
         let read = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
             Ok(r) => r,
@@ -280,6 +314,28 @@ impl Client {
             Reply::Updated => Ok(()),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Sends an update by `deadline` and does not wait for its reply: the
+    /// next read on this connection takes it first, and if the agent
+    /// refused the update, that read's request fails with the refusal
+    /// (its own reply read and dropped, so the connection stays in step). The balancer uses this after a pass that moved
+    /// threads, so that the pass does not sleep for an acknowledgement.
+    pub fn update_unanswered(
+        &mut self,
+        report: Report,
+        deadline: Instant,
+    ) -> Result<(), AgentError> {
+        let line = encode(&RequestLine {
+            v: PROTOCOL_VERSION,
+            req: Request::Update(report),
+        });
+        self.writer.set(deadline);
+        self.writer
+            .write_all(&line)
+            .map_err(|e| AgentError::io(&self.path, e))?;
+        self.unread_updates += 1;
+        Ok(())
     }
 
     /// Reports this process's load; the agent's view of everyone else's.

@@ -26,7 +26,9 @@
 //!      ([`Link::home_changes`] says which); restore it when the home goes
 //!   5. after the pass, if it moved threads: report the new load at once
 //!      ([`update`], no view asked), so that the other processes' next views
-//!      show the move instead of the load of a whole interval ago
+//!      show the move instead of the load of a whole interval ago. The pass
+//!      does not wait for the agent's acknowledgement: the next exchange
+//!      reads it before its view (a sleep and a wake-up less per pass)
 //! ```
 //!
 //! Failure is never fatal: no socket, a refused or timed-out exchange, an
@@ -586,9 +588,10 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
 
 /// Step 5 of the module doc: after a pass that moved threads, reports
 /// `ours` on the open connection (no new connection is tried: a runtime
-/// without an agent has no one to tell). A failure drops the connection and
-/// backs off, as in [`exchange`]; at most the link's budget on the socket,
-/// no lock held there.
+/// without an agent has no one to tell). Its reply is not waited for: the
+/// next exchange reads it first, and a refusal fails that exchange. A
+/// failure to send drops the connection and backs off, as in [`exchange`];
+/// at most the link's budget on the socket, no lock held there.
 pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: Ours) {
     let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
     let Ours { load, allowed } = ours;
@@ -608,7 +611,8 @@ pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: Ours) {
         (link.inode, link.budget)
     };
     let report = report_of(load, &allowed, inode);
-    let result = client.update_by(report, Instant::now() + budget);
+    // Not waited for: the next exchange reads its reply before the view.
+    let result = client.update_unanswered(report, Instant::now() + budget);
     let mut link = lock();
     match result {
         Ok(()) => {

@@ -256,6 +256,10 @@ pub struct Counters {
     pub dropped_on_exit: u64,
     /// Sharing detection passes.
     pub ticks: u64,
+    /// Ticks that read the registered processes' open files: only those
+    /// with two or more processes registered (a set needs two members).
+    #[serde(default)]
+    pub file_scans: u64,
     /// `/proc` scans for the unmanaged load (at most one per freshness
     /// bound, whatever the number of clients).
     pub scans: u64,

@@ -192,8 +192,25 @@ struct Shared {
     /// The tick thread sleeps on this between ticks; `request_stop` sets
     /// the flag under its mutex and notifies, so a stop never waits for a
     /// long tick interval to end.
-    tick_sleep: (Mutex<bool>, Condvar),
+    tick_sleep: (Mutex<TickWake>, Condvar),
 }
+
+/// What ends the tick thread's sleep early.
+#[derive(Debug, Default)]
+struct TickWake {
+    /// The agent is stopping.
+    stopped: bool,
+    /// A second process registered: sharing may exist from now on, so the
+    /// next tick is due at once rather than after [`LONE_TICK`].
+    poked: bool,
+}
+
+/// The tick's interval while fewer than two processes are registered: no
+/// sharing set can exist then (it needs two members), so the tick only
+/// checks liveness (a backstop: a process that exits closes its
+/// connection) and the idle exit, and wakes once a second instead of ten
+/// times. A second registration pokes it awake at once.
+const LONE_TICK: Duration = Duration::from_secs(1);
 
 /// A bound agent, not yet serving.
 pub struct Agent {
@@ -233,7 +250,7 @@ impl Agent {
                 }),
                 scan: Mutex::new(SharedScan::new(&config.proc_root)),
                 stop: AtomicBool::new(false),
-                tick_sleep: (Mutex::new(false), Condvar::new()),
+                tick_sleep: (Mutex::new(TickWake::default()), Condvar::new()),
                 config,
             }),
             listener,
@@ -371,7 +388,7 @@ impl Shared {
     fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
         let (flag, wake) = &self.tick_sleep;
-        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        flag.lock().unwrap_or_else(PoisonError::into_inner).stopped = true;
         wake.notify_all();
         // Wake the accept loop, which checks the flag after each accept.
         let _ = super::sock::connect_timeout(&self.config.socket, WRITE_TIMEOUT);
@@ -388,10 +405,21 @@ fn refuse(stream: UnixStream, refusal: &ReplyLine) {
     }
 }
 
-/// The effective uid owning `pid`, from `/proc/PID/status`; `None` if the
-/// process is gone.
-fn owner_of(proc_root: &Path, pid: u32) -> Option<u32> {
-    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+/// The effective uid owning `pid`; `None` if the process is gone.
+///
+/// Asked on every request and every tick, so the common case is one
+/// `statx`: `/proc/PID` belongs to the process's effective uid while it is
+/// dumpable. A process that is not (setuid, `PR_SET_DUMPABLE` 0) shows
+/// root there, so any other answer than `expected` is settled by the
+/// `Uid:` line of `/proc/PID/status`, which generating costs far more (the
+/// kernel formats some fifty fields, memory figures under the mm lock).
+fn owner_of(proc_root: &Path, pid: u32, expected: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = proc_root.join(pid.to_string());
+    if std::fs::metadata(&dir).ok()?.uid() == expected {
+        return Some(expected);
+    }
+    let text = std::fs::read_to_string(dir.join("status")).ok()?;
     let line = text.lines().find(|l| l.starts_with("Uid:"))?;
     // "Uid:\treal\teffective\tsaved\tfs"
     line.split_ascii_whitespace().nth(2)?.parse().ok()
@@ -453,7 +481,7 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
     // Per request, not per connection: the peer's credentials are those of
     // its connect, and the process may have changed uid since (or handed
     // the connection to one that did, then exited).
-    let owner = owner_of(&shared.config.proc_root, pid);
+    let owner = owner_of(&shared.config.proc_root, pid, uid);
     if owner != Some(uid) {
         return ReplyLine::error(
             ErrorKind::Denied,
@@ -505,16 +533,26 @@ fn record(
     // The pid is the peer's own (SO_PEERCRED), and `handle` checked that it
     // still belongs to the peer's uid.
     let mut st = shared.lock();
-    st.procs.insert(
-        id,
-        Proc {
-            pid,
-            uid,
-            load_milli: load,
-            allowed: r.allowed.intersection(cpus),
-            own_socket_inode: r.own_socket_inode,
-        },
-    );
+    let new = st
+        .procs
+        .insert(
+            id,
+            Proc {
+                pid,
+                uid,
+                load_milli: load,
+                allowed: r.allowed.intersection(cpus),
+                own_socket_inode: r.own_socket_inode,
+            },
+        )
+        .is_none();
+    if new && st.procs.len() == 2 {
+        // Lock order: the state, then the tick's flag (the tick thread
+        // never takes the state while holding its flag).
+        let (flag, wake) = &shared.tick_sleep;
+        flag.lock().unwrap_or_else(PoisonError::into_inner).poked = true;
+        wake.notify_all();
+    }
     Ok(st)
 }
 
@@ -665,19 +703,26 @@ fn tick_loop(shared: &Shared) {
     let interval = Duration::from_millis(shared.config.tick_ms.max(1));
     let mut outside = OutsideCache::default();
     loop {
+        let lone = shared.lock().procs.len() < 2;
+        let wait = if lone {
+            interval.max(LONE_TICK)
+        } else {
+            interval
+        };
         let (flag, wake) = &shared.tick_sleep;
-        let stopped = wake
+        let mut woken = wake
             .wait_timeout_while(
                 flag.lock().unwrap_or_else(PoisonError::into_inner),
-                interval,
-                |stopped| !*stopped,
+                wait,
+                |w| !w.stopped && !w.poked,
             )
             .unwrap_or_else(PoisonError::into_inner)
             .0;
-        if *stopped {
+        if woken.stopped {
             return;
         }
-        drop(stopped);
+        woken.poked = false;
+        drop(woken);
         if shared.idle_exit_due() {
             tracing::info!("dfsched agent: no client for the idle exit's time, ending");
             shared.request_stop();
@@ -700,7 +745,7 @@ fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
         .collect();
     let dead: Vec<u64> = snapshot
         .iter()
-        .filter(|&&(_, pid, uid, _)| owner_of(root, pid) != Some(uid))
+        .filter(|&&(_, pid, uid, _)| owner_of(root, pid, uid) != Some(uid))
         .map(|&(id, ..)| id)
         .collect();
     // 2. Their open pipes and sockets, and the components they form
@@ -710,10 +755,16 @@ fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
         .filter(|(id, ..)| !dead.contains(id))
         .map(|&(_, pid, ..)| pid)
         .collect();
-    let fds: BTreeMap<u32, Vec<u64>> = pids
-        .iter()
-        .map(|&pid| (pid, sharing::shared_inodes(root, pid)))
-        .collect();
+    // A set needs two members: with fewer live processes there is nothing
+    // to find, and their open files are not read (module doc of sharing.rs).
+    let scanned = pids.len() >= 2;
+    let fds: BTreeMap<u32, Vec<u64>> = if scanned {
+        pids.iter()
+            .map(|&pid| (pid, sharing::shared_inodes(root, pid)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let mut ignore: BTreeSet<u64> = snapshot.iter().filter_map(|s| s.3).collect();
     let mut comps = sharing::components(&fds, &ignore);
     if !comps.is_empty() {
@@ -729,6 +780,7 @@ fn tick(shared: &Shared, outside_cache: &mut OutsideCache) {
     // 3–4. Under the lock: drop the dead, give the sets ids and homes.
     let mut st = shared.lock();
     st.counters.ticks += 1;
+    st.counters.file_scans += u64::from(scanned);
     for id in dead {
         if st.procs.remove(&id).is_some() {
             st.counters.dropped_on_exit += 1;
@@ -786,4 +838,24 @@ fn home_of(shared: &Shared, st: &State, members: &[u32], current: Option<DomainI
 pub(super) fn chmod(path: &Path, mode: u32) -> Result<(), AgentError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| AgentError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-`statx` path and the `status` path agree: asked with our own
+    /// uid the directory answers; asked with another, the `Uid:` line
+    /// still gives ours (not the expected one, and not "gone").
+    #[test]
+    fn owner_of_answers_the_effective_uid_by_either_path() {
+        let proc_root = Path::new("/proc");
+        let pid = std::process::id();
+        // SAFETY: geteuid takes nothing and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(owner_of(proc_root, pid, me), Some(me));
+        assert_eq!(owner_of(proc_root, pid, me.wrapping_add(1)), Some(me));
+        // pid_max is at most 2^22: this pid never exists.
+        assert_eq!(owner_of(proc_root, 1 << 23, me), None);
+    }
 }

@@ -100,7 +100,10 @@ impl Inner {
         // The agent's view first: it carries the unmanaged load from the
         // agent's shared sample, and when it does not, its registered pids'
         // load comes with the view and is left out of our own.
-        let agent = self.agent_exchange();
+        // This process's threads the engine does not know, read once a pass
+        // (/proc/self/task) for both reports.
+        let mut unknown = None;
+        let agent = self.agent_exchange(&mut unknown);
         let sample = self.config.external_load.then(|| {
             self.external
                 .lock()
@@ -165,7 +168,7 @@ impl Inner {
         st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
         drop(st);
         if moved {
-            self.agent_update();
+            self.agent_update(&mut unknown);
         }
         out.balance.map_err(Error::from)
     }
@@ -230,8 +233,11 @@ impl Inner {
 
     /// Step 1 of `agent/link.rs`: this process's own load, per CPU, in
     /// thousandths, and its allowed CPUs; `None` if the state is unusable
-    /// (poisoned).
-    fn ours(&self) -> Option<Ours> {
+    /// (poisoned). `unknown` holds the runnable threads the engine does not
+    /// know, read from `/proc/self/task` by the first call of a pass and
+    /// reused by the second (their count changes little in a pass; the
+    /// engine's own threads are taken afresh).
+    fn ours(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) -> Option<Ours> {
         let (mut load, known) = {
             let st = self.lock().ok()?;
             let mut load = BTreeMap::new();
@@ -246,7 +252,8 @@ impl Inner {
             let known: HashSet<u64> = st.tasks.keys().copied().collect();
             (load, known)
         };
-        for (cpu, m) in unknown_runnable(&known, crate::sys::gettid()) {
+        let unknown = unknown.get_or_insert_with(|| unknown_runnable(&known, crate::sys::gettid()));
+        for (&cpu, &m) in unknown.iter() {
             if self.topology.cpus().contains(cpu) {
                 *load.entry(cpu).or_default() += m;
             }
@@ -259,11 +266,11 @@ impl Inner {
 
     /// Steps 1–2 of `agent/link.rs`: our load out, the agent's view back;
     /// an empty pass when the agent is off or the state is unusable.
-    fn agent_exchange(&self) -> AgentPass {
+    fn agent_exchange(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) -> AgentPass {
         if !self.agent_wanted(false) {
             return AgentPass::default();
         }
-        match self.ours() {
+        match self.ours(unknown) {
             Some(ours) => link::exchange(&self.agent, self.id, ours),
             None => AgentPass::default(),
         }
@@ -271,11 +278,11 @@ impl Inner {
 
     /// Step 5 of `agent/link.rs`: the new load, after a pass that moved
     /// threads, on the open connection only.
-    fn agent_update(&self) {
+    fn agent_update(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) {
         if !self.agent_wanted(true) {
             return;
         }
-        if let Some(ours) = self.ours() {
+        if let Some(ours) = self.ours(unknown) {
             link::update(&self.agent, self.id, ours);
         }
     }
