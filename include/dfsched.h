@@ -89,6 +89,9 @@
  *                                    directory of its own with mode 0700)
  *   DFSCHED_AGENT_TIMEOUT_MS=N       the budget of one exchange with the
  *                                    agent in a balancer pass (50; 1..10000)
+ *   DFSCHED_AGENT_LONE_PASSES=N      while the agent serves this process
+ *                                    alone, exchange every N passes and
+ *                                    sample for itself between (10; 1..1000)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.

@@ -244,12 +244,15 @@ struct ChildRt(ChildProc);
 
 impl ChildRt {
     /// Starts a child with `threads` registered threads on DF 1, reporting
-    /// to the agent on `sock`, its stderr on `stderr`.
+    /// to the agent on `sock`, its stderr on `stderr`. Its threads wait
+    /// (in a channel) but count as runnable load: idle detection is off, or
+    /// it would take them out of the load after 200 ms.
     fn start(sock: &Path, threads: u32, stderr: Stdio) -> ChildRt {
         let mut cmd = rerun("child_process_body");
         cmd.env(CHILD_ENV, threads.to_string())
             .env("DFSCHED_AGENT", sock)
             .env("DFSCHED_BALANCE_INTERVAL_MS", "20")
+            .env("DFSCHED_IDLE_PASSES", "0")
             .stderr(stderr);
         ChildRt(ChildProc::spawn(cmd, "H3:"))
     }

@@ -797,8 +797,11 @@ fn stop_is_checked_against_the_senders_uid_now() {
     assert!(agent.status().counters.bad_requests >= 1);
 }
 
-/// A view line a stand-in agent answers reports with.
-const VIEW: &str = r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[],"registered":[],"home":null,"set":null}}}"#;
+/// A view line a stand-in agent answers reports with. It names two
+/// registered processes (pids 1 and 2, which the runtime's own sample then
+/// skips), so that the runtime is not alone and reports every pass
+/// (`dfsched::agent::LONE_PASSES`).
+const VIEW: &str = r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[],"registered":[1,2],"home":null,"set":null}}}"#;
 
 /// What a [`held_agent`] tells the test.
 #[derive(Debug, PartialEq, Eq)]

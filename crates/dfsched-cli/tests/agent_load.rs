@@ -246,6 +246,9 @@ fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
         agent: AgentMode::Path(dir.sock()),
         idle_passes: 0,
         agent_timeout_ms: PATIENT_AGENT_MS,
+        // Alone with the agent, yet exchanging every pass: these tests
+        // are about the exchange itself.
+        agent_lone_passes: 1,
         ..RuntimeConfig::default()
     })
     .unwrap();
@@ -376,6 +379,9 @@ fn runtime_on(sock: &Path) -> Runtime {
         // blocked however many passes a slow machine needs.
         idle_passes: 0,
         agent_timeout_ms: PATIENT_AGENT_MS,
+        // Alone with the agent, yet exchanging every pass: these tests
+        // are about the exchange itself.
+        agent_lone_passes: 1,
         ..RuntimeConfig::default()
     };
     // Heavy load from one runnable thread per CPU: a group's home is then
@@ -547,28 +553,26 @@ impl Waiting {
     }
 }
 
-/// Asserts the agent's record of this process already has its load on
-/// `to` rather than on `from`. Run [`alone`]: then the only runnable
+/// Waits (no pass runs meanwhile: the tests have no balancer thread) until
+/// the agent's record of this process has its load on `to` and none on
+/// `from`: the update the moving pass sent without waiting for its reply.
+/// Returns the agent's status then. Run [`alone`]: then the only runnable
 /// threads of this process are the two waiting ones (2000 on `to`), and
 /// the balancing thread itself, which the runtime leaves out.
-fn assert_record_moved(status: &Status, from: CpuId, to: &CpuSet) {
-    let mine = status
-        .processes
-        .iter()
-        .find(|p| p.pid == std::process::id())
-        .expect("registered");
-    let on = |cpu: CpuId| {
-        mine.load_milli
-            .iter()
-            .find(|&&(c, _)| c == cpu)
-            .map_or(0, |&(_, m)| m)
+fn wait_record_moved(agent: &AgentGuard, from: CpuId, to: &CpuSet) -> Status {
+    let on_to = |s: &Status| -> Option<(u64, u64)> {
+        let mine = s.processes.iter().find(|p| p.pid == std::process::id())?;
+        let on = |cpu: CpuId| {
+            mine.load_milli
+                .iter()
+                .find(|&&(c, _)| c == cpu)
+                .map_or(0, |&(_, m)| m)
+        };
+        Some((to.iter().map(on).sum(), on(from)))
     };
-    let on_to: u64 = to.iter().map(on).sum();
-    assert!(
-        on_to >= 2000 && on(from) == 0,
-        "stale record: {:?}",
-        mine.load_milli
-    );
+    agent.wait_for("the record moved by the pass's update", |s| {
+        on_to(s).is_some_and(|(to, from)| to >= 2000 && from == 0)
+    })
 }
 
 #[test]
@@ -603,13 +607,13 @@ fn a_pass_that_moves_threads_reports_the_new_load_at_once() {
     }
     let to = mask();
     assert!(!to.contains(from), "moved to {to}");
-    // The pass that moved sent the new load before returning: the agent's
-    // record of this process already has it where the threads went.
+    // The pass that moved sent the new load before returning: with no pass
+    // since, the agent's record of this process comes to have it where the
+    // threads went.
     let link = rt.agent_link();
     assert!(link.updates >= 1, "{link:?}");
-    let s = agent.status();
+    let s = wait_record_moved(&agent, from, &to);
     assert!(s.counters.updates >= 1, "{:?}", s.counters);
-    assert_record_moved(&s, from, &to);
     threads.finish();
     rt.shutdown();
 }
@@ -760,7 +764,64 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
         "re-homed, not moved"
     );
     // The pass that re-homed told the agent before returning.
-    assert_record_moved(&agent.status(), from, &to);
+    wait_record_moved(&agent, from, &to);
     threads.finish();
+    rt.shutdown();
+}
+
+/// A runtime that is the agent's only registered process exchanges once
+/// every `LONE_PASSES` passes and samples the outside load itself between
+/// (one process has no one to coordinate with, and an exchange costs both
+/// sides more than that sample); once a second process registers, the next
+/// exchange hears of it and every pass exchanges again.
+#[test]
+fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
+    use dfsched::agent::LONE_PASSES;
+    let dir = TempDir::new("lone");
+    let _agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20"]);
+    let rt = Runtime::start(RuntimeConfig {
+        balance_interval_ms: 0,
+        agent: AgentMode::Path(dir.sock()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    rt.balance_now().unwrap();
+    let link = rt.agent_link();
+    assert!(link.connected && link.alone, "{link:?}");
+    assert_eq!(link.reports, 1, "{link:?}");
+    let scans_before = rt.stats().external_load_own_scans;
+    for _ in 0..2 * LONE_PASSES {
+        rt.balance_now().unwrap();
+    }
+    // Passes 1, 1 + LONE_PASSES and 1 + 2 × LONE_PASSES exchanged.
+    let link = rt.agent_link();
+    assert_eq!(
+        (link.reports, link.lone_passes),
+        (3, u64::from(2 * (LONE_PASSES - 1))),
+        "{link:?}"
+    );
+    let own = rt.stats().external_load_own_scans - scans_before;
+    assert_eq!(own, u64::from(2 * (LONE_PASSES - 1)), "own samples between");
+    // A second process registers: heard of within LONE_PASSES passes.
+    let cpu = dfsched::sys::get_affinity(0)
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let mut other = Helper::spin(cpu, 0);
+    other.register(&dir.sock(), cpu, 1000);
+    let mut passes = 0;
+    while rt.agent_link().alone {
+        rt.balance_now().unwrap();
+        passes += 1;
+        assert!(passes <= LONE_PASSES, "{:?}", rt.agent_link());
+    }
+    let before = rt.agent_link().reports;
+    for _ in 0..5 {
+        rt.balance_now().unwrap();
+    }
+    let link = rt.agent_link();
+    assert_eq!(link.reports, before + 5, "{link:?}");
+    assert!(link.registered.contains(&other.pid()), "{link:?}");
     rt.shutdown();
 }

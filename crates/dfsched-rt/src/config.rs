@@ -18,6 +18,7 @@
 //! | `DFSCHED_IDLE_PASSES` | a registered thread that has used no CPU over this many balancer passes (and at least 200 ms) counts as blocked, not as load, until it uses CPU again (see [`crate::idle`]); `0` = every registered thread counts as runnable until it exits | `2` | `0`..=`100` |
 //! | `DFSCHED_AGENT` | the `dfsched agent` to share the load view with and get sharing-set homes from (see [`crate::agent`]); `auto` uses the default socket when an agent listens there, else nothing | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_AGENT_TIMEOUT_MS` | the budget of one exchange with the agent in a balancer pass, connect included (see [`crate::agent::LINK_TIMEOUT`] for the default's reasons); a view later than this is read at the next pass, one later still is a failure and the link backs off | `50` | `1..=10000` |
+//! | `DFSCHED_AGENT_LONE_PASSES` | while the agent's view names this process as its only registered one, exchange with the agent once every this many passes and sample the outside load itself between (see [`crate::agent::LONE_PASSES`]); `1` = every pass | `10` | `1..=1000` |
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
@@ -84,6 +85,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_AGENT",
     "DFSCHED_AGENT_TRUST_ROOT",
     "DFSCHED_AGENT_TIMEOUT_MS",
+    "DFSCHED_AGENT_LONE_PASSES",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
 ];
@@ -91,6 +93,9 @@ pub const ENV_VARS: &[&str] = &[
 /// The longest [`RuntimeConfig::agent_timeout_ms`]: 10 s, a bound on what
 /// a hung agent may cost one pass whatever is configured.
 pub const MAX_AGENT_TIMEOUT_MS: u64 = 10_000;
+
+/// The most passes [`RuntimeConfig::agent_lone_passes`] may be.
+pub const MAX_AGENT_LONE_PASSES: u32 = 1000;
 
 /// Runtime configuration. Every field is also settable from a `DFSCHED_*`
 /// variable (see the module doc).
@@ -147,6 +152,11 @@ pub struct RuntimeConfig {
     /// milliseconds (`DFSCHED_AGENT_TIMEOUT_MS`). Default
     /// [`crate::agent::LINK_TIMEOUT`] (50); `1..=`[`MAX_AGENT_TIMEOUT_MS`].
     pub agent_timeout_ms: u64,
+    /// While the agent's view names this process alone, exchange once every
+    /// this many passes (`DFSCHED_AGENT_LONE_PASSES`). Default
+    /// [`crate::agent::LONE_PASSES`] (10); `1..=`[`MAX_AGENT_LONE_PASSES`],
+    /// 1 = every pass.
+    pub agent_lone_passes: u32,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -172,6 +182,7 @@ impl Default for RuntimeConfig {
             agent: crate::agent::AgentMode::Auto,
             agent_trust: crate::agent::Trust::OwnUid,
             agent_timeout_ms: crate::agent::LINK_TIMEOUT.as_millis() as u64,
+            agent_lone_passes: crate::agent::LONE_PASSES,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
         }
@@ -288,6 +299,15 @@ impl RuntimeConfig {
                 }
                 self.agent_timeout_ms = ms;
             }
+            "DFSCHED_AGENT_LONE_PASSES" => {
+                let n = parse_u64(value).map_err(&bad)?;
+                if !(1..=u64::from(MAX_AGENT_LONE_PASSES)).contains(&n) {
+                    return Err(bad(format!(
+                        "a number of passes from 1 (every pass) to {MAX_AGENT_LONE_PASSES}"
+                    )));
+                }
+                self.agent_lone_passes = n as u32;
+            }
             "DFSCHED_AGENT_TRUST_ROOT" => {
                 self.agent_trust = if parse_bool(value).map_err(&bad)? {
                     crate::agent::Trust::OwnUidOrRoot
@@ -386,6 +406,12 @@ impl RuntimeConfig {
                 self.external_window
             ));
         }
+        if !(1..=MAX_AGENT_LONE_PASSES).contains(&self.agent_lone_passes) {
+            return Err(format!(
+                "agent_lone_passes must be from 1 (every pass) to {MAX_AGENT_LONE_PASSES}, not {}",
+                self.agent_lone_passes
+            ));
+        }
         Ok(())
     }
 }
@@ -467,6 +493,7 @@ mod tests {
             ("DFSCHED_EXTERNAL_LOAD", "off"),
             ("DFSCHED_EXTERNAL_WINDOW", "5"),
             ("DFSCHED_IDLE_PASSES", "7"),
+            ("DFSCHED_AGENT_LONE_PASSES", "3"),
             ("DFSCHED_SYSFS_ROOT", "/tmp/fixture"),
             ("PATH", "ignored"),
         ])
@@ -480,6 +507,7 @@ mod tests {
         assert!(!cfg.external_load);
         assert_eq!(cfg.external_window, 5);
         assert_eq!(cfg.idle_passes, 7);
+        assert_eq!(cfg.agent_lone_passes, 3);
         assert_eq!(cfg.sysfs_root, PathBuf::from("/tmp/fixture"));
         assert!(
             RuntimeConfig::from_vars([("DFSCHED_DISABLE", "0")])
@@ -510,6 +538,8 @@ mod tests {
             ("DFSCHED_IDLE_PASSES", "-1"),
             ("DFSCHED_IDLE_PASSES", "two"),
             ("DFSCHED_IDLE_PASSES", "4294967298"),
+            ("DFSCHED_AGENT_LONE_PASSES", "0"),
+            ("DFSCHED_AGENT_LONE_PASSES", "1001"),
             ("DFSCHED_SYSFS_ROOT", " "),
             ("DFSCHED_DISABLED", "1"),
             ("DFSCHED_POLICY", "fast"),
@@ -650,6 +680,13 @@ mod tests {
                 ..RuntimeConfig::default()
             };
             assert!(cfg.validate().is_err(), "{external_window}");
+        }
+        for agent_lone_passes in [0, MAX_AGENT_LONE_PASSES + 1] {
+            let cfg = RuntimeConfig {
+                agent_lone_passes,
+                ..RuntimeConfig::default()
+            };
+            assert!(cfg.validate().unwrap_err().contains("agent_lone_passes"));
         }
     }
 }

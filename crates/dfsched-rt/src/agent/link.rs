@@ -31,6 +31,11 @@
 //!      reads it before its view (a sleep and a wake-up less per pass)
 //! ```
 //!
+//! Alone: while the last view names this process as the only registered
+//! one, steps 2 and 5 happen once every [`LONE_PASSES`] passes instead of
+//! every pass, and the passes between sample for themselves (step 3's
+//! fallback): one process has no one to coordinate with.
+//!
 //! Failure is never fatal: no socket, a refused or timed-out exchange, an
 //! agent of another protocol version, an agent or a directory this runtime
 //! does not trust (`sock.rs`; warned of once), and the pass goes on with
@@ -97,6 +102,19 @@ pub const MAX_BACKOFF_PASSES: u32 = 64;
 /// (under 1 % of the balancer's time). Before this bound a stopped agent
 /// made every pass wait 500 ms or more: 8 passes in 5 s instead of 48.
 pub const LINK_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// While the last view names this process alone among the registered,
+/// the link exchanges with the agent once every this many passes (about a
+/// second at the default interval) instead of every pass, and sends no
+/// updates: an agent serving one process coordinates nobody, and each
+/// exchange costs both sides a context switch and the agent a request
+/// (with its shared `/proc` sample), several times what the runtime's own
+/// sample costs. The passes between take that own sample, as without an
+/// agent. A second process is heard of at the next exchange, and from then
+/// on every pass exchanges again; a newcomer meanwhile sees our load as of
+/// our last report, at most this many passes old. The default of
+/// `DFSCHED_AGENT_LONE_PASSES`.
+pub const LONE_PASSES: u32 = 10;
 
 /// A connection unused this long is replaced before use: half the agent's
 /// default idle timeout, after which the agent would have closed it.
@@ -181,6 +199,11 @@ pub struct LinkStatus {
     /// Views that came a pass late (the agent answered after
     /// [`LINK_TIMEOUT`], before the next pass's).
     pub late_views: u64,
+    /// Whether the last view named this process alone among the
+    /// registered (the link then exchanges every [`LONE_PASSES`] passes).
+    pub alone: bool,
+    /// Passes that went without an exchange because the process was alone.
+    pub lone_passes: u64,
 }
 
 /// The link's state, behind its own mutex, which is never held across a
@@ -215,6 +238,11 @@ pub(crate) struct Link {
     /// (it came later than the budget): `Some(weighed)` of that report.
     /// The next pass reads it before sending anything.
     pending: Option<bool>,
+    /// Passes still to go without an exchange while alone.
+    lone_wait: u32,
+    /// Exchange once every this many passes while alone ([`LONE_PASSES`]
+    /// unless configured; 1 = every pass).
+    lone_passes: u32,
     status: LinkStatus,
 }
 
@@ -240,11 +268,13 @@ enum Checkout {
 
 impl Link {
     pub(crate) fn new(config: &crate::RuntimeConfig) -> Link {
-        Link::with(
+        let mut link = Link::with(
             &config.agent,
             config.agent_trust,
             Duration::from_millis(config.agent_timeout_ms),
-        )
+        );
+        link.lone_passes = config.agent_lone_passes.max(1);
+        link
     }
 
     fn with(mode: &AgentMode, trust: Trust, budget: Duration) -> Link {
@@ -266,6 +296,8 @@ impl Link {
             narrowed: HashMap::new(),
             plain_reports: false,
             pending: None,
+            lone_wait: 0,
+            lone_passes: LONE_PASSES,
             status: LinkStatus {
                 socket,
                 ..LinkStatus::default()
@@ -340,7 +372,9 @@ impl Link {
         self.busy = false;
         self.pending = None;
         self.client = None;
+        self.lone_wait = 0;
         self.status.connected = false;
+        self.status.alone = false;
         if matches!(e, AgentError::NotRunning { .. }) {
             // Nobody listens: as no socket file.
             self.retry_in = RETRY_PASSES;
@@ -490,6 +524,12 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
     let Ours { load, allowed } = ours;
     let (checkout, budget) = {
         let mut link = lock();
+        if link.lone_wait > 0 && link.client.is_some() {
+            // Alone: the runtime samples for itself this pass.
+            link.lone_wait -= 1;
+            link.status.lone_passes += 1;
+            return AgentPass::default();
+        }
         (link.checkout(true), link.budget)
     };
     let deadline = Instant::now() + budget;
@@ -564,6 +604,12 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
             s.unmanaged_milli = view.unmanaged_milli.clone();
             s.registered = view.registered.clone();
             s.set = view.set;
+            s.alone = view.registered.len() <= 1;
+            link.lone_wait = if link.status.alone {
+                link.lone_passes - 1
+            } else {
+                0
+            };
             AgentPass { view: Some(view) }
         }
         Ok(Err(Late::First)) => {
@@ -595,6 +641,10 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
 pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: Ours) {
     let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
     let Ours { load, allowed } = ours;
+    if lock().status.alone {
+        // Nobody to tell (`LONE_PASSES`).
+        return;
+    }
     let Checkout::Use(mut client) = lock().checkout(false) else {
         return;
     };

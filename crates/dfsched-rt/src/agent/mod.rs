@@ -130,7 +130,9 @@ pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
 pub use limits::{
     max_load_milli, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_UID,
 };
-pub use link::{AgentMode, LinkStatus, LINK_TIMEOUT, MAX_BACKOFF_PASSES, RETRY_PASSES};
+pub use link::{
+    AgentMode, LinkStatus, LINK_TIMEOUT, LONE_PASSES, MAX_BACKOFF_PASSES, RETRY_PASSES,
+};
 pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
 pub use scan::DEFAULT_SCAN_FRESH_MS;
 pub use server::{Agent, AgentConfig};
