@@ -41,8 +41,11 @@
 //! Each cache is read once, not once per CPU sharing it: when CPU A's
 //! `indexI` lists CPU B in `shared_cpu_list`, B's `indexI` is the same cache
 //! (the kernel itself pairs sharing CPUs' caches by index), so B reuses what
-//! A's read gave. Likewise `thread_siblings_list` is read once per core. On
-//! 8,192 CPUs of SMT pairs this reads about a third of the files.
+//! A's read gave. Likewise `thread_siblings_list` is read once per core, and
+//! the `cache` directory of a CPU whose SMT sibling was read before (and
+//! shares each of its caches) is not listed at all. On 8,192 CPUs of SMT
+//! pairs this reads about a third of the files, and every distinct cache
+//! becomes one domain spec (not one per CPU sharing it).
 
 use crate::error::Error;
 use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
@@ -78,12 +81,34 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         });
     }
 
-    let mut caches: BTreeMap<CpuId, Vec<CacheEntry>> = BTreeMap::new();
+    // Each CPU's caches, as positions in `known.entries` (every distinct
+    // cache once: on 8,192 CPUs a copy per CPU would be some 40k cpusets of
+    // 1 KiB, and as many domain specs for the core to merge).
+    let mut caches: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
     let mut siblings: BTreeMap<CpuId, CpuSet> = BTreeMap::new();
     // Caches already read, by index directory name: (their CPUs, the entry).
     // A CPU found in one of them takes the entry instead of reading its own.
     let mut known = Known::default();
     for cpu in online.iter() {
+        // An SMT sibling of a CPU read before, named in every one of that
+        // CPU's caches, has exactly those caches (they are the core's), so
+        // its `cache` directory is not even listed: half the listings on a
+        // machine of SMT pairs.
+        let sibling_caches = siblings
+            .get(&cpu)
+            .and_then(CpuSet::first)
+            .filter(|&first| first != cpu)
+            .and_then(|first| caches.get(&first))
+            .filter(|entries| {
+                entries
+                    .iter()
+                    .all(|&i| known.entries[i].shared.contains(cpu))
+            })
+            .cloned();
+        if let Some(entries) = sibling_caches {
+            caches.insert(cpu, entries);
+            continue;
+        }
         let dir = cpu_dir.join(format!("cpu{}", cpu.0));
         let entries = read_caches(&dir.join("cache"), cpu, &online, &mut known)?;
         caches.insert(cpu, entries);
@@ -99,42 +124,63 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
             }
         }
     }
-    let top_level = caches
-        .values()
-        .flatten()
+    let top_level = known
+        .entries
+        .iter()
         .map(|c| c.cache.level)
         .max()
         .unwrap_or(0);
 
-    let mut specs = Vec::new();
+    // Each CPU's core, once per core: its siblings, else the CPUs of its
+    // level-1 caches, else the CPU alone. `core_of[cpu]` is a position in
+    // `cores`.
+    let mut cores: Vec<CpuSet> = Vec::new();
+    let mut core_of: BTreeMap<CpuId, usize> = BTreeMap::new();
     for (&cpu, entries) in &caches {
+        if core_of.contains_key(&cpu) {
+            continue;
+        }
         let core = siblings.get(&cpu).cloned().unwrap_or_else(|| {
             entries
                 .iter()
+                .map(|&i| &known.entries[i])
                 .filter(|c| c.cache.level == 1)
                 .fold(CpuSet::single(cpu), |acc, c| acc.union(&c.shared))
         });
-        if core.len() > 1 {
-            specs.push(DomainSpec {
-                level: Level::Core,
-                cpus: core.clone(),
-                caches: Vec::new(),
-            });
+        for member in core.iter() {
+            core_of.entry(member).or_insert(cores.len());
         }
-        for entry in entries {
-            let level = if entry.shared.is_subset(&core) {
-                Level::Core
-            } else if entry.cache.level == top_level {
-                Level::Llc
-            } else {
-                Level::L2
-            };
-            specs.push(DomainSpec {
-                level,
-                cpus: entry.shared.clone(),
-                caches: vec![entry.cache.clone()],
-            });
-        }
+        core_of.insert(cpu, cores.len());
+        cores.push(core);
+    }
+    let mut specs: Vec<DomainSpec> = cores
+        .iter()
+        .filter(|core| core.len() > 1)
+        .map(|core| DomainSpec {
+            level: Level::Core,
+            cpus: core.clone(),
+            caches: Vec::new(),
+        })
+        .collect();
+    // Each distinct cache once, its level by the core of its first CPU (the
+    // cores partition the CPUs, so any of its CPUs gives the same answer).
+    for entry in &known.entries {
+        let Some(first) = entry.shared.first() else {
+            continue;
+        };
+        let core = &cores[core_of[&first]];
+        let level = if entry.shared.is_subset(core) {
+            Level::Core
+        } else if entry.cache.level == top_level {
+            Level::Llc
+        } else {
+            Level::L2
+        };
+        specs.push(DomainSpec {
+            level,
+            cpus: entry.shared.clone(),
+            caches: vec![entry.cache.clone()],
+        });
     }
     specs.extend(read_nodes(&root.join("sys/devices/system/node"), &online)?);
     Ok(Topology::new(&online, specs)?)
@@ -148,15 +194,16 @@ struct Known {
     entries: Vec<CacheEntry>,
 }
 
-/// The caches of `cpu` under its `cache` directory; none if it has none.
-/// A cache some CPU read before names `cpu` in its shared list is taken from
-/// `known`; the others are read and added to it.
+/// The caches of `cpu` under its `cache` directory, as positions in
+/// `known.entries`; none if it has none. A cache some CPU read before names
+/// `cpu` in its shared list is taken from `known`; the others are read and
+/// added to it.
 fn read_caches(
     dir: &Path,
     cpu: CpuId,
     online: &CpuSet,
     known: &mut Known,
-) -> Result<Vec<CacheEntry>, Error> {
+) -> Result<Vec<usize>, Error> {
     let listing = match std::fs::read_dir(dir) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -172,7 +219,7 @@ fn read_caches(
     for name in names {
         let seen = known.by_index.get(&name).and_then(|m| m.get(&cpu));
         if let Some(&i) = seen {
-            out.push(known.entries[i].clone());
+            out.push(i);
             continue;
         }
         let entry = read_cache(&dir.join(&name), cpu, online)?;
@@ -181,7 +228,7 @@ fn read_caches(
         for other in entry.shared.iter() {
             by_cpu.entry(other).or_insert(i);
         }
-        out.push(entry.clone());
+        out.push(i);
         known.entries.push(entry);
     }
     Ok(out)
