@@ -11,6 +11,7 @@
 //!   mixes) and looped traces.
 //! - [`config`]: the machine (Table 1 by default) and every model choice.
 //! - [`run`]: one policy's run, quantum by quantum, and its metrics.
+//! - [`trace`]: Valgrind lackey text → a compact binary trace → accesses.
 //! - [`compare`]: several policies on one workload, with the exhaustive
 //!   best static pairing.
 //!
@@ -38,4 +39,5 @@ pub mod compare;
 pub mod config;
 pub mod mapping;
 pub mod run;
+pub mod trace;
 pub mod workload;
