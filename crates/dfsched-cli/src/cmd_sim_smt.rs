@@ -293,6 +293,19 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
             r.decisions.poor_share() * 100.0
         )?;
     }
+    if let Some(first) = c.order.first() {
+        let k = &c.policies[first].correlation;
+        let f = |r: Option<f64>| r.map_or("-".to_string(), |x| format!("{x:.3}"));
+        let bits: Vec<String> = k.r_bits.iter().map(|&r| f(r)).collect();
+        writeln!(
+            out,
+            "Figs. 9-11 under {first}: ITKO per super-set and quantum vs the pair's L2 misses, r(sum) {}, r(min) {}, r(sum at 1..5 bits) {} ({} samples)",
+            f(k.r_sum),
+            f(k.r_min),
+            bits.join(" "),
+            k.samples
+        )?;
+    }
     if let Some(b) = &c.best_static {
         writeln!(
             out,

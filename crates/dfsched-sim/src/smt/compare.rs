@@ -273,7 +273,7 @@ mod tests {
         assert_eq!(groupings(3, 4), vec![vec![vec![0, 1, 2]]]);
         for (n, k) in [(4, 2), (6, 2), (8, 2), (6, 3), (5, 2), (3, 4), (4, 3)] {
             assert!(count_groupings(n as u64, k as u64) >= groupings(n, k).len() as u64);
-            if n % k == 0 {
+            if n.checked_rem(k) == Some(0) {
                 assert_eq!(
                     count_groupings(n as u64, k as u64),
                     groupings(n, k).len() as u64

@@ -13,7 +13,9 @@
 //!                     memory, ITKO counted in each cache, the counters of
 //!                     the monitored events filled per context
 //!    4. account     — each thread's vector ← its context's counters; its
-//!                     work valued at the cycles it would have taken alone
+//!                     work valued at the cycles it would have taken alone;
+//!                     per super-set, the quantum's ITKO against the two
+//!                     threads' misses (the correlation study of Figs. 9–11)
 //! ```
 //!
 //! Cores share nothing, so a quantum runs them one after another; the only
@@ -155,6 +157,8 @@ pub struct RunReport {
     pub right_pairing: Option<f64>,
     /// Fig. 12 quality of every context change.
     pub decisions: DecisionCounts,
+    /// Figs. 9–11: how well misses predict ITKO per super-set.
+    pub correlation: Correlation,
     /// Per thread.
     pub threads: Vec<ThreadReport>,
 }
@@ -258,6 +262,10 @@ struct Core {
 /// access, counters).
 struct CoreQuantum {
     work: Vec<(usize, u64, u64, ActivityCounters)>,
+    /// L2 misses per super-set (physical), per context.
+    misses: Vec<Vec<u32>>,
+    /// L2 ITKO per super-set during the quantum.
+    itko: Vec<u64>,
 }
 
 struct Run<'a> {
@@ -270,6 +278,93 @@ struct Run<'a> {
     rng: SimRng,
     right: (u64, u64),
     decisions: DecisionCounts,
+    correlation: CorrelationSums,
+}
+
+/// Pearson sums of one model against ITKO.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pearson {
+    n: f64,
+    x: f64,
+    y: f64,
+    xx: f64,
+    yy: f64,
+    xy: f64,
+}
+
+impl Pearson {
+    fn add(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        self.x += x;
+        self.y += y;
+        self.xx += x * x;
+        self.yy += y * y;
+        self.xy += x * y;
+    }
+
+    /// The correlation coefficient (`None` when either side is constant).
+    fn r(&self) -> Option<f64> {
+        let cov = self.n * self.xy - self.x * self.y;
+        let vx = self.n * self.xx - self.x * self.x;
+        let vy = self.n * self.yy - self.y * self.y;
+        (vx > 0.0 && vy > 0.0).then(|| cov / (vx * vy).sqrt())
+    }
+}
+
+/// Figs. 9–11: per (two-context quantum, super-set) sample, L2 ITKO
+/// against the two threads' L2 misses there.
+#[derive(Clone, Debug, Default)]
+struct CorrelationSums {
+    /// Against the sum of the two threads' misses.
+    sum: Pearson,
+    /// Against the smaller of the two.
+    min: Pearson,
+    /// Against the sum quantized to 1..=5 bits (§5.2's precision study).
+    bits: [Pearson; 5],
+}
+
+impl CorrelationSums {
+    fn add(&mut self, a: &[u32], b: &[u32], itko: &[u64], cfg: &SmtConfig) {
+        let hot = match cfg.threshold() {
+            Threshold::Absolute { hot } => f64::from(hot),
+            // A mean-relative rule has no fixed scale per sample; the
+            // super-set's lines stand in.
+            Threshold::OfMean { .. } => (cfg.l2.lines() / u64::from(cfg.super_sets)) as f64,
+        };
+        for ((&x, &y), &k) in a.iter().zip(b).zip(itko) {
+            let (sum, min, k) = (f64::from(x) + f64::from(y), f64::from(x.min(y)), k as f64);
+            self.sum.add(sum, k);
+            self.min.add(min, k);
+            for (i, p) in self.bits.iter_mut().enumerate() {
+                let levels = f64::from(1u32 << (i + 1)) - 1.0;
+                let half = f64::from(1u32 << i);
+                p.add((sum * half / hot).floor().min(levels), k);
+            }
+        }
+    }
+
+    fn report(&self) -> Correlation {
+        Correlation {
+            samples: self.sum.n as u64,
+            r_sum: self.sum.r(),
+            r_min: self.min.r(),
+            r_bits: self.bits.iter().map(Pearson::r).collect(),
+        }
+    }
+}
+
+/// The correlation studies of Figs. 9–11 over a run's two-context quanta.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Correlation {
+    /// (quantum, super-set) samples.
+    pub samples: u64,
+    /// Pearson r of ITKO against the sum of the pair's L2 misses (Fig. 9
+    /// left).
+    pub r_sum: Option<f64>,
+    /// … against the smaller of the two (Fig. 9 right).
+    pub r_min: Option<f64>,
+    /// … against the sum quantized to 1, 2, 3, 4, 5 bits (Fig. 11).
+    pub r_bits: Vec<Option<f64>>,
 }
 
 /// Runs `workload` under `policy`; `alone` must be the table of this
@@ -340,6 +435,7 @@ pub fn run(
         rng,
         right: (0, 0),
         decisions: DecisionCounts::default(),
+        correlation: CorrelationSums::default(),
     };
     let mut rt_sum = 0u64;
     for q in 0..u64::from(cfg.quanta) {
@@ -348,6 +444,9 @@ pub fn run(
         r.judge(&before);
         for c in 0..r.cores.len() {
             let cq = execute(cfg, &mut r.cores[c], &mut r.threads);
+            if let [a, b] = cq.misses.as_slice() {
+                r.correlation.add(a, b, &cq.itko, cfg);
+            }
             for (t, a0, a1, counters) in cq.work {
                 let th = &mut r.threads[t];
                 th.runs += 1;
@@ -381,6 +480,8 @@ fn execute(cfg: &SmtConfig, core: &mut Core, threads: &mut [Thread]) -> CoreQuan
     let mut counters: Vec<ActivityCounters> =
         busy.iter().map(|_| ActivityCounters::new(s)).collect();
     let starts: Vec<u64> = busy.iter().map(|&t| threads[t].done).collect();
+    let mut misses = vec![vec![0u32; s]; busy.len()];
+    let itko_before = core.l2.stats().itko_by_super_set.clone();
     loop {
         // The context with the smallest clock goes next (ties: lower slot).
         let mut i = usize::MAX;
@@ -412,6 +513,8 @@ fn execute(cfg: &SmtConfig, core: &mut Core, threads: &mut [Thread]) -> CoreQuan
                 cost += u64::from(tm.l2_hit_cycles) * 1000;
             } else {
                 cost += u64::from(tm.memory_cycles) * 1000;
+                let m = &mut misses[i][core.l2.super_set_of(pa)];
+                *m = m.saturating_add(1);
                 if cfg.monitor == Monitor::L2Misses {
                     counters[i].record(ss);
                 }
@@ -419,7 +522,17 @@ fn execute(cfg: &SmtConfig, core: &mut Core, threads: &mut [Thread]) -> CoreQuan
         }
         clocks[i] += cost;
     }
+    let itko = core
+        .l2
+        .stats()
+        .itko_by_super_set
+        .iter()
+        .zip(&itko_before)
+        .map(|(a, b)| a - b)
+        .collect();
     CoreQuantum {
+        misses,
+        itko,
         work: busy
             .iter()
             .zip(starts)
@@ -603,7 +716,7 @@ impl Run<'_> {
             scorer: Scorer::Overlap(self.cfg.overlap),
             weights: self.cfg.weights,
         };
-        for c in 0..self.cores.len() {
+        for (c, was) in before.iter().enumerate() {
             let labels: Vec<u32> = self.cores[c]
                 .slots
                 .iter()
@@ -619,11 +732,11 @@ impl Run<'_> {
                     self.right.0 += 1;
                 }
             }
-            for x in 0..self.cores[c].slots.len() {
+            for (x, &prev) in was.iter().enumerate() {
                 let Some(t) = self.cores[c].slots[x] else {
                     continue;
                 };
-                if before[c][x] == Some(t) {
+                if prev == Some(t) {
                     continue;
                 }
                 let co = self.co_runners(c, x);
@@ -696,6 +809,7 @@ impl Run<'_> {
             fairness_min_max: if hi > 0.0 { lo / hi } else { 1.0 },
             right_pairing: (self.right.1 > 0).then(|| self.right.0 as f64 / self.right.1 as f64),
             decisions: self.decisions,
+            correlation: self.correlation.report(),
             threads: self
                 .threads
                 .iter()
@@ -718,5 +832,66 @@ fn candidate<'a>(t: &Thread, profile: &'a [ActivityVector]) -> Candidate<'a> {
         last_ran: t.last_ran,
         priority: 0,
         profile,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smt::workload;
+
+    fn small(quanta: u32) -> SmtConfig {
+        SmtConfig {
+            quanta,
+            ..SmtConfig::quarter()
+        }
+    }
+
+    #[test]
+    fn pearson_of_a_line_is_one_and_of_a_constant_is_none() {
+        let mut p = Pearson::default();
+        for x in 0..10 {
+            p.add(f64::from(x), 3.0 * f64::from(x) + 1.0);
+        }
+        assert!((p.r().unwrap() - 1.0).abs() < 1e-12);
+        let mut c = Pearson::default();
+        c.add(1.0, 2.0);
+        c.add(1.0, 3.0);
+        assert_eq!(c.r(), None);
+    }
+
+    #[test]
+    fn a_thread_alone_on_a_core_has_relative_throughput_one() {
+        // The IPC model agrees with itself: run alone, a thread's cycles
+        // are its alone cycles (up to the last access's overshoot of each
+        // quantum).
+        let cfg = SmtConfig {
+            contexts: 1,
+            ..small(5)
+        };
+        let w = workload::uniform(&cfg.kernel_shape(4), 1, 2, 3);
+        let mut alone = AloneTable::new(&cfg, &w);
+        let r = run(&cfg, &w, &SmtPolicy::RoundRobin, &mut alone).unwrap();
+        assert!(
+            (r.relative_throughput - 1.0).abs() < 1e-3,
+            "{}",
+            r.relative_throughput
+        );
+        assert_eq!(r.itko, 0, "one thread kicks out no one");
+        assert_eq!(r.correlation.samples, 0, "no two-context quantum");
+    }
+
+    #[test]
+    fn two_context_runs_report_the_correlation_study() {
+        let cfg = small(4);
+        let w = workload::complementary(&cfg.kernel_shape(4), 4, 2, 1);
+        let mut alone = AloneTable::new(&cfg, &w);
+        let r = run(&cfg, &w, &SmtPolicy::Random, &mut alone).unwrap();
+        let c = &r.correlation;
+        assert_eq!(c.samples, 4 * 32);
+        assert!(c.r_sum.is_some() && c.r_min.is_some(), "{c:?}");
+        assert_eq!(c.r_bits.len(), 5);
+        assert!(r.itko > 0 && r.relative_throughput > 0.0);
+        assert!(r.threads.iter().all(|t| t.accesses > 0 || t.runs == 0));
     }
 }
