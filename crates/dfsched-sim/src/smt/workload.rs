@@ -355,7 +355,9 @@ pub fn mix(shape: &KernelShape, spec: &str, seed: u64) -> Result<Workload, Strin
             let (i, k) = rest
                 .split_once('/')
                 .and_then(|(i, k)| Some((i.parse::<u32>().ok()?, k.parse::<u32>().ok()?)))
-                .filter(|&(i, k)| k >= 1 && i < k && shape.layout.super_sets.checked_rem(k) == Some(0))
+                .filter(|&(i, k)| {
+                    k >= 1 && i < k && shape.layout.super_sets.checked_rem(k) == Some(0)
+                })
                 .ok_or_else(|| {
                     format!("bad slice {tok:?}: want sliceI/K, I < K, K divides the super-sets")
                 })?;
