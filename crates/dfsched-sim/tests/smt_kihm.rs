@@ -144,8 +144,13 @@ fn phased_threads_make_dynamic_pairing_beat_the_best_static_one_by_five_percent(
     );
 }
 
+/// One phased mix only: the gains of single runs differ by up to a third
+/// between seeds because decisions diverge, and over other seeds and at the
+/// paper's full size the bar is not always met (docs/kihm.md gives the
+/// figures); this locks the mechanism (more bits never needed here), not a
+/// general claim.
 #[test]
-fn one_and_two_bit_vectors_reach_ninety_percent_of_the_eight_bit_gain() {
+fn one_and_two_bit_vectors_reach_ninety_percent_of_the_eight_bit_gain_on_one_phased_mix() {
     // The gain over round robin on phased threads, whose counts vary.
     let base = machine(60);
     let w = workload::phased(&base.kernel_shape(4), 4, 2, 16, 2);
