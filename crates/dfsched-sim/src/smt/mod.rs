@@ -10,7 +10,9 @@
 //! - [`workload`]: synthetic kernels (complementary, uniform, phased,
 //!   mixes) and looped traces.
 //! - [`config`]: the machine (Table 1 by default) and every model choice.
-//! - [`run`]: one policy's run, quantum by quantum, and its metrics.
+//! - [`run`]: one policy's run, quantum by quantum.
+//! - [`metrics`]: what a run measures, and the alone reference of relative
+//!   throughput.
 //! - [`trace`]: Valgrind lackey text → a compact binary trace → accesses.
 //! - [`compare`]: several policies on one workload, with the exhaustive
 //!   best static pairing.
@@ -38,6 +40,7 @@ pub mod cache;
 pub mod compare;
 pub mod config;
 pub mod mapping;
+pub mod metrics;
 pub mod run;
 pub mod trace;
 pub mod workload;
