@@ -3,6 +3,10 @@
 //! table for people or `--json` (`policies.<name>.itko`,
 //! `policies.<name>.relative_throughput`, …).
 //!
+//! `--seeds N` repeats the comparison with N seeds (workload, mapping,
+//! random choices) and reports each policy's mean and the spread of its
+//! ratios to round robin.
+//!
 //! The simulator does no I/O: traces are read here (`--workload traces
 //! DIR`: every `*.dftrace` file of DIR, in name order, one thread each).
 
@@ -14,6 +18,8 @@ use dfsched_sim::smt::config::{Monitor, SmtConfig, ThresholdRule, VectorSource};
 use dfsched_sim::smt::mapping::Mapping;
 use dfsched_sim::smt::trace;
 use dfsched_sim::smt::workload::{self, Stream, ThreadSpec, TraceStream, Workload};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -92,6 +98,10 @@ pub struct SmtArgs {
     /// Seed of the workload, the mapping and the random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs with seeds --seed, --seed + 1, …: each policy's mean, and the
+    /// spread of its ratios to round robin across seeds.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -110,20 +120,151 @@ pub fn run(a: SmtArgs) -> anyhow::Result<()> {
     if policies.is_empty() {
         bail!("--policies names no policy");
     }
-    let w = workload_of(&a, &cfg)?;
-    let c = compare(&cfg, &w, &policies, |name| {
-        tracing::info!(policy = name, "running");
-    })
-    .context("sim smt")?;
-    if a.json {
-        // Serialised first, so that a closed pipe is an io::Error (which
-        // `main` treats as a normal end), not a serde_json one.
-        let text = serde_json::to_string_pretty(&c)?;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{text}")?;
-        return Ok(());
+    if a.seeds == 0 {
+        bail!("--seeds must be at least 1");
     }
-    table(&c)
+    let mut runs = Vec::new();
+    for seed in a.seed..a.seed + a.seeds {
+        let cfg = SmtConfig {
+            seed,
+            ..cfg.clone()
+        };
+        let w = workload_of(&a, &cfg, seed)?;
+        let c = compare(&cfg, &w, &policies, |name| {
+            tracing::info!(policy = name, seed, "running");
+        })
+        .context("sim smt")?;
+        runs.push(c);
+    }
+    let text = if a.seeds == 1 {
+        let c = runs.pop().expect("one seed, one run");
+        if !a.json {
+            return table(&c);
+        }
+        serde_json::to_string_pretty(&c)?
+    } else {
+        let m = across_seeds(runs);
+        if !a.json {
+            return seeds_table(&m);
+        }
+        serde_json::to_string_pretty(&m)?
+    };
+    // Serialised first, so that a closed pipe is an io::Error (which
+    // `main` treats as a normal end), not a serde_json one.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+/// The mean, least and greatest of some values.
+#[derive(Debug, Serialize)]
+struct Spread {
+    mean: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Spread> {
+        (!v.is_empty()).then(|| Spread {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// One policy across seeds.
+#[derive(Debug, Serialize)]
+struct PolicySeeds {
+    /// Mean L2 ITKO.
+    itko: f64,
+    /// Mean relative throughput.
+    relative_throughput: f64,
+    /// ITKO / round robin's, per seed.
+    itko_vs_round_robin: Option<Spread>,
+    /// Relative throughput / round robin's, per seed.
+    relative_throughput_vs_round_robin: Option<Spread>,
+}
+
+/// `--seeds N` with N > 1.
+#[derive(Debug, Serialize)]
+struct AcrossSeeds {
+    seeds: Vec<u64>,
+    order: Vec<String>,
+    policies: BTreeMap<String, PolicySeeds>,
+    runs: Vec<Comparison>,
+}
+
+fn across_seeds(runs: Vec<Comparison>) -> AcrossSeeds {
+    let order = runs[0].order.clone();
+    let mut policies = BTreeMap::new();
+    for name in &order {
+        let col = |f: &dyn Fn(&Comparison) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(f).collect()
+        };
+        let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let ratio = |get: fn(&dfsched_sim::smt::run::RunReport) -> f64| {
+            Spread::of(&col(&|c: &Comparison| {
+                let rr = c.policies.get("round-robin").map(get)?;
+                (rr > 0.0).then(|| get(&c.policies[name]) / rr)
+            }))
+        };
+        policies.insert(
+            name.clone(),
+            PolicySeeds {
+                itko: mean(col(&|c: &Comparison| Some(c.policies[name].itko as f64))),
+                relative_throughput: mean(col(&|c: &Comparison| {
+                    Some(c.policies[name].relative_throughput)
+                })),
+                itko_vs_round_robin: ratio(|r| r.itko as f64),
+                relative_throughput_vs_round_robin: ratio(|r| r.relative_throughput),
+            },
+        );
+    }
+    AcrossSeeds {
+        seeds: runs.iter().map(|c| c.config.seed).collect(),
+        order,
+        policies,
+        runs,
+    }
+}
+
+fn seeds_table(m: &AcrossSeeds) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "sim smt: {} over seeds {:?}; ratios to round robin per seed: mean [min, max]",
+        m.runs[0].workload, m.seeds
+    )?;
+    writeln!(
+        out,
+        "{:<12} {:>12} {:>26} {:>9} {:>26}",
+        "policy", "L2 ITKO", "ITKO vs RR", "rel.thr", "rel.thr vs RR"
+    )?;
+    let fmt = |s: &Option<Spread>| {
+        s.as_ref().map_or("-".to_string(), |s| {
+            format!(
+                "{:+.1}% [{:+.1}, {:+.1}]",
+                (s.mean - 1.0) * 100.0,
+                (s.min - 1.0) * 100.0,
+                (s.max - 1.0) * 100.0
+            )
+        })
+    };
+    for name in &m.order {
+        let p = &m.policies[name];
+        writeln!(
+            out,
+            "{:<12} {:>12.0} {:>26} {:>9.4} {:>26}",
+            name,
+            p.itko,
+            fmt(&p.itko_vs_round_robin),
+            p.relative_throughput,
+            fmt(&p.relative_throughput_vs_round_robin)
+        )?;
+    }
+    Ok(())
 }
 
 fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
@@ -181,7 +322,7 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
     Ok(cfg)
 }
 
-fn workload_of(a: &SmtArgs, cfg: &SmtConfig) -> anyhow::Result<Workload> {
+fn workload_of(a: &SmtArgs, cfg: &SmtConfig, seed: u64) -> anyhow::Result<Workload> {
     let shape = cfg.kernel_shape(a.phase_quanta);
     let slices = a.slices.unwrap_or(a.contexts);
     if slices == 0 || cfg.super_sets % slices != 0 {
@@ -192,10 +333,10 @@ fn workload_of(a: &SmtArgs, cfg: &SmtConfig) -> anyhow::Result<Workload> {
     }
     let arg = a.workload.get(1);
     Ok(match (a.workload[0].as_str(), arg) {
-        ("complementary", None) => workload::complementary(&shape, a.threads, slices, a.seed),
-        ("uniform", None) => workload::uniform(&shape, a.threads, slices, a.seed),
-        ("phased", None) => workload::phased(&shape, a.threads, slices, a.phases, a.seed),
-        ("mix", Some(spec)) => workload::mix(&shape, spec, a.seed).map_err(anyhow::Error::msg)?,
+        ("complementary", None) => workload::complementary(&shape, a.threads, slices, seed),
+        ("uniform", None) => workload::uniform(&shape, a.threads, slices, seed),
+        ("phased", None) => workload::phased(&shape, a.threads, slices, a.phases, seed),
+        ("mix", Some(spec)) => workload::mix(&shape, spec, seed).map_err(anyhow::Error::msg)?,
         ("traces", Some(dir)) => traces(Path::new(dir))?,
         (kind, _) => {
             bail!("--workload {kind:?}: complementary, uniform, phased, `traces DIR` or `mix SPEC`")

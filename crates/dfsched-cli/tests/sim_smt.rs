@@ -133,3 +133,29 @@ fn bad_input_fails_with_a_message() {
         assert!(out.stdout.is_empty(), "{extra:?} printed a result");
     }
 }
+
+#[test]
+fn seeds_report_each_policys_mean_and_spread_against_round_robin() {
+    let args = with(&["--seeds", "2", "--policies", "kihm,round-robin", "--json"]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = json(&a);
+    assert_eq!(v["seeds"], serde_json::json!([1, 2]));
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    let k = &v["policies"]["kihm"];
+    assert!(
+        k["itko"].is_number() && k["relative_throughput"].is_number(),
+        "{k}"
+    );
+    let s = &k["relative_throughput_vs_round_robin"];
+    let (lo, mean, hi) = (
+        s["min"].as_f64().unwrap(),
+        s["mean"].as_f64().unwrap(),
+        s["max"].as_f64().unwrap(),
+    );
+    assert!(lo <= mean && mean <= hi, "{s}");
+    // Round robin against itself is exactly 1 on every seed.
+    assert_eq!(
+        v["policies"]["round-robin"]["itko_vs_round_robin"]["min"],
+        1.0
+    );
+}
