@@ -17,9 +17,10 @@
 //! Frames are a bijection of pages (a 4-round Feistel network keyed by the
 //! seed and the thread), so two pages of one thread never share a frame,
 //! and each thread's frames live in their own physical range (the thread
-//! index in bits 56–63), so threads never alias. The mapping is a pure
-//! function of (seed, thread, address): it does not depend on the order of
-//! first touches, so every policy of a comparison sees the same layout.
+//! index + 1 in bits 48–63, above every 48-bit address), so threads never
+//! alias. The mapping is a pure function of (seed, thread, address): it
+//! does not depend on the order of first touches, so every policy of a
+//! comparison sees the same layout.
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +69,8 @@ pub struct ThreadMap {
     mapping: Mapping,
     /// The Feistel key of this thread.
     key: u64,
-    /// `(thread + 1) << 56`: the thread's own physical range.
+    /// `(thread + 1) << 48`: the thread's own physical range (16 bits:
+    /// threads 0 to 65 534; a run has at most 1000).
     base: u64,
 }
 
@@ -78,7 +80,7 @@ impl ThreadMap {
         ThreadMap {
             mapping,
             key: splitmix(seed ^ (u64::from(thread) << 32) ^ 0x6b69_686d),
-            base: (u64::from(thread) + 1) << 56,
+            base: (u64::from(thread) + 1) << VA_BITS,
         }
     }
 
@@ -166,7 +168,7 @@ mod tests {
             let pa = t.translate(va);
             let mask = (1u64 << kept) - 1;
             assert_eq!(pa & mask, va & mask, "{m:?} keeps {kept} bits");
-            assert_eq!(pa >> 56, 4, "thread 3's range");
+            assert_eq!(pa >> 48, 4, "thread 3's range");
         }
         // And a random 4 KiB mapping does move the bits above the page.
         let moved = (0..64u64)
@@ -177,11 +179,15 @@ mod tests {
 
     #[test]
     fn threads_and_pages_never_alias() {
-        let mut seen = BTreeSet::new();
-        for thread in 0..3 {
-            let t = ThreadMap::new(Mapping::Random4k, 1, thread);
-            for page in 0..512u64 {
-                assert!(seen.insert(t.translate(page << 12) >> 12));
+        // Thread 256 would have wrapped onto thread 0 with the range in
+        // bits 56–63 (identity frames make that a certain collision).
+        for mapping in [Mapping::Identity, Mapping::Random4k] {
+            let mut seen = BTreeSet::new();
+            for thread in [0, 1, 2, 255, 256, 999] {
+                let t = ThreadMap::new(mapping, 1, thread);
+                for page in 0..512u64 {
+                    assert!(seen.insert(t.translate(page << 12) >> 12), "{mapping:?}");
+                }
             }
         }
     }
