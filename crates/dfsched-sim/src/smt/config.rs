@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 /// Why a configuration was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SmtConfigError {
-    /// A cache whose sets are not a power of two, or not a multiple of the
-    /// super-sets.
+    /// A cache with no way, or whose sets are not a power of two, or (the
+    /// L2) fewer than the super-sets.
     #[error(
         "{level}: {sets} sets must be a power of two and a multiple of {super_sets} super-sets"
     )]
@@ -223,11 +223,12 @@ impl SmtConfig {
                     bytes: s.line_bytes,
                 });
             }
-            let sets = s.sets();
-            if s.ways == 0
-                || !sets.is_power_of_two()
+            // The L1 is cut into as many super-sets as it has sets when it
+            // has fewer than asked (it is not monitored).
+            let sets = if s.ways == 0 { 0 } else { s.sets() };
+            if !sets.is_power_of_two()
                 || !self.super_sets.is_power_of_two()
-                || sets < self.super_sets
+                || (level == "L2" && sets < self.super_sets)
             {
                 return Err(SmtConfigError::BadSets {
                     level,
@@ -277,5 +278,78 @@ impl SmtConfig {
             instrs_per_access: instrs as u32,
             phase_accesses: (phase_quanta * self.quantum_cycles * 1000 / milli_per_access).max(1),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_refuses_shapes_the_model_cannot_cut_into_super_sets() {
+        assert!(SmtConfig::default().validate().is_ok());
+        assert!(SmtConfig::quarter().validate().is_ok());
+        let bad_l2 = |l2: LevelShape| {
+            SmtConfig {
+                l2,
+                ..SmtConfig::default()
+            }
+            .validate()
+        };
+        let l2 = SmtConfig::default().l2;
+        assert!(
+            bad_l2(LevelShape { ways: 0, ..l2 }).is_err(),
+            "no way: no division by zero"
+        );
+        assert!(
+            bad_l2(LevelShape {
+                bytes: 384 << 10,
+                ..l2
+            })
+            .is_err(),
+            "384 sets"
+        );
+        assert!(
+            bad_l2(LevelShape {
+                bytes: 2 << 10,
+                ..l2
+            })
+            .is_err(),
+            "2 sets < 32 super-sets"
+        );
+        assert!(bad_l2(LevelShape {
+            line_bytes: 96,
+            ..l2
+        })
+        .is_err());
+        // A tiny L1 is cut into as many super-sets as it has sets.
+        let tiny_l1 = LevelShape {
+            bytes: 1 << 10,
+            ways: 2,
+            line_bytes: 64,
+        };
+        assert!(SmtConfig {
+            l1: tiny_l1,
+            ..SmtConfig::default()
+        }
+        .validate()
+        .is_ok());
+        assert!(SmtConfig {
+            bits: 0,
+            ..SmtConfig::default()
+        }
+        .validate()
+        .is_err());
+        assert!(SmtConfig {
+            quanta: 0,
+            ..SmtConfig::default()
+        }
+        .validate()
+        .is_err());
+        // The default threshold is one L2 super-set's lines: 4096 / 32.
+        assert_eq!(
+            SmtConfig::default().threshold(),
+            Threshold::Absolute { hot: 128 }
+        );
     }
 }
