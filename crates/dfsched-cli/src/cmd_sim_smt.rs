@@ -79,11 +79,13 @@ pub struct SmtArgs {
     /// Weight of one quantum run more than the least-run candidate.
     #[arg(long, default_value_t = 2.0)]
     w_runs: f64,
-    /// Policies, comma separated: kihm, round-robin, linux, random,
-    /// intensity, shuffled, best-static, lookahead.
+    /// Policies, comma separated: kihm, round-robin, linux, kihm-linux
+    /// (the paper's Linux rule: Linux's pick unless the vectors find a
+    /// strictly better one), random, intensity, shuffled, best-static,
+    /// lookahead.
     #[arg(
         long,
-        default_value = "kihm,round-robin,linux,random,intensity,shuffled,best-static,lookahead"
+        default_value = "kihm,round-robin,linux,kihm-linux,random,intensity,shuffled,best-static,lookahead"
     )]
     policies: String,
     /// L2 size in KiB (8-way, 128-byte lines, as the paper's Table 1).

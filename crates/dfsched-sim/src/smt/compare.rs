@@ -24,6 +24,8 @@ pub enum PolicyChoice {
     RoundRobin,
     /// [`SmtPolicy::Linux`].
     Linux,
+    /// [`SmtPolicy::KihmLinux`].
+    KihmLinux,
     /// [`SmtPolicy::Random`].
     Random,
     /// [`SmtPolicy::Intensity`].
@@ -38,10 +40,11 @@ pub enum PolicyChoice {
 
 impl PolicyChoice {
     /// Every choice, in report order.
-    pub const ALL: [PolicyChoice; 8] = [
+    pub const ALL: [PolicyChoice; 9] = [
         PolicyChoice::Kihm,
         PolicyChoice::RoundRobin,
         PolicyChoice::Linux,
+        PolicyChoice::KihmLinux,
         PolicyChoice::Random,
         PolicyChoice::Intensity,
         PolicyChoice::Shuffled,
@@ -55,6 +58,7 @@ impl PolicyChoice {
             PolicyChoice::Kihm => "kihm",
             PolicyChoice::RoundRobin => "round-robin",
             PolicyChoice::Linux => "linux",
+            PolicyChoice::KihmLinux => "kihm-linux",
             PolicyChoice::Random => "random",
             PolicyChoice::Intensity => "intensity",
             PolicyChoice::Shuffled => "shuffled",
@@ -244,6 +248,7 @@ pub fn compare(
                     PolicyChoice::Kihm => SmtPolicy::Kihm,
                     PolicyChoice::RoundRobin => SmtPolicy::RoundRobin,
                     PolicyChoice::Linux => SmtPolicy::Linux,
+                    PolicyChoice::KihmLinux => SmtPolicy::KihmLinux,
                     PolicyChoice::Random => SmtPolicy::Random,
                     PolicyChoice::Intensity => SmtPolicy::Intensity,
                     PolicyChoice::Shuffled => SmtPolicy::Shuffled,

@@ -34,6 +34,7 @@ use super::workload::{Stream, Workload};
 use crate::rng::SimRng;
 use dfsched_core::activity::{ActivityCounters, ActivityVector, Threshold};
 use dfsched_core::smt_pair::{classify, removal, Candidate, PairPicker, Resident, Scorer};
+use std::collections::VecDeque;
 
 /// A co-scheduling policy of the simulator.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,6 +57,13 @@ pub enum SmtPolicy {
     /// The paper's picker on vectors whose super-sets are permuted by a
     /// fixed random permutation per thread.
     Shuffled,
+    /// The paper's Linux prototype (§4.2) over [`SmtPolicy::Linux`]: the
+    /// default scheduler's next thread runs unless the activity picker
+    /// finds one with a strictly lower score among all threads not running
+    /// elsewhere ([`PairPicker::pick_over_default`]); a thread so chosen
+    /// moves to the back of this context's queue, and the passed-over
+    /// default stays first in its own.
+    KihmLinux,
     /// Oracle: for each pick, every candidate is run for the next quantum
     /// on a copy of the core; the least ITKO (plus the runs term) wins.
     Lookahead,
@@ -73,6 +81,7 @@ impl SmtPolicy {
             SmtPolicy::Kihm => "kihm".into(),
             SmtPolicy::RoundRobin => "round-robin".into(),
             SmtPolicy::Linux => "linux".into(),
+            SmtPolicy::KihmLinux => "kihm-linux".into(),
             SmtPolicy::Random => "random".into(),
             SmtPolicy::Intensity => "intensity".into(),
             SmtPolicy::Shuffled => "shuffled".into(),
@@ -132,6 +141,8 @@ struct Run<'a> {
     right: (u64, u64),
     decisions: DecisionCounts,
     correlation: CorrelationSums,
+    /// The Linux-like policies' run queue of each context (core-major).
+    queues: Vec<VecDeque<usize>>,
 }
 
 /// Runs `workload` under `policy`; `alone` must be the table of this
@@ -176,6 +187,7 @@ pub fn run(
         })
         .collect();
     let k = cfg.contexts as usize;
+    let cores_n = cfg.cores as usize;
     let cores = (0..cfg.cores)
         .map(|_| Core {
             l1: SmtCache::new(cfg.l1, l1_super_sets(cfg)),
@@ -203,6 +215,10 @@ pub fn run(
         right: (0, 0),
         decisions: DecisionCounts::default(),
         correlation: CorrelationSums::default(),
+        // Thread i to context i mod (cores · contexts).
+        queues: (0..cores_n * k)
+            .map(|g| (0..n).filter(|t| t % (cores_n * k) == g).collect())
+            .collect(),
     };
     let mut rt_sum = 0u64;
     for q in 0..u64::from(cfg.quanta) {
@@ -326,17 +342,18 @@ impl Run<'_> {
     fn reschedule(&mut self, q: u64, alone: &mut AloneTable) {
         let (nc, k) = (self.cores.len(), self.cfg.contexts as usize);
         match self.policy {
-            SmtPolicy::Linux => {
+            SmtPolicy::Linux | SmtPolicy::KihmLinux => {
                 // Per-context queues, a slice of `k` quanta each, staggered
-                // so that one context per core switches per quantum.
-                let g = nc * k;
+                // so that one context per core switches per quantum (all
+                // fill at the start).
                 for c in 0..nc {
                     for x in 0..k {
-                        let queue: Vec<usize> = (0..self.threads.len())
-                            .filter(|t| t % g == c * k + x)
-                            .collect();
-                        let turn = (q as usize + x) / k;
-                        let pick = (!queue.is_empty()).then(|| queue[turn % queue.len()]);
+                        if q > 0 && (q as usize + x).checked_rem(k) != Some(0) {
+                            continue;
+                        }
+                        let g = c * k + x;
+                        self.cores[c].slots[x] = None;
+                        let pick = self.linux_pick(c, x, g);
                         self.set_slot(c, x, pick, q);
                     }
                 }
@@ -389,6 +406,49 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// The next thread of context `g`'s queue (which rotates), or, under
+    /// [`SmtPolicy::KihmLinux`], a strictly better one by the activity score.
+    fn linux_pick(&mut self, c: usize, x: usize, g: usize) -> Option<usize> {
+        // The default: the first queued thread not running elsewhere.
+        let pos = self.queues[g].iter().position(|&t| !self.resident(t))?;
+        let default = self.queues[g][pos];
+        let mut chosen = default;
+        if matches!(self.policy, SmtPolicy::KihmLinux) {
+            let pool: Vec<usize> = (0..self.threads.len())
+                .filter(|&t| !self.resident(t))
+                .collect();
+            let co = self.co_runners(c, x);
+            let cands: Vec<Candidate<'_>> = pool
+                .iter()
+                .map(|&t| candidate(&self.threads[t], &self.threads[t].profile))
+                .collect();
+            let cov: Vec<&[ActivityVector]> = co
+                .iter()
+                .map(|&t| self.threads[t].profile.as_slice())
+                .collect();
+            let d = pool
+                .iter()
+                .position(|&t| t == default)
+                .expect("default is free");
+            let p = self
+                .picker
+                .pick_over_default(&cands, d, &cov, self.mean_intensity())
+                .expect("vectors of one run share their shape")
+                .expect("the pool holds the default");
+            chosen = pool[p.index];
+        }
+        if chosen == default {
+            self.queues[g].remove(pos);
+        } else {
+            // Taken from wherever it was queued; the default keeps its turn.
+            for queue in &mut self.queues {
+                queue.retain(|&t| t != chosen);
+            }
+        }
+        self.queues[g].push_back(chosen);
+        Some(chosen)
     }
 
     fn set_slot(&mut self, c: usize, x: usize, t: Option<usize>, q: u64) {
@@ -647,6 +707,32 @@ mod tests {
         );
         assert_eq!(r.itko, 0, "one thread kicks out no one");
         assert_eq!(r.correlation.samples, 0, "no two-context quantum");
+    }
+
+    #[test]
+    fn kihm_linux_overrides_the_default_only_when_vectors_tell_threads_apart() {
+        let cfg = small(24);
+        let shape = cfg.kernel_shape(4);
+        let both = |w: &Workload| {
+            let mut alone = AloneTable::new(&cfg, w);
+            let l = run(&cfg, w, &SmtPolicy::Linux, &mut alone).unwrap();
+            let k = run(&cfg, w, &SmtPolicy::KihmLinux, &mut alone).unwrap();
+            (l, k)
+        };
+        // Linux's queues pair the two lower-half threads and the two upper
+        // ones half of the time; the override fixes that.
+        let w = workload::mix(&shape, "slice0/2,slice0/2,slice1/2,slice1/2", 1).unwrap();
+        let (l, k) = both(&w);
+        assert!(l.right_pairing.unwrap() <= 0.6, "{:?}", l.right_pairing);
+        assert!(k.right_pairing.unwrap() >= 0.9, "{:?}", k.right_pairing);
+        assert!(k.itko < l.itko);
+        // Uniform threads: nothing is strictly better; Linux's own run.
+        let w = workload::uniform(&shape, 4, 2, 1);
+        let (l, k) = both(&w);
+        assert_eq!(
+            (l.itko, l.relative_throughput),
+            (k.itko, k.relative_throughput)
+        );
     }
 
     #[test]
