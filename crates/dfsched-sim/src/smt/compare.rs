@@ -3,10 +3,11 @@
 //!
 //! The best static pairing is the exhaustive oracle of the paper's Fig. 6
 //! against Fig. 7: every partition of the threads into groups of
-//! `contexts` (the last one smaller when they do not divide) is run as a
-//! gang schedule, and the one with the highest relative throughput is
-//! reported. There are `n! / ((k!)^(n/k) · (n/k)!)` of them (3 for 4
-//! threads in pairs, 105 for 8); more than 2000 is refused.
+//! `contexts` (padded with idle slots when they do not divide, so some
+//! groups are smaller) is run as a gang schedule, and the one with the
+//! highest relative throughput is reported. There are
+//! `n! / ((k!)^(n/k) · (n/k)!)` of them (3 for 4 threads in pairs, 105 for
+//! 8); more than 2000 is refused.
 
 use super::config::{SmtConfig, SmtConfigError};
 use super::run::{run, AloneTable, RunReport, SmtPolicy};
