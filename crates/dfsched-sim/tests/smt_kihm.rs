@@ -80,7 +80,7 @@ fn complementary_kihm_pairs_right_and_beats_round_robin_where_it_mispairs() {
                 rr.relative_throughput
             );
         }
-        // Fig. 12: round robin's poor decisions are exactly its mispairings.
+        // Fig. 12: the activity pick is never a poor one by its own measure.
         assert_eq!(k.decisions.poor, 0, "{spec}");
     }
     assert_eq!(mispaired, 2, "round robin mispairs two of the three orders");
