@@ -1,12 +1,14 @@
 //! `dfsched sim …`: the simulator's scenarios. The queue scenarios
 //! (Squillante & Lazowska) live in `cmd_sim_queue.rs`, the run-queue ones
-//! (Pinter & Zalmanovici) in `cmd_sim_rq.rs`; this file only joins them
+//! (Pinter & Zalmanovici) in `cmd_sim_rq.rs`, the SMT one (Kihm et al.) in
+//! `cmd_sim_smt.rs`; this file only joins them
 //! under one subcommand.
 
 use clap::{Args, Subcommand};
 
 use crate::cmd_sim_queue::{self, SimQueueCommand};
 use crate::cmd_sim_rq::{self, SimRqCommand};
+use crate::cmd_sim_smt::{self, SmtArgs};
 
 /// `dfsched sim`.
 #[derive(Debug, Args)]
@@ -25,6 +27,9 @@ pub enum SimCommand {
     /// Pinter & Zalmanovici's run-queue scenarios.
     #[command(flatten)]
     Rq(SimRqCommand),
+    /// Kihm et al.'s SMT co-scheduling by cache activity vectors: one
+    /// workload under several policies, ITKO and relative throughput.
+    Smt(SmtArgs),
 }
 
 /// Runs `dfsched sim …`.
@@ -32,5 +37,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     match args.command {
         SimCommand::Queue(c) => cmd_sim_queue::run(c),
         SimCommand::Rq(c) => cmd_sim_rq::run(c),
+        SimCommand::Smt(a) => cmd_sim_smt::run(a),
     }
 }

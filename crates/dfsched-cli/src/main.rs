@@ -5,7 +5,9 @@
 //! dfsched [-v…] bench overhead [--quick] [--others LIST] [--own LIST] … [--json]
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
+//! dfsched [-v…] sim smt [--workload KIND [ARG]] [--contexts N] … [--json]
 //! dfsched [-v…] model reload|mva …
+//! dfsched [-v…] trace import --out FILE [--skip N] [--accesses N] < lackey.txt
 //! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
 //! ```
 //!
@@ -27,6 +29,8 @@ mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
 mod cmd_sim_rq;
+mod cmd_sim_smt;
+mod cmd_trace;
 mod run;
 mod topology;
 
@@ -63,6 +67,8 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Evaluate the papers' analytic models.
     Model(cmd_model::ModelArgs),
+    /// Memory traces of real programs for `sim smt` (from Valgrind lackey).
+    Trace(cmd_trace::TraceArgs),
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
@@ -190,6 +196,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
+        Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
         Command::Run(args) => run::run(args),
     };
     match result {

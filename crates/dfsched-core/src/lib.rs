@@ -100,6 +100,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod activity;
 mod balancer;
 pub mod config;
 mod cothread;
@@ -113,6 +114,7 @@ pub mod ids;
 mod load;
 mod procedures;
 pub mod rules;
+pub mod smt_pair;
 mod state;
 pub mod topology;
 

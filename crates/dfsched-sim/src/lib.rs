@@ -15,6 +15,9 @@
 //!   classified as cold, reload (another owner's data evicted the line),
 //!   capacity (the owner's own data did) or coherence (another cache's write
 //!   invalidated it).
+//! - **smt** ([`smt`]): Kihm et al.'s SMT co-scheduling by cache activity
+//!   vectors: shared-cache SMT cores, exact inter-thread kick-outs, page
+//!   mapping models, synthetic and traced workloads, policies and oracles.
 //! - **analytic** ([`analytic`]): Squillante & Lazowska's cache-reload model
 //!   `R(I)`, the `TB_cr` table, bus interference and exact MVA of the Fixed
 //!   Processor policy.
@@ -74,6 +77,7 @@ pub mod pinter_example;
 pub mod program;
 pub mod queue;
 pub mod rng;
+pub mod smt;
 pub mod time;
 
 pub use cache::{CacheGeometry, LineAddr, MissCounts, MissKind, Owner, SetAssocCache};
