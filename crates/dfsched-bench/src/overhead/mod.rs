@@ -14,9 +14,11 @@
 //! - the *whole runtime's* CPU share of one CPU: the balancer thread's CPU
 //!   (its schedstat), the CPU time of the hinting threads' hint bursts, and, with the
 //!   agent, the private agent's CPU (every thread of it, by schedstat; it
-//!   serves this one program, so all of it is ours). With an agent the
-//!   per-pass figure looks small because the `/proc` scan has moved into
-//!   the agent: read the agent's share beside it.
+//!   serves this one program, so all of it is ours). The program is the
+//!   agent's only client, so it exchanges with it once every
+//!   `dfsched::agent::LONE_PASSES` passes and samples `/proc` itself
+//!   between (`agent_samples` and `own_scans` say which passes did what);
+//!   read the agent's share beside the balancer's.
 //!
 //! ```text
 //!  for each size K of others (ascending):      start the others (K threads)
@@ -858,8 +860,8 @@ pub fn render_overhead(r: &OverheadReport) -> String {
     let _ = writeln!(
         out,
         "\nshares are of one CPU over the window: bal = the balancer thread (schedstat), agent = \
-         the private agent's threads (with it, the /proc scan is the agent's, so its pass looks \
-         small), hints = the hinting threads' CPU in their hint bursts; ×quiet = pass median / the same row beside \
+         the private agent's threads (the program, its only client, asks it once a second and \
+         samples /proc itself between), hints = the hinting threads' CPU in their hint bursts; ×quiet = pass median / the same row beside \
          0 others. Others: {} runnable (nice 19) threads, the rest asleep, in a session of their \
          own.",
         r.params.others_runnable
