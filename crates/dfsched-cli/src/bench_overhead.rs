@@ -105,6 +105,11 @@ pub struct OverheadArgs {
     #[arg(long, value_name = "MS")]
     hint_period_ms: Option<u64>,
 
+    /// Runs of every cell, the agent settings interleaved within each; the
+    /// report adds the medians over rounds [default: 1; at most 50].
+    #[arg(long, value_name = "N")]
+    rounds: Option<usize>,
+
     /// The tiny grid (see above); explicit flags still apply.
     #[arg(long)]
     quick: bool,
@@ -138,6 +143,7 @@ impl OverheadArgs {
             seconds: self.seconds.unwrap_or(base.seconds),
             warmup_s: self.warmup.unwrap_or(base.warmup_s),
             hint_period_ms: self.hint_period_ms.unwrap_or(base.hint_period_ms),
+            rounds: self.rounds.unwrap_or(base.rounds),
         }
     }
 }

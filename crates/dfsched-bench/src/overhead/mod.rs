@@ -238,7 +238,19 @@ pub struct OverheadParams {
     pub warmup_s: f64,
     /// Milliseconds between a hinting thread's bursts.
     pub hint_period_ms: u64,
+    /// Rounds: every cell runs this many times, the agent settings
+    /// interleaved within each round, and the report adds the medians over
+    /// rounds ([`OverheadReport::summary`]).
+    #[serde(default = "one_round")]
+    pub rounds: usize,
 }
+
+fn one_round() -> usize {
+    1
+}
+
+/// The most rounds `--rounds` takes.
+pub const MAX_ROUNDS: usize = 50;
 
 impl Default for OverheadParams {
     fn default() -> Self {
@@ -251,6 +263,7 @@ impl Default for OverheadParams {
             seconds: DEFAULT_SECONDS,
             warmup_s: DEFAULT_WARMUP_S,
             hint_period_ms: DEFAULT_HINT_PERIOD_MS,
+            rounds: 1,
         }
     }
 }
@@ -323,6 +336,12 @@ impl OverheadParams {
             return bad(format!(
                 "--warmup {} is not between 0 and 60",
                 self.warmup_s
+            ));
+        }
+        if !(1..=MAX_ROUNDS).contains(&self.rounds) {
+            return bad(format!(
+                "--rounds {} is not between 1 and {MAX_ROUNDS}",
+                self.rounds
             ));
         }
         if !(1..=10_000).contains(&self.hint_period_ms) {
@@ -424,11 +443,15 @@ pub struct Shares {
     pub whole: f64,
 }
 
-/// One cell: one own size beside one others size, with one agent setting.
+/// One cell: one own size beside one others size, with one agent setting,
+/// in one round.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OverheadCell {
     /// The agent setting.
     pub agent: AgentSetting,
+    /// The round (from 0).
+    #[serde(default)]
+    pub round: usize,
     /// Other threads beside the program.
     pub others: usize,
     /// Of those, runnable.
@@ -486,6 +509,29 @@ pub struct OthersRecord {
     pub gone_after: bool,
 }
 
+/// The medians over rounds of one (agent, others, own) cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellSummary {
+    /// The agent setting.
+    pub agent: AgentSetting,
+    /// Other threads beside the program.
+    pub others: usize,
+    /// Threads of the program's own.
+    pub own_threads: usize,
+    /// Rounds the medians are over.
+    pub rounds: usize,
+    /// Median over rounds of each round's per-pass median, microseconds.
+    pub pass_median_us: Option<f64>,
+    /// Median over rounds of each round's ×quiet (its pass median over the
+    /// same round's quiet cell).
+    pub quiet_ratio: Option<f64>,
+    /// Median over rounds of each share, separately (so `whole` is the
+    /// median of the rounds' sums, not the sum of the medians).
+    pub cpu_share_pct: Shares,
+    /// The smallest and largest whole share over the rounds.
+    pub whole_min_max: (f64, f64),
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OverheadReport {
@@ -499,6 +545,10 @@ pub struct OverheadReport {
     pub params: OverheadParams,
     /// Every cell, in the order run.
     pub cells: Vec<OverheadCell>,
+    /// Per agent setting, others size and own size: the medians over the
+    /// rounds (one entry per cell when there is one round).
+    #[serde(default)]
+    pub summary: Vec<CellSummary>,
     /// Every others process started.
     pub others_processes: Vec<OthersRecord>,
 }
@@ -516,7 +566,7 @@ pub fn run_overhead(
     let others = params.others_counts(&cap);
     let total: usize = others
         .iter()
-        .map(|&k| params.own_counts(k).len() * params.agents.len())
+        .map(|&k| params.own_counts(k).len() * params.agents.len() * params.rounds)
         .sum();
     let mut cells = Vec::with_capacity(total);
     let mut records = Vec::new();
@@ -531,18 +581,21 @@ pub fn run_overhead(
             None
         };
         for n in params.own_counts(k) {
-            for &agent in &params.agents {
-                let cell = run_cell(params, helpers, agent, k, n)?;
-                progress(&Progress {
-                    done: cells.len() + 1,
-                    total,
-                    case: cells.len(),
-                    cases: total,
-                    mode: agent_label(agent),
-                    round: 0,
-                    wall_s: cell.window_s,
-                });
-                cells.push(cell);
+            for round in 0..params.rounds {
+                for &agent in &params.agents {
+                    let mut cell = run_cell(params, helpers, agent, k, n)?;
+                    cell.round = round;
+                    progress(&Progress {
+                        done: cells.len() + 1,
+                        total,
+                        case: cells.len(),
+                        cases: total,
+                        mode: agent_label(agent),
+                        round,
+                        wall_s: cell.window_s,
+                    });
+                    cells.push(cell);
+                }
             }
         }
         if let Some(g) = guard {
@@ -550,12 +603,14 @@ pub fn run_overhead(
         }
     }
     fill_quiet_ratios(&mut cells);
+    let summary = summarise(&cells);
     Ok(OverheadReport {
         machine: Machine::describe(&allowed),
         capacity: cap,
         balance_interval_ms: rt_cfg.balance_interval_ms,
         params: params.clone(),
         cells,
+        summary,
         others_processes: records,
     })
 }
@@ -570,18 +625,71 @@ fn agent_label(a: AgentSetting) -> &'static str {
 /// Each cell's pass median over the quiet cell's (same agent and own size,
 /// beside no others).
 fn fill_quiet_ratios(cells: &mut [OverheadCell]) {
-    let quiet: Vec<(AgentSetting, usize, Option<f64>)> = cells
+    let quiet: Vec<(AgentSetting, usize, usize, Option<f64>)> = cells
         .iter()
         .filter(|c| c.others == 0)
-        .map(|c| (c.agent, c.own_threads, c.pass_cpu_us.map(|t| t.median)))
+        .map(|c| {
+            (
+                c.agent,
+                c.own_threads,
+                c.round,
+                c.pass_cpu_us.map(|t| t.median),
+            )
+        })
         .collect();
     for c in cells.iter_mut() {
         let base = quiet
             .iter()
-            .find(|(a, n, _)| *a == c.agent && *n == c.own_threads)
-            .and_then(|q| q.2);
+            .find(|(a, n, r, _)| *a == c.agent && *n == c.own_threads && *r == c.round)
+            .and_then(|q| q.3);
         c.quiet_ratio = crate::stats::ratio(c.pass_cpu_us.map(|t| t.median), base);
     }
+}
+
+/// The medians over rounds of each (agent, others, own), in the order the
+/// cells first ran.
+fn summarise(cells: &[OverheadCell]) -> Vec<CellSummary> {
+    let mut keys: Vec<(AgentSetting, usize, usize)> = Vec::new();
+    for c in cells {
+        let key = (c.agent, c.others, c.own_threads);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let median = |v: Vec<f64>| crate::stats::median(&v);
+    keys.into_iter()
+        .map(|(agent, others, own_threads)| {
+            let of: Vec<&OverheadCell> = cells
+                .iter()
+                .filter(|c| (c.agent, c.others, c.own_threads) == (agent, others, own_threads))
+                .collect();
+            let share = |f: fn(&Shares) -> f64| {
+                median(of.iter().map(|c| f(&c.cpu_share_pct)).collect()).unwrap_or(0.0)
+            };
+            let wholes = of.iter().map(|c| c.cpu_share_pct.whole);
+            let min = wholes.clone().fold(f64::INFINITY, f64::min);
+            let max = wholes.fold(f64::NEG_INFINITY, f64::max);
+            CellSummary {
+                agent,
+                others,
+                own_threads,
+                rounds: of.len(),
+                pass_median_us: median(
+                    of.iter()
+                        .filter_map(|c| c.pass_cpu_us.map(|t| t.median))
+                        .collect(),
+                ),
+                quiet_ratio: median(of.iter().filter_map(|c| c.quiet_ratio).collect()),
+                cpu_share_pct: Shares {
+                    balancer: share(|s| s.balancer),
+                    agent: share(|s| s.agent),
+                    hints: share(|s| s.hints),
+                    whole: share(|s| s.whole),
+                },
+                whole_min_max: (min, max),
+            }
+        })
+        .collect()
 }
 
 /// The others process and its pipes; killed and reaped when dropped.
@@ -760,6 +868,7 @@ fn cell_from(
     let samples: Vec<f64> = raw.pass_cpu_ns.iter().map(|&n| n as f64).collect();
     OverheadCell {
         agent,
+        round: 0,
         others,
         others_runnable: p.others_runnable.min(others),
         own_threads: own,
@@ -856,6 +965,40 @@ pub fn render_overhead(r: &OverheadReport) -> String {
             s.hints,
             s.whole
         );
+    }
+    if r.params.rounds > 1 {
+        let _ = writeln!(
+            out,
+            "\nmedians over {} rounds (agent settings interleaved in each round):\n{:<5} {:>6} {:>5} | {:>12} {:>6} | {:>7} {:>7} {:>7} {:>7} {:>15}",
+            r.params.rounds,
+            "agent",
+            "others",
+            "own",
+            "pass med µs",
+            "×quiet",
+            "bal %",
+            "agent %",
+            "hints %",
+            "whole %",
+            "whole min-max"
+        );
+        for m in &r.summary {
+            let s = m.cpu_share_pct;
+            let _ = writeln!(
+                out,
+                "{:<5} {:>6} {:>5} | {:>12} {:>6} | {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>15}",
+                m.agent.as_str(),
+                m.others,
+                m.own_threads,
+                m.pass_median_us.map_or("-".into(), |v| format!("{v:.0}")),
+                m.quiet_ratio.map_or("-".into(), |q| format!("{q:.2}")),
+                s.balancer,
+                s.agent,
+                s.hints,
+                s.whole,
+                format!("{:.3}-{:.3}", m.whole_min_max.0, m.whole_min_max.1)
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -1022,10 +1165,75 @@ mod tests {
             capacity: Capacity::from_figures(32_768, 192_729, None, 110),
             balance_interval_ms: 100,
             params: p,
+            summary: summarise(&cells),
             cells,
             others_processes: vec![],
         });
         assert!(text.contains("at most 28500 others"), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("on ")).count(), 2);
+    }
+
+    /// Rounds: each round's ×quiet is against the same round's quiet cell,
+    /// and the summary's figures are medians over the rounds, each share
+    /// separately, with the whole share's range.
+    #[test]
+    fn rounds_compare_within_a_round_and_summarise_by_medians() {
+        let p = OverheadParams {
+            rounds: 3,
+            ..OverheadParams::default()
+        };
+        let mut cells = Vec::new();
+        for (round, (quiet_ns, busy_ns)) in
+            [(100_000, 150_000), (200_000, 200_000), (120_000, 360_000)]
+                .into_iter()
+                .enumerate()
+        {
+            for (others, ns) in [(0, quiet_ns), (1_000, busy_ns)] {
+                let mut r = raw(&[ns; 3]);
+                r.balancer_thread_cpu_ns = Some(ns * 100);
+                let mut c = cell_from(&p, AgentSetting::Off, others, 4, r, BTreeMap::new(), 2.0);
+                c.round = round;
+                cells.push(c);
+            }
+        }
+        fill_quiet_ratios(&mut cells);
+        let ratios: Vec<Option<f64>> = cells.iter().map(|c| c.quiet_ratio).collect();
+        assert_eq!(
+            ratios,
+            vec![
+                Some(1.0),
+                Some(1.5),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(3.0)
+            ]
+        );
+        let summary = summarise(&cells);
+        assert_eq!(summary.len(), 2);
+        let busy = &summary[1];
+        assert_eq!((busy.others, busy.rounds), (1_000, 3));
+        // Pass medians 150, 200, 360 µs: 200; ×quiet 1.5, 1, 3: 1.5.
+        assert_eq!(busy.pass_median_us, Some(200.0));
+        assert_eq!(busy.quiet_ratio, Some(1.5));
+        // Each share is the median of the rounds' own (0.75, 1 and 1.8 %).
+        let mut bal: Vec<f64> = cells
+            .iter()
+            .filter(|c| c.others == 1_000)
+            .map(|c| c.cpu_share_pct.balancer)
+            .collect();
+        bal.sort_by(f64::total_cmp);
+        assert_eq!(busy.cpu_share_pct.balancer, bal[1]);
+        assert!(busy.whole_min_max.0 < busy.whole_min_max.1);
+        let text = render_overhead(&OverheadReport {
+            machine: Machine::describe(&dfsched_core::CpuSet::default()),
+            capacity: Capacity::from_figures(32_768, 192_729, None, 110),
+            balance_interval_ms: 100,
+            params: p,
+            summary,
+            cells,
+            others_processes: vec![],
+        });
+        assert!(text.contains("medians over 3 rounds"), "{text}");
     }
 }
