@@ -510,6 +510,19 @@ fn report_of(load: BTreeMap<CpuId, u64>, allowed: &CpuSet, inode: Option<u64>) -
     }
 }
 
+/// Whether this pass goes without an exchange because the process is the
+/// agent's only one ([`LONE_PASSES`]); counts it if so. Asked before our
+/// load is gathered, so that a lone pass reads nothing for the agent.
+pub(crate) fn lone_pass(link: &Mutex<Link>) -> bool {
+    let mut link = link.lock().unwrap_or_else(PoisonError::into_inner);
+    if link.lone_wait > 0 && link.client.is_some() {
+        link.lone_wait -= 1;
+        link.status.lone_passes += 1;
+        return true;
+    }
+    false
+}
+
 /// Step 2 of the module doc: reports `ours` (this process's load and
 /// allowed CPUs, step 1) to the agent and returns its view. Never fails: an
 /// exchange that fails gives an empty pass. Takes at most the link's budget
@@ -524,12 +537,6 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
     let Ours { load, allowed } = ours;
     let (checkout, budget) = {
         let mut link = lock();
-        if link.lone_wait > 0 && link.client.is_some() {
-            // Alone: the runtime samples for itself this pass.
-            link.lone_wait -= 1;
-            link.status.lone_passes += 1;
-            return AgentPass::default();
-        }
         (link.checkout(true), link.budget)
     };
     let deadline = Instant::now() + budget;

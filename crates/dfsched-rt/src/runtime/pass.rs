@@ -267,7 +267,7 @@ impl Inner {
     /// Steps 1–2 of `agent/link.rs`: our load out, the agent's view back;
     /// an empty pass when the agent is off or the state is unusable.
     fn agent_exchange(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) -> AgentPass {
-        if !self.agent_wanted(false) {
+        if !self.agent_wanted(false) || link::lone_pass(&self.agent) {
             return AgentPass::default();
         }
         match self.ours(unknown) {
