@@ -74,6 +74,7 @@ pub mod hash;
 pub mod machine;
 pub mod partition;
 pub mod pinter_example;
+pub mod profile;
 pub mod program;
 pub mod queue;
 pub mod rng;
