@@ -18,11 +18,14 @@
 //! context-switch cost. An idle CPU steals a waiting task that may run on
 //! it from the busiest CPU (the kernel's idle balance); an Engine-placed
 //! task may run only on its home, so a steal never breaks a group off its
-//! home.
+//! home. Within a task's target, the kernel's own placement (wake-up and
+//! fork placement, periodic balancing, migration cost, unaligned slices)
+//! is [`kernel`]'s model, [`BodyConfig::kernel`].
 //!
 //! Placement ([`Placement`]):
-//! - `Vanilla`: a new task goes to the least-loaded CPU it may use (fork
-//!   balance), a waking task to the CPU it last ran on; hints are ignored.
+//! - `Vanilla`: the kernel alone ([`kernel`]: a task goes to its last CPU
+//!   if idle, else an idle CPU, else its last CPU or, new, the least
+//!   loaded); hints are ignored.
 //! - `Engine`: [`dfsched_core::Engine`] gets `AppNew` (one application per
 //!   process of the workload), `TaskNew`, `Hint`, `Block`, `Wake`, `Exit`
 //!   and periodic `Balance` events; its `Place` decisions set each task's
@@ -54,6 +57,9 @@ use dfsched_core::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+pub mod kernel;
+pub use kernel::KernelModel;
 
 /// Where tasks may run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +107,9 @@ pub struct BodyConfig {
     /// runs the workload as an unmodified program would (the Engine sees
     /// its threads, never their DFs).
     pub hints: bool,
+    /// The kernel's own placement within each task's target.
+    #[serde(default)]
+    pub kernel: KernelModel,
 }
 
 impl BodyConfig {
@@ -113,6 +122,7 @@ impl BodyConfig {
             chunk_cycles: 2_000,
             balance_interval_cycles: 3_000_000,
             hints: true,
+            kernel: KernelModel::default(),
         }
     }
 }
@@ -255,6 +265,9 @@ struct Cpu {
     running: Option<(usize, u64)>,
     /// The last task it ran, for context-switch charges.
     last_task: Option<usize>,
+    /// Whether it has started a slice yet (its first is cut short when
+    /// slices are unaligned).
+    started: bool,
 }
 
 /// The body's events.
@@ -268,6 +281,8 @@ enum Ev {
     Wake(u32),
     /// A balancer pass of the Engine.
     Balance,
+    /// A periodic balance pass of the kernel model.
+    KernelBalance,
 }
 
 /// The body as a [`Model`].
@@ -536,9 +551,24 @@ impl Body {
     /// idle.
     fn make_ready(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
         let target = self.target_of(i);
-        let c = match self.tasks[i].last_cpu {
-            Some(last) if target.contains(last) => self.idx(last),
-            _ => self.least_loaded(target),
+        let c = if target.len() == 1 {
+            self.least_loaded(target)
+        } else {
+            let cands: Vec<kernel::CpuView> = target
+                .iter()
+                .map(|c| {
+                    let idx = self.idx(c);
+                    kernel::CpuView {
+                        idx,
+                        load: self.load[idx],
+                    }
+                })
+                .collect();
+            let last = self.tasks[i]
+                .last_cpu
+                .filter(|l| target.contains(*l))
+                .map(|l| self.idx(l));
+            kernel::place(&self.cfg.kernel, &cands, last, ctx.rng())
         };
         self.tasks[i].phase = Phase::Ready;
         let g = self.tasks[i].group;
@@ -579,6 +609,43 @@ impl Body {
         t.group = Some(GroupId(df.0));
     }
 
+    /// The kernel model's periodic balance (step 3 of [`kernel`]): while
+    /// the busiest and the least-loaded CPU differ by two or more runnable
+    /// tasks, the least loaded takes a waiting task that may run on it.
+    fn kernel_balance(&mut self, ctx: &mut Context<'_, Ev>) {
+        for _ in 0..self.cpu_ids.len() {
+            let (Some(max), Some(min)) = (
+                (0..self.load.len()).max_by_key(|&c| (self.load[c], std::cmp::Reverse(c))),
+                (0..self.load.len()).min_by_key(|&c| (self.load[c], c)),
+            ) else {
+                return;
+            };
+            if self.load[max] < self.load[min] + 2 {
+                return;
+            }
+            let cpu = self.cpu_ids[min];
+            let tasks = &self.tasks;
+            let from_cpu = self.cpu_ids[max];
+            let stolen = self
+                .rq
+                .steal_for(cpu, 1, |t, to| {
+                    let task = &tasks[(t.0 - 1) as usize];
+                    task.target.as_ref().unwrap_or(&task.allowed).contains(to)
+                })
+                .expect("known CPU");
+            let Some((_, from)) = stolen else {
+                return;
+            };
+            debug_assert!(from == from_cpu || self.load[self.idx(from)] >= 1);
+            let f = self.idx(from);
+            self.load[f] -= 1;
+            self.load[min] += 1;
+            if self.cpus[min].running.is_none() {
+                self.dispatch(min, ctx);
+            }
+        }
+    }
+
     /// CPU index `c` is free: run the next task, stealing one if none
     /// waits.
     fn dispatch(&mut self, c: usize, ctx: &mut Context<'_, Ev>) {
@@ -614,10 +681,19 @@ impl Body {
         }
         if self.tasks[i].last_cpu.is_some_and(|l| l != cpu) {
             self.migrations += 1;
+            cycles += self.cfg.kernel.migration_cycles;
+        }
+        let mut slice = kernel::slice(&self.cfg.kernel, p.slice.0, ctx.rng());
+        if !self.cpus[c].started {
+            self.cpus[c].started = true;
+            if self.cfg.kernel.unaligned_slices {
+                // A seeded fraction in (0, 1] of the first slice.
+                slice = 1 + ctx.rng().below(slice.max(1));
+            }
         }
         self.tasks[i].last_cpu = Some(cpu);
         self.tasks[i].phase = Phase::Running;
-        self.cpus[c].running = Some((i, p.slice.0));
+        self.cpus[c].running = Some((i, slice));
         self.cpus[c].last_task = Some(i);
         self.run_chunk(c, cycles, ctx);
     }
@@ -780,6 +856,12 @@ impl Model for Body {
         if self.engine.is_some() {
             ctx.schedule_in(Ticks(self.cfg.balance_interval_cycles), Ev::Balance);
         }
+        if self.cfg.kernel.balance_interval_cycles > 0 {
+            ctx.schedule_in(
+                Ticks(self.cfg.kernel.balance_interval_cycles),
+                Ev::KernelBalance,
+            );
+        }
     }
 
     fn handle(&mut self, ev: Ev, ctx: &mut Context<'_, Ev>) {
@@ -813,6 +895,15 @@ impl Model for Body {
                     let now = Nanos(ctx.now().0);
                     self.engine_event(Event::Balance { now }, ctx);
                     ctx.schedule_in(Ticks(self.cfg.balance_interval_cycles), Ev::Balance);
+                }
+            }
+            Ev::KernelBalance => {
+                if self.alive > 0 {
+                    self.kernel_balance(ctx);
+                    ctx.schedule_in(
+                        Ticks(self.cfg.kernel.balance_interval_cycles),
+                        Ev::KernelBalance,
+                    );
                 }
             }
         }
