@@ -133,6 +133,13 @@ pub struct DfArgs {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+
+    /// Also simulate each case on the machine profile PROFILE (default: the
+    /// one `dfsched calibrate` wrote) and show each mode's predicted ratio
+    /// to vanilla beside the measured one, with the error. Not with
+    /// --switch-every.
+    #[arg(long, value_name = "PROFILE", num_args = 0..=1, default_missing_value = "")]
+    predict: Option<std::path::PathBuf>,
 }
 
 /// A parsed `--modes` list.
@@ -172,6 +179,17 @@ impl DfArgs {
 /// Runs `bench df`.
 pub fn run(args: DfArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
+    if args.predict.is_some() && args.switch_every > 0 {
+        return Err(Failure::usage(
+            DF_PATH,
+            "--predict does not model --switch-every yet",
+        ));
+    }
+    // A bad profile fails here, before anything runs.
+    let predictor = match &args.predict {
+        Some(p) => Some(crate::predict::Predictor::load(p)?),
+        None => None,
+    };
     let mut progress = ProgressLine::new(args.quiet);
     let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
         Failure::bench(
@@ -182,8 +200,33 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
         )
     })?;
     progress.finish();
+    let predictions = match &predictor {
+        Some(p) => Some(
+            reports
+                .iter()
+                .map(|r| p.df(r))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
     match args.grid {
-        None => print_report(&reports[0], args.json, render_report),
+        None => match predictions {
+            None => print_report(&reports[0], args.json, render_report),
+            Some(p) => print_report(
+                &WithPrediction {
+                    report: &reports[0],
+                    prediction: &p[0],
+                },
+                args.json,
+                |w| {
+                    format!(
+                        "{}\n{}",
+                        render_report(w.report),
+                        crate::predict::render(w.prediction)
+                    )
+                },
+            ),
+        },
         Some(grid) => {
             let grid = GridReport {
                 grid: match grid {
@@ -192,9 +235,39 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            print_report(&grid, args.json, render_grid)
+            match predictions {
+                None => print_report(&grid, args.json, render_grid),
+                Some(p) => print_report(
+                    &WithPrediction {
+                        report: &grid,
+                        prediction: &p,
+                    },
+                    args.json,
+                    |w| {
+                        let mut s = render_grid(w.report);
+                        for (i, p) in w.prediction.iter().enumerate() {
+                            s.push_str(&format!(
+                                "\ncell {}: {}\n{}",
+                                i + 1,
+                                dfsched_bench::report::describe_params(&w.report.cells[i].params),
+                                crate::predict::render(p)
+                            ));
+                        }
+                        s
+                    },
+                ),
+            }
         }
     }
+}
+
+/// A report with its prediction beside it: the report's own keys, and
+/// `prediction` (one per case; a list for a grid).
+#[derive(Serialize)]
+pub(crate) struct WithPrediction<'a, R: Serialize, P: Serialize> {
+    #[serde(flatten)]
+    pub report: &'a R,
+    pub prediction: &'a P,
 }
 
 /// Writes a benchmark's report on stdout (shared by every `bench`

@@ -113,9 +113,21 @@ pub struct DfBenchArgs {
     /// hints withheld: an unmodified program).
     #[arg(long, default_value = "vanilla,dfsched,dfsched-rr,oracle,split")]
     policies: String,
-    /// Seed of the thread → DF deal.
+    /// Seed of the thread → DF deal and of the kernel model's draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Thread i works on DF i mod DFS, as `dfsched bench df` deals them,
+    /// instead of a seeded shuffle.
+    #[arg(long)]
+    round_robin_deal: bool,
+    /// A start gate as `dfsched bench df` has: threads are placed, sleep
+    /// until all have started, and are woken together.
+    #[arg(long)]
+    gate: bool,
+    /// The kernel model of the simulator before its seeded choices
+    /// (strict rotation, slices in lockstep, no periodic balance).
+    #[arg(long)]
+    rotation: bool,
     /// Print JSON instead of a table (wall time and memory are left out,
     /// so the same seed prints the same JSON).
     #[arg(long)]
@@ -256,6 +268,13 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         quantum_cycles,
         seed: a.seed,
         df_per_process: a.df_per_process,
+        deal_round_robin: a.round_robin_deal,
+        gate: a.gate,
+        kernel: if a.rotation {
+            dfsched_sim::program::body::KernelModel::rotation()
+        } else {
+            Default::default()
+        },
         ..DfBenchParams::default()
     };
     let mut walls = Vec::new();

@@ -33,6 +33,7 @@ mod cmd_sim_queue;
 mod cmd_sim_rq;
 mod cmd_sim_smt;
 mod cmd_trace;
+mod predict;
 mod run;
 mod topology;
 

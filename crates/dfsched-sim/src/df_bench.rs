@@ -170,6 +170,14 @@ pub struct DfBenchParams {
     /// model.
     #[serde(default)]
     pub kernel: KernelModel,
+    /// A start gate, as `dfsched bench df` has: each thread, once started
+    /// (and placed by its DF hint), sleeps until every thread has started
+    /// (`threads × spawn_gap_cycles` after the first, plus one gap) and
+    /// only then works. The threads are placed while the CPUs are idle and
+    /// woken together, so the kernel's wake-up placement and its balancing
+    /// decide where they work, as in the real benchmark. Default false.
+    #[serde(default)]
+    pub gate: bool,
 }
 
 /// `DfBenchParams::processes` when a JSON document predates it.
@@ -202,6 +210,7 @@ impl Default for DfBenchParams {
             deal_round_robin: false,
             compute_per_pass_cycles: 0,
             kernel: KernelModel::default(),
+            gate: false,
         }
     }
 }
@@ -411,6 +420,13 @@ impl DfBenchParams {
                 let mut program = vec![Burst::Switch {
                     next: Some(DfId(u64::from(d) + 1)),
                 }];
+                let start = i as u64 * self.spawn_gap_cycles;
+                if self.gate {
+                    let open = (u64::from(self.threads) + 1) * self.spawn_gap_cycles.max(1);
+                    program.push(Burst::Sleep {
+                        cycles: open - start,
+                    });
+                }
                 for _ in 0..self.passes {
                     if self.compute_per_pass_cycles > 0 {
                         program.push(Burst::Compute {
@@ -428,7 +444,7 @@ impl DfBenchParams {
                 }
                 TaskSpec {
                     process: i as u32 % self.processes,
-                    start_cycles: i as u64 * self.spawn_gap_cycles,
+                    start_cycles: start,
                     allowed: None,
                     program,
                 }

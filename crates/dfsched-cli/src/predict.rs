@@ -1,0 +1,315 @@
+//! `--predict [PROFILE]` of `bench df` and `bench cothreads`: the
+//! simulator runs the benchmark's own parameters on the calibrated machine,
+//! and the report shows each mode's predicted ratio to vanilla beside the
+//! measured one, with the error.
+//!
+//! How a benchmark case becomes a simulation ([`df_case`], [`co_case`]):
+//!
+//! - the machine: as many CPUs as the run was allowed, one LLC; caches,
+//!   costs, clock and migration cost from the profile
+//!   ([`dfsched_sim::df_bench::run_calibrated`]); the kernel model of
+//!   `dfsched_sim::program::body::kernel` with the profile's time slice as
+//!   the quantum and the spread of the slices it measured as their noise;
+//! - the work: the same threads, DFs (thread `t` on DF `t mod dfs`), DF
+//!   bytes and write ratio, one line access per line per pass, and the
+//!   further words a pass touches on a line already fetched as compute at
+//!   the profile's per-access cost; a start gate, as the real benchmark has;
+//! - the length: a real run makes up to billions of accesses; the
+//!   simulation makes at most [`ACCESS_BUDGET`], so the passes are scaled
+//!   by `scale` = budget / real accesses (at most 1), and so are the
+//!   kernel's time constants (quantum, balance interval), so that a thread
+//!   sees as many slices as in the real run. Per-event costs (a context
+//!   switch, a migration, refilling a DF after a slice) are not scaled: a
+//!   scaled run overstates them by 1/scale, which the report prints;
+//! - the modes: `vanilla` → the kernel model alone, `dfsched` → dfsched's
+//!   placement with the kernel ordering threads (the simulator's
+//!   `dfsched-rr`, what the Linux runtime gets), `oracle`, `split` and
+//!   `co-thread` → the simulator's policies of the same names;
+//! - the figure: the median over [`SEEDS`] seeds (the kernel model's draws)
+//!   of each policy's run time, and the ratio of medians to vanilla's, as
+//!   the benchmark reports the ratio of its medians. `cothreads` counts
+//!   operations in a fixed time, so its ratio is vanilla's time over the
+//!   mode's (throughput); every thread does the same work in the
+//!   simulation.
+
+use anyhow::Context as _;
+use dfsched_sim::df_bench::{self, DfBenchParams, DfPolicy};
+use dfsched_sim::profile::{Calibration, MachineProfile};
+use dfsched_sim::program::body::KernelModel;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Line accesses one simulated run may make.
+pub const ACCESS_BUDGET: u64 = 12_000_000;
+/// Seeds each policy is simulated with.
+pub const SEEDS: u64 = 3;
+/// The kernel's periodic balance interval on a busy CPU, ns (4 ms).
+const KERNEL_BALANCE_NS: f64 = 4e6;
+
+/// The profile `--predict` names (empty: the default path), loaded.
+pub struct Predictor {
+    path: PathBuf,
+    profile: MachineProfile,
+    cal: Calibration,
+}
+
+impl Predictor {
+    /// Loads the profile at `path` (empty: the default path); a bad
+    /// profile is an error before anything runs.
+    pub fn load(path: &Path) -> anyhow::Result<Predictor> {
+        let p = (!path.as_os_str().is_empty()).then_some(path);
+        let (path, profile, cal) = crate::calibrate::load_profile(p)?;
+        Ok(Predictor { path, profile, cal })
+    }
+
+    /// The slices' noise: half their measured spread over the median, in
+    /// thousandths (at most 500); the model's default without a measure.
+    fn slice_jitter_milli(&self) -> u32 {
+        let t = &self.profile.costs.timeslice;
+        match (t.median_ns, t.min_ns, t.max_ns) {
+            (Some(m), Some(lo), Some(hi)) if m > 0.0 => {
+                (((hi - lo) / 2.0 / m) * 1000.0).round().clamp(0.0, 500.0) as u32
+            }
+            _ => KernelModel::default().slice_jitter_milli,
+        }
+    }
+
+    /// `base` with the kernel model, quantum and length of this machine,
+    /// for a real run of `real_accesses` line accesses.
+    fn scaled(&self, mut base: DfBenchParams, real_accesses: u64) -> (DfBenchParams, f64) {
+        let scale = (ACCESS_BUDGET as f64 / real_accesses.max(1) as f64).min(1.0);
+        base.passes = ((f64::from(base.passes) * scale).round() as u32).max(1);
+        base.quantum_cycles = ((self.cal.quantum_cycles as f64 * scale) as u64).max(1000);
+        base.kernel = KernelModel {
+            balance_interval_cycles: ((KERNEL_BALANCE_NS / self.cal.cycle_ns * scale) as u64)
+                .max(1000),
+            slice_jitter_milli: self.slice_jitter_milli(),
+            ..KernelModel::default()
+        };
+        base.gate = true;
+        base.spawn_gap_cycles = 1000;
+        (base, scale)
+    }
+
+    /// Median run time over [`SEEDS`] seeds of each of `policies`, cycles.
+    fn medians(&self, params: &DfBenchParams, policies: &[DfPolicy]) -> anyhow::Result<Vec<u64>> {
+        let mut by: Vec<Vec<u64>> = vec![Vec::new(); policies.len()];
+        for seed in 1..=SEEDS {
+            let p = DfBenchParams {
+                seed,
+                ..params.clone()
+            };
+            let r = df_bench::run_calibrated(&p, &self.cal, policies, |_| {})
+                .context("simulating the benchmark")?;
+            for (i, x) in r.results.iter().enumerate() {
+                by[i].push(x.report.makespan_cycles);
+            }
+        }
+        Ok(by
+            .into_iter()
+            .map(|mut v| {
+                v.sort();
+                v[v.len() / 2]
+            })
+            .collect())
+    }
+
+    /// Predicts one case: `modes` are (name, simulator policy, measured
+    /// median seconds) with vanilla among them; `throughput` reports
+    /// vanilla's time over the mode's instead of the mode's over vanilla's.
+    pub fn predict(
+        &self,
+        params: DfBenchParams,
+        real_accesses: u64,
+        modes: &[(String, DfPolicy, Option<f64>)],
+        throughput: bool,
+    ) -> anyhow::Result<Prediction> {
+        let (params, scale) = self.scaled(params, real_accesses);
+        let policies: Vec<DfPolicy> = modes.iter().map(|m| m.1).collect();
+        let med = self.medians(&params, &policies)?;
+        let vanilla = modes
+            .iter()
+            .position(|m| m.1 == DfPolicy::Vanilla)
+            .map(|i| (med[i], modes[i].2));
+        let rows = modes
+            .iter()
+            .zip(&med)
+            .map(|((name, policy, measured_s), &cycles)| {
+                let predicted_s = self.cal.seconds(cycles) / scale;
+                let ratio = |mode: f64, van: f64| {
+                    if throughput {
+                        van / mode
+                    } else {
+                        mode / van
+                    }
+                };
+                let predicted = vanilla.map(|(v, _)| ratio(cycles as f64, v as f64));
+                let measured = match (vanilla.and_then(|v| v.1), measured_s) {
+                    (Some(v), Some(m)) if v > 0.0 && *m > 0.0 => Some(ratio(*m, v)),
+                    _ => None,
+                };
+                let error = match (predicted, measured) {
+                    (Some(p), Some(m)) => Some(p / m - 1.0),
+                    _ => None,
+                };
+                PredictionRow {
+                    mode: name.clone(),
+                    policy: policy.name().to_string(),
+                    measured_s: *measured_s,
+                    predicted_s,
+                    measured_ratio: measured,
+                    predicted_ratio: predicted,
+                    error,
+                }
+            })
+            .collect();
+        Ok(Prediction {
+            profile: self.path.display().to_string(),
+            scale,
+            seeds: SEEDS,
+            ratio: if throughput {
+                "throughput vs vanilla (vanilla time / mode time)"
+            } else {
+                "time vs vanilla (mode time / vanilla time)"
+            }
+            .into(),
+            defaulted: self.cal.defaulted.iter().map(|s| s.to_string()).collect(),
+            rows,
+        })
+    }
+}
+
+/// One mode's prediction beside its measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct PredictionRow {
+    /// The benchmark's mode.
+    pub mode: String,
+    /// The simulator policy that stands for it.
+    pub policy: String,
+    /// The measured median, seconds.
+    pub measured_s: Option<f64>,
+    /// The simulated run time at full length, seconds (the scaled run's
+    /// time over the scale).
+    pub predicted_s: f64,
+    /// Measured ratio to vanilla.
+    pub measured_ratio: Option<f64>,
+    /// Predicted ratio to vanilla.
+    pub predicted_ratio: Option<f64>,
+    /// predicted / measured − 1.
+    pub error: Option<f64>,
+}
+
+/// A case's prediction.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    /// The profile used.
+    pub profile: String,
+    /// Simulated accesses over real ones (≤ 1).
+    pub scale: f64,
+    /// Seeds per policy (medians).
+    pub seeds: u64,
+    /// What the ratios are.
+    pub ratio: String,
+    /// Profile costs that were not measured (defaults kept).
+    pub defaulted: Vec<String>,
+    /// One row per mode.
+    pub rows: Vec<PredictionRow>,
+}
+
+/// The table of a prediction, for people.
+pub fn render(p: &Prediction) -> String {
+    let mut s = format!(
+        "predicted on {} ({} seeds, run scaled by {:.4}: per-event costs count {:.0}x; ratios are {}){}\n",
+        p.profile,
+        p.seeds,
+        p.scale,
+        1.0 / p.scale,
+        p.ratio,
+        if p.defaulted.is_empty() {
+            String::new()
+        } else {
+            format!("; not measured, defaults kept: {}", p.defaulted.join(", "))
+        }
+    );
+    s.push_str(&format!(
+        "{:<10} {:>11} {:>11} {:>10} {:>10} {:>8}\n",
+        "mode", "measured s", "predicted s", "measured", "predicted", "error"
+    ));
+    let r3 = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
+    for r in &p.rows {
+        s.push_str(&format!(
+            "{:<10} {:>11} {:>11.3} {:>10} {:>10} {:>8}\n",
+            r.mode,
+            r3(r.measured_s),
+            r.predicted_s,
+            r3(r.measured_ratio),
+            r3(r.predicted_ratio),
+            r.error
+                .map_or("-".to_string(), |e| format!("{:+.1}%", e * 100.0))
+        ));
+    }
+    s
+}
+
+/// `bench df`'s case as the simulator's: see the module doc. Returns the
+/// parameters and the real run's line accesses.
+pub fn df_case(
+    p: &dfsched_bench::Params,
+    cpus: usize,
+    pass_hit_cycles: u64,
+) -> (DfBenchParams, u64) {
+    let lines = p.lines_per_df() as u64;
+    let per_line = p.stride().per_line() as u64;
+    let params = DfBenchParams {
+        nodes: 1,
+        llcs: 1,
+        cores: cpus.max(1) as u32,
+        smt: 1,
+        threads: p.threads as u32,
+        processes: 1,
+        dfs: p.dfs as u32,
+        df_bytes: p.df_bytes as u64,
+        passes: p.iterations.min(u64::from(u32::MAX)) as u32,
+        write_pct: (p.write_ratio * 100.0).round() as u32,
+        compute_per_pass_cycles: lines * (per_line - 1) * pass_hit_cycles,
+        deal_round_robin: true,
+        ..DfBenchParams::default()
+    };
+    let accesses = p.threads as u64 * p.iterations * lines;
+    (params, accesses)
+}
+
+/// `bench df`'s mode as a simulator policy.
+pub fn df_policy(m: dfsched_bench::Mode) -> DfPolicy {
+    match m {
+        dfsched_bench::Mode::Vanilla => DfPolicy::Vanilla,
+        dfsched_bench::Mode::Dfsched => DfPolicy::DfschedRr,
+        dfsched_bench::Mode::Oracle => DfPolicy::Oracle,
+        dfsched_bench::Mode::Split => DfPolicy::Split,
+    }
+}
+
+impl Predictor {
+    /// The predicted cycles of one access of the benchmark's loop.
+    pub fn pass_hit_cycles(&self) -> u64 {
+        self.cal.l1_hit_cycles
+    }
+
+    /// Predicts a `bench df` case beside its report.
+    pub fn df(&self, r: &dfsched_bench::BenchReport) -> anyhow::Result<Prediction> {
+        let (params, accesses) =
+            df_case(&r.params, r.machine.nr_cpus_allowed, self.pass_hit_cycles());
+        let mut modes: Vec<(String, DfPolicy, Option<f64>)> = Vec::new();
+        if !r.params.modes.contains(&dfsched_bench::Mode::Vanilla) {
+            modes.push(("vanilla".into(), DfPolicy::Vanilla, None));
+        }
+        for &m in &r.params.modes {
+            modes.push((
+                m.as_str().to_string(),
+                df_policy(m),
+                r.modes.get(&m).map(|x| x.median_s),
+            ));
+        }
+        self.predict(params, accesses, &modes, false)
+    }
+}
