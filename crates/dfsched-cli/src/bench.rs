@@ -138,8 +138,9 @@ pub struct DfArgs {
     /// one `dfsched calibrate` wrote) and show each mode's predicted ratio
     /// to vanilla beside the measured one, with the error. Not with
     /// --switch-every.
-    #[arg(long, value_name = "PROFILE", num_args = 0..=1, default_missing_value = "")]
-    predict: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "PROFILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // absent, given bare, or given a path
+    predict: Option<Option<std::path::PathBuf>>,
 }
 
 /// A parsed `--modes` list.
@@ -187,7 +188,7 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
     }
     // A bad profile fails here, before anything runs.
     let predictor = match &args.predict {
-        Some(p) => Some(crate::predict::Predictor::load(p)?),
+        Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
         None => None,
     };
     let mut progress = ProgressLine::new(args.quiet);

@@ -46,7 +46,7 @@ pub const SEEDS: u64 = 3;
 /// The kernel's periodic balance interval on a busy CPU, ns (4 ms).
 const KERNEL_BALANCE_NS: f64 = 4e6;
 
-/// The profile `--predict` names (empty: the default path), loaded.
+/// The profile `--predict` names (or the default one), loaded.
 pub struct Predictor {
     path: PathBuf,
     profile: MachineProfile,
@@ -54,11 +54,10 @@ pub struct Predictor {
 }
 
 impl Predictor {
-    /// Loads the profile at `path` (empty: the default path); a bad
+    /// Loads the profile at `path` (`None`: the default path); a bad
     /// profile is an error before anything runs.
-    pub fn load(path: &Path) -> anyhow::Result<Predictor> {
-        let p = (!path.as_os_str().is_empty()).then_some(path);
-        let (path, profile, cal) = crate::calibrate::load_profile(p)?;
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Predictor> {
+        let (path, profile, cal) = crate::calibrate::load_profile(path)?;
         Ok(Predictor { path, profile, cal })
     }
 
