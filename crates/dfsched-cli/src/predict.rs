@@ -312,3 +312,80 @@ impl Predictor {
         self.predict(params, accesses, &modes, false)
     }
 }
+
+/// `bench cothreads`' mode as a simulator policy.
+pub fn co_policy(m: dfsched_bench::cothreads::CoMode) -> DfPolicy {
+    use dfsched_bench::cothreads::CoMode;
+    match m {
+        CoMode::Vanilla => DfPolicy::Vanilla,
+        CoMode::CoThread => DfPolicy::CoThread,
+        CoMode::Oracle => DfPolicy::Oracle,
+        CoMode::Split => DfPolicy::Split,
+    }
+}
+
+/// `bench cothreads`' case as the simulator's: each process's threads on
+/// a DF of its own (the process's shared data), every access a write; an
+/// operation (eight loads and eight stores on one line) is a line access
+/// and seven more of the benchmark's accesses as compute. `ops` is the
+/// real run's operation count (vanilla's median), which sets the length.
+pub fn co_case(
+    p: &dfsched_bench::cothreads::CoParams,
+    cpus: usize,
+    ops: f64,
+    pass_hit_cycles: u64,
+) -> (DfBenchParams, u64) {
+    let lines = (p.shared_bytes as u64).div_ceil(64).max(1);
+    let threads = (p.processes * p.threads) as u64;
+    let passes = (ops / (threads * lines) as f64).round().max(1.0);
+    let params = DfBenchParams {
+        nodes: 1,
+        llcs: 1,
+        cores: cpus.max(1) as u32,
+        smt: 1,
+        threads: threads as u32,
+        processes: p.processes as u32,
+        dfs: p.processes as u32,
+        df_per_process: true,
+        df_bytes: lines * 64,
+        passes: passes.min(f64::from(u32::MAX)) as u32,
+        write_pct: 100,
+        compute_per_pass_cycles: lines * 7 * pass_hit_cycles,
+        ..DfBenchParams::default()
+    };
+    (params, ops.max(1.0) as u64)
+}
+
+impl Predictor {
+    /// Predicts a `bench cothreads` case beside its report. The measured
+    /// "seconds" of a mode are the time it would take to do vanilla's
+    /// median operations at its median rate, so that ratios of times are
+    /// inverse ratios of throughput.
+    pub fn cothreads(&self, r: &dfsched_bench::cothreads::CoReport) -> anyhow::Result<Prediction> {
+        use dfsched_bench::cothreads::CoMode;
+        let Some(v) = r.modes.get(&CoMode::Vanilla) else {
+            anyhow::bail!("--predict needs the vanilla mode to set the run's length");
+        };
+        let ops = v.ops.median;
+        let (params, accesses) = co_case(
+            &r.params,
+            r.machine.nr_cpus_allowed,
+            ops,
+            self.pass_hit_cycles(),
+        );
+        let modes: Vec<(String, DfPolicy, Option<f64>)> = r
+            .params
+            .modes
+            .iter()
+            .map(|&m| {
+                let measured = r
+                    .modes
+                    .get(&m)
+                    .filter(|x| x.ops.median > 0.0)
+                    .map(|x| r.params.seconds * ops / x.ops.median);
+                (m.as_str().to_string(), co_policy(m), measured)
+            })
+            .collect();
+        self.predict(params, accesses, &modes, true)
+    }
+}

@@ -358,3 +358,47 @@ fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_cothreads_predict_gives_throughput_ratios_beside_the_measured_ones() {
+    let dir = scratch("co-predict");
+    let (path, _) = example_profile(&dir);
+    let p = path.to_str().unwrap();
+    let base = [
+        "bench",
+        "cothreads",
+        "--processes",
+        "2",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.2",
+        "--repeat",
+        "1",
+        "--quiet",
+        "--json",
+    ];
+    let v = stdout_json(&dfsched(&[&base[..], &["--predict", p]].concat()));
+    let pr = &v["prediction"];
+    assert!(
+        pr["ratio"].as_str().unwrap().starts_with("throughput"),
+        "{pr}"
+    );
+    let rows = pr["rows"].as_array().unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["vanilla", "co-thread", "oracle", "split"]);
+    for r in rows {
+        // Measured ratio = the mode's operations over vanilla's.
+        let mode = r["mode"].as_str().unwrap();
+        let ops = |m: &str| v["modes"][m]["ops"]["median"].as_f64().unwrap();
+        let want = ops(mode) / ops("vanilla");
+        let got = r["measured_ratio"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-9, "{mode}: {got} vs {want}");
+        assert!(r["predicted_ratio"].as_f64().unwrap() > 0.0);
+    }
+    // Without vanilla there is no length to simulate: a usage error.
+    let out = dfsched(&[&base[..], &["--modes", "oracle,split", "--predict", p]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vanilla"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
