@@ -93,7 +93,7 @@ impl DfPolicy {
 
     /// The body's configuration for this policy: placement, dispatch and
     /// whether the threads' DF switches reach the engine as hints.
-    fn body_config(self) -> BodyConfig {
+    pub(crate) fn body_config(self) -> BodyConfig {
         let engine = |policy| {
             Placement::Engine(Config {
                 policy,

@@ -63,6 +63,7 @@
 
 pub mod analytic;
 pub mod cache;
+pub mod chat_bench;
 pub mod closed_network;
 pub mod coherence;
 pub mod cost;

@@ -110,6 +110,11 @@ pub struct BodyConfig {
     /// The kernel's own placement within each task's target.
     #[serde(default)]
     pub kernel: KernelModel,
+    /// Latency of a wake-up ([`Burst::Signal`]) of a task the kernel
+    /// places on another CPU that is idle (an IPI and the CPU's way out of
+    /// idle), cycles. Default 0.
+    #[serde(default)]
+    pub wake_other_cycles: u64,
 }
 
 impl BodyConfig {
@@ -123,6 +128,7 @@ impl BodyConfig {
             balance_interval_cycles: 3_000_000,
             hints: true,
             kernel: KernelModel::default(),
+            wake_other_cycles: 0,
         }
     }
 }
@@ -190,6 +196,9 @@ pub struct BodyReport {
     pub processes: Vec<ProcessReport>,
     /// Events the simulation handled.
     pub events: u64,
+    /// Wake-ups ([`Burst::Signal`]) that went to another, idle CPU and
+    /// paid [`BodyConfig::wake_other_cycles`].
+    pub remote_wakes: u64,
 }
 
 /// Where the threads of one process ran.
@@ -314,6 +323,12 @@ struct Body {
     error: Option<BodyError>,
     /// Cycles run per process (index) and CPU (index).
     proc_cycles: Vec<Vec<u64>>,
+    /// Tokens waiting on each channel.
+    tokens: Vec<u64>,
+    /// Tasks blocked on each channel, in the order they blocked.
+    waiters: Vec<std::collections::VecDeque<usize>>,
+    /// Wake-ups that crossed to an idle CPU (and paid the latency).
+    remote_wakes: u64,
 }
 
 /// Runs `work` on `topology` with the caches of `machine`, placing and
@@ -350,6 +365,7 @@ pub fn run(
         engine: body.engine.as_ref().map(|e| e.stats().clone()),
         processes: body.process_reports(),
         events,
+        remote_wakes: body.remote_wakes,
     })
 }
 
@@ -420,6 +436,7 @@ impl Body {
             _ => Vec::new(),
         };
         let line_bytes = machine.line_bytes();
+        let channels = work.channels();
         let proc_cycles = vec![vec![0; cpu_ids.len()]; processes];
         Ok(Body {
             layout: work.layout(line_bytes),
@@ -443,6 +460,9 @@ impl Body {
             decisions: Vec::new(),
             error: None,
             proc_cycles,
+            tokens: vec![0; channels],
+            waiters: vec![std::collections::VecDeque::new(); channels],
+            remote_wakes: 0,
         })
     }
 
@@ -550,8 +570,24 @@ impl Body {
     /// Task `i` becomes ready: choose its CPU, queue it, start the CPU if
     /// idle.
     fn make_ready(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
+        let c = self.choose_cpu(i, ctx);
+        self.tasks[i].phase = Phase::Ready;
+        let g = self.tasks[i].group;
+        if let Err(e) = self.rq.enqueue(self.cpu_ids[c], Self::tid(i), g) {
+            self.fail(e.into(), ctx);
+            return;
+        }
+        self.load[c] += 1;
+        if self.cpus[c].running.is_none() {
+            self.dispatch(c, ctx);
+        }
+    }
+
+    /// The CPU index task `i` goes to when it becomes runnable now: the
+    /// one CPU of its target, or the kernel model's choice.
+    fn choose_cpu(&mut self, i: usize, ctx: &mut Context<'_, Ev>) -> usize {
         let target = self.target_of(i);
-        let c = if target.len() == 1 {
+        if target.len() == 1 {
             self.least_loaded(target)
         } else {
             let cands: Vec<kernel::CpuView> = target
@@ -569,16 +605,6 @@ impl Body {
                 .filter(|l| target.contains(*l))
                 .map(|l| self.idx(l));
             kernel::place(&self.cfg.kernel, &cands, last, ctx.rng())
-        };
-        self.tasks[i].phase = Phase::Ready;
-        let g = self.tasks[i].group;
-        if let Err(e) = self.rq.enqueue(self.cpu_ids[c], Self::tid(i), g) {
-            self.fail(e.into(), ctx);
-            return;
-        }
-        self.load[c] += 1;
-        if self.cpus[c].running.is_none() {
-            self.dispatch(c, ctx);
         }
     }
 
@@ -607,6 +633,28 @@ impl Body {
             t.allowed.clone()
         });
         t.group = Some(GroupId(df.0));
+    }
+
+    /// A token on channel `chan`, put there by the task on CPU index `c`:
+    /// the first task waiting there takes it and wakes, at once when the
+    /// kernel model places it on `c` or on a busy CPU, after
+    /// [`BodyConfig::wake_other_cycles`] when on another, idle CPU.
+    fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) {
+        let Some(w) = self.waiters[chan].pop_front() else {
+            self.tokens[chan] += 1;
+            return;
+        };
+        // Where the wakee goes, judged now (the kernel chooses at the
+        // wake-up; the CPU then takes the latency to get going).
+        let to = self.choose_cpu(w, ctx);
+        let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
+        if remote_idle && self.cfg.wake_other_cycles > 0 {
+            self.remote_wakes += 1;
+            ctx.schedule_in(Ticks(self.cfg.wake_other_cycles), Ev::Wake(w as u32));
+        } else {
+            self.engine_event(Event::Wake { task: Self::tid(w) }, ctx);
+            self.make_ready(w, ctx);
+        }
     }
 
     /// The kernel model's periodic balance (step 3 of [`kernel`]): while
@@ -749,7 +797,11 @@ impl Body {
                 }
                 // Zero-length bursts cost nothing.
                 Burst::Sleep { cycles: 0 } => t.pc += 1,
-                Burst::Sleep { .. } | Burst::Switch { .. } | Burst::Exit => break,
+                Burst::Sleep { .. }
+                | Burst::Switch { .. }
+                | Burst::Exit
+                | Burst::Wait { .. }
+                | Burst::Signal { .. } => break,
             }
         }
         let (_, slice) = self.cpus[c].running.as_mut().expect("a task runs");
@@ -765,10 +817,27 @@ impl Body {
         let (i, slice) = self.cpus[c].running.expect("a task runs");
         let cpu = self.cpu_ids[c];
         let burst = self.work.tasks[i].program.get(self.tasks[i].pc).copied();
+        // Channel bursts that need not stop the task are carried out here;
+        // the task then runs on.
+        match burst {
+            Some(Burst::Signal { chan }) => {
+                self.tasks[i].pc += 1;
+                self.signal(chan as usize, c, ctx);
+                return self.chunk_done(c, ctx);
+            }
+            Some(Burst::Wait { chan }) if self.tokens[chan as usize] > 0 => {
+                self.tokens[chan as usize] -= 1;
+                self.tasks[i].pc += 1;
+                return self.chunk_done(c, ctx);
+            }
+            _ => {}
+        }
         let stop = |b: &Option<Burst>| {
             matches!(
                 b,
-                None | Some(Burst::Exit | Burst::Switch { .. } | Burst::Sleep { .. })
+                None | Some(
+                    Burst::Exit | Burst::Switch { .. } | Burst::Sleep { .. } | Burst::Wait { .. }
+                )
             )
         };
         if stop(&burst) {
@@ -780,6 +849,12 @@ impl Body {
                     self.alive -= 1;
                     self.makespan = self.makespan.max(ctx.now().0);
                     self.engine_event(Event::Exit { task: Self::tid(i) }, ctx);
+                }
+                Some(Burst::Wait { chan }) => {
+                    self.tasks[i].pc += 1;
+                    self.tasks[i].phase = Phase::Blocked;
+                    self.waiters[chan as usize].push_back(i);
+                    self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
                 }
                 Some(Burst::Sleep { cycles }) => {
                     self.tasks[i].pc += 1;
