@@ -210,24 +210,12 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
         ),
         None => None,
     };
+    let labels: Vec<String> = reports
+        .iter()
+        .map(|r| dfsched_bench::report::describe_params(&r.params))
+        .collect();
     match args.grid {
-        None => match predictions {
-            None => print_report(&reports[0], args.json, render_report),
-            Some(p) => print_report(
-                &WithPrediction {
-                    report: &reports[0],
-                    prediction: &p[0],
-                },
-                args.json,
-                |w| {
-                    format!(
-                        "{}\n{}",
-                        render_report(w.report),
-                        crate::predict::render(w.prediction)
-                    )
-                },
-            ),
-        },
+        None => print_predicted(&reports[0], args.json, render_report, predictions, None),
         Some(grid) => {
             let grid = GridReport {
                 grid: match grid {
@@ -236,39 +224,67 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            match predictions {
-                None => print_report(&grid, args.json, render_grid),
-                Some(p) => print_report(
-                    &WithPrediction {
-                        report: &grid,
-                        prediction: &p,
-                    },
-                    args.json,
-                    |w| {
-                        let mut s = render_grid(w.report);
-                        for (i, p) in w.prediction.iter().enumerate() {
-                            s.push_str(&format!(
-                                "\ncell {}: {}\n{}",
-                                i + 1,
-                                dfsched_bench::report::describe_params(&w.report.cells[i].params),
-                                crate::predict::render(p)
-                            ));
-                        }
-                        s
-                    },
-                ),
-            }
+            print_predicted(&grid, args.json, render_grid, predictions, Some(labels))
         }
     }
+}
+
+/// Prints a report (see [`print_report`]) and, with `predictions`, its
+/// prediction beside it: under `prediction` in JSON (one object for a
+/// case; a list, one per cell, for a grid, when `cell_labels` names the
+/// cells) and as tables after the report's.
+pub(crate) fn print_predicted<T: Serialize>(
+    report: &T,
+    json: bool,
+    render: impl FnOnce(&T) -> String,
+    predictions: Option<Vec<crate::predict::Prediction>>,
+    cell_labels: Option<Vec<String>>,
+) -> Result<(), Failure> {
+    let Some(p) = predictions else {
+        return print_report(report, json, render);
+    };
+    let text = |w: &WithPrediction<'_, T, serde_json::Value>| {
+        let mut s = render(w.report);
+        match &cell_labels {
+            None => {
+                s.push('\n');
+                s.push_str(&crate::predict::render(&p[0]));
+            }
+            Some(labels) => {
+                for (i, (p, l)) in p.iter().zip(labels).enumerate() {
+                    s.push_str(&format!(
+                        "\ncell {}: {l}\n{}",
+                        i + 1,
+                        crate::predict::render(p)
+                    ));
+                }
+            }
+        }
+        s
+    };
+    let value = if cell_labels.is_some() {
+        serde_json::to_value(&p)
+    } else {
+        serde_json::to_value(&p[0])
+    }
+    .context("serialising the prediction")?;
+    print_report(
+        &WithPrediction {
+            report,
+            prediction: &value,
+        },
+        json,
+        text,
+    )
 }
 
 /// A report with its prediction beside it: the report's own keys, and
 /// `prediction` (one per case; a list for a grid).
 #[derive(Serialize)]
-pub(crate) struct WithPrediction<'a, R: Serialize, P: Serialize> {
+struct WithPrediction<'a, R: Serialize, P: Serialize> {
     #[serde(flatten)]
-    pub report: &'a R,
-    pub prediction: &'a P,
+    report: &'a R,
+    prediction: &'a P,
 }
 
 /// Writes a benchmark's report on stdout (shared by every `bench`

@@ -2,7 +2,7 @@
 //! Table I) and its hidden worker `dfsched bench cothreads-worker`, which
 //! the benchmark runs once per process by re-executing this binary.
 
-use crate::bench::{print_report, ProgressLine, WithPrediction};
+use crate::bench::{print_predicted, ProgressLine};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -276,50 +276,19 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
         ),
         None => None,
     };
-    match (args.grid, predictions) {
-        (None, None) => print_report(&reports[0], args.json, render_co_report),
-        (None, Some(p)) => print_report(
-            &WithPrediction {
-                report: &reports[0],
-                prediction: &p[0],
-            },
-            args.json,
-            |w| {
-                format!(
-                    "{}\n{}",
-                    render_co_report(w.report),
-                    crate::predict::render(w.prediction)
-                )
-            },
-        ),
-        (Some(CoGridArg::Paper), p) => {
+    let labels: Vec<String> = reports
+        .iter()
+        .map(|r| describe_co_params(&r.params))
+        .collect();
+    match args.grid {
+        None => print_predicted(&reports[0], args.json, render_co_report, predictions, None),
+        Some(CoGridArg::Paper) => {
             let grid = CoGridReport {
                 grid: "paper".into(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            match p {
-                None => print_report(&grid, args.json, render_co_grid),
-                Some(p) => print_report(
-                    &WithPrediction {
-                        report: &grid,
-                        prediction: &p,
-                    },
-                    args.json,
-                    |w| {
-                        let mut s = render_co_grid(w.report);
-                        for (i, p) in w.prediction.iter().enumerate() {
-                            s.push_str(&format!(
-                                "\ncell {}: {}\n{}",
-                                i + 1,
-                                describe_co_params(&w.report.cells[i].params),
-                                crate::predict::render(p)
-                            ));
-                        }
-                        s
-                    },
-                ),
-            }
+            print_predicted(&grid, args.json, render_co_grid, predictions, Some(labels))
         }
     }
 }

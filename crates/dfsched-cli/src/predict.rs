@@ -90,18 +90,16 @@ impl Predictor {
         (base, scale)
     }
 
-    /// Median run time over [`SEEDS`] seeds of each of `policies`, cycles.
-    fn medians(&self, params: &DfBenchParams, policies: &[DfPolicy]) -> anyhow::Result<Vec<u64>> {
-        let mut by: Vec<Vec<u64>> = vec![Vec::new(); policies.len()];
+    /// Median run time over [`SEEDS`] seeds of each of `policies`, cycles;
+    /// `run(seed)` gives one run time per policy.
+    fn medians(
+        policies: usize,
+        run: impl Fn(u64) -> anyhow::Result<Vec<u64>>,
+    ) -> anyhow::Result<Vec<u64>> {
+        let mut by: Vec<Vec<u64>> = vec![Vec::new(); policies];
         for seed in 1..=SEEDS {
-            let p = DfBenchParams {
-                seed,
-                ..params.clone()
-            };
-            let r = df_bench::run_calibrated(&p, &self.cal, policies, |_| {})
-                .context("simulating the benchmark")?;
-            for (i, x) in r.results.iter().enumerate() {
-                by[i].push(x.report.makespan_cycles);
+            for (i, x) in run(seed)?.into_iter().enumerate() {
+                by[i].push(x);
             }
         }
         Ok(by
@@ -125,14 +123,42 @@ impl Predictor {
     ) -> anyhow::Result<Prediction> {
         let (params, scale) = self.scaled(params, real_accesses);
         let policies: Vec<DfPolicy> = modes.iter().map(|m| m.1).collect();
-        let med = self.medians(&params, &policies)?;
+        let med = Self::medians(policies.len(), |seed| {
+            let p = DfBenchParams {
+                seed,
+                ..params.clone()
+            };
+            let r = df_bench::run_calibrated(&p, &self.cal, &policies, |_| {})
+                .context("simulating the benchmark")?;
+            Ok(r.results.iter().map(|x| x.report.makespan_cycles).collect())
+        })?;
+        self.rows(
+            scale,
+            "a slice's context switch and DF refill",
+            modes,
+            &med,
+            throughput,
+        )
+    }
+
+    /// The prediction of run times `med` (cycles, one per mode, of a run
+    /// scaled by `scale`, where `scaled` is what then weighs more than in
+    /// the real run) beside the measurements.
+    fn rows(
+        &self,
+        scale: f64,
+        scaled: &str,
+        modes: &[(String, DfPolicy, Option<f64>)],
+        med: &[u64],
+        throughput: bool,
+    ) -> anyhow::Result<Prediction> {
         let vanilla = modes
             .iter()
             .position(|m| m.1 == DfPolicy::Vanilla)
             .map(|i| (med[i], modes[i].2));
         let rows = modes
             .iter()
-            .zip(&med)
+            .zip(med)
             .map(|((name, policy, measured_s), &cycles)| {
                 let predicted_s = self.cal.seconds(cycles) / scale;
                 let ratio = |mode: f64, van: f64| {
@@ -162,9 +188,15 @@ impl Predictor {
                 }
             })
             .collect();
+        let scale_note = if scale >= 1.0 {
+            "not scaled".to_string()
+        } else {
+            format!("{scaled} weigh {:.0}x as much", 1.0 / scale)
+        };
         Ok(Prediction {
             profile: self.path.display().to_string(),
             scale,
+            scale_note,
             seeds: SEEDS,
             ratio: if throughput {
                 "throughput vs vanilla (vanilla time / mode time)"
@@ -203,8 +235,10 @@ pub struct PredictionRow {
 pub struct Prediction {
     /// The profile used.
     pub profile: String,
-    /// Simulated accesses over real ones (≤ 1).
+    /// The simulated run's length over the real one's (≤ 1).
     pub scale: f64,
+    /// What the scaling distorts.
+    pub scale_note: String,
     /// Seeds per policy (medians).
     pub seeds: u64,
     /// What the ratios are.
@@ -218,11 +252,11 @@ pub struct Prediction {
 /// The table of a prediction, for people.
 pub fn render(p: &Prediction) -> String {
     let mut s = format!(
-        "predicted on {} ({} seeds, run scaled by {:.4}: per-event costs count {:.0}x; ratios are {}){}\n",
+        "predicted on {} ({} seeds, run scaled by {:.4}: {}; ratios are {}){}\n",
         p.profile,
         p.seeds,
         p.scale,
-        1.0 / p.scale,
+        p.scale_note,
         p.ratio,
         if p.defaulted.is_empty() {
             String::new()
@@ -387,5 +421,78 @@ impl Predictor {
             })
             .collect();
         self.predict(params, accesses, &modes, true)
+    }
+}
+
+/// `bench chat`'s mode as a simulator policy.
+pub fn chat_policy(m: dfsched_bench::chat::ChatMode) -> DfPolicy {
+    use dfsched_bench::chat::ChatMode;
+    match m {
+        ChatMode::Vanilla => DfPolicy::Vanilla,
+        ChatMode::Dfsched => DfPolicy::DfschedRr,
+        ChatMode::CoThread => DfPolicy::CoThread,
+        ChatMode::Oracle => DfPolicy::Oracle,
+        ChatMode::Split => DfPolicy::Split,
+    }
+}
+
+/// Bursts one simulated Chat run may hold (about 16 bytes each).
+const CHAT_BURST_BUDGET: u64 = 1_500_000;
+
+impl Predictor {
+    /// Predicts a `bench chat` case beside its report
+    /// ([`dfsched_sim::chat_bench`]): the same rooms on the CPUs allowed,
+    /// each user's messages scaled down to a budget of bursts (and the
+    /// kernel's time constants with them); a socket call costs half of what
+    /// a same-CPU wake-up costs beyond its context switch (a write and a
+    /// read on a socket pair; TCP on loopback costs more). Throughput
+    /// ratios, from the median run times.
+    pub fn chat(&self, r: &dfsched_bench::chat::ChatReport) -> anyhow::Result<Prediction> {
+        use dfsched_sim::chat_bench::{self, ChatSimParams};
+        let p = &r.params;
+        let per_message = p.rooms as u64 * 20 * 180;
+        let messages = (CHAT_BURST_BUDGET / per_message.max(1)).clamp(1, p.messages.max(1));
+        let scale = messages as f64 / p.messages.max(1) as f64;
+        let sys = self
+            .cal
+            .wake_same_cycles
+            .saturating_sub(self.cal.cost.context_switch_cycles)
+            / 2;
+        let params = ChatSimParams {
+            cpus: r.machine.nr_cpus_allowed.max(1) as u32,
+            rooms: p.rooms as u32,
+            messages: messages as u32,
+            syscall_cycles: sys.max(1),
+            quantum_cycles: ((self.cal.quantum_cycles as f64 * scale) as u64).max(1000),
+            kernel: KernelModel {
+                balance_interval_cycles: ((KERNEL_BALANCE_NS / self.cal.cycle_ns * scale) as u64)
+                    .max(1000),
+                slice_jitter_milli: self.slice_jitter_milli(),
+                ..KernelModel::default()
+            },
+            seed: 1,
+        };
+        let modes: Vec<(String, DfPolicy, Option<f64>)> = p
+            .modes
+            .iter()
+            .map(|&m| {
+                (
+                    m.as_str().to_string(),
+                    chat_policy(m),
+                    r.modes.get(&m).map(|x| x.time_s.median),
+                )
+            })
+            .collect();
+        let policies: Vec<DfPolicy> = modes.iter().map(|m| m.1).collect();
+        let med = Self::medians(policies.len(), |seed| {
+            let q = ChatSimParams {
+                seed,
+                ..params.clone()
+            };
+            let r = chat_bench::run_calibrated(&q, &self.cal, &policies)
+                .context("simulating the Chat benchmark")?;
+            Ok(r.iter().map(|x| x.report.makespan_cycles).collect())
+        })?;
+        self.rows(scale, "start-up and the gate", &modes, &med, true)
     }
 }

@@ -402,3 +402,41 @@ fn bench_cothreads_predict_gives_throughput_ratios_beside_the_measured_ones() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("vanilla"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_chat_predict_gives_throughput_ratios_beside_the_measured_ones() {
+    let dir = scratch("chat-predict");
+    let (path, _) = example_profile(&dir);
+    let p = path.to_str().unwrap();
+    let base = [
+        "bench",
+        "chat",
+        "--rooms",
+        "1",
+        "--messages",
+        "5",
+        "--repeat",
+        "1",
+        "--quiet",
+        "--json",
+    ];
+    let v = stdout_json(&dfsched(&[&base[..], &["--predict", p]].concat()));
+    let rows = v["prediction"]["rows"].as_array().unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(
+        modes,
+        ["vanilla", "dfsched", "co-thread", "oracle", "split"]
+    );
+    for r in rows {
+        // Measured ratio = vanilla's median time over the mode's.
+        let mode = r["mode"].as_str().unwrap();
+        let t = |m: &str| v["modes"][m]["time_s"]["median"].as_f64().unwrap();
+        let want = t("vanilla") / t(mode);
+        let got = r["measured_ratio"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-9, "{mode}: {got} vs {want}");
+        assert!(r["predicted_ratio"].as_f64().unwrap() > 0.0);
+    }
+    let out = dfsched(&[&base[..], &["--modes", "oracle", "--predict", p]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
