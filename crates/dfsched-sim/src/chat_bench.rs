@@ -52,8 +52,18 @@ pub struct ChatSimParams {
     pub quantum_cycles: u64,
     /// The kernel model.
     pub kernel: KernelModel,
+    /// Cycles between two thread starts; every thread then waits at a
+    /// start gate that opens one gap after the last started
+    /// ([`gate_open_cycles`]).
+    pub spawn_gap_cycles: u64,
     /// Seed of the kernel model's draws.
     pub seed: u64,
+}
+
+/// When the start gate of `p` opens: a run timed as the benchmark times
+/// it is the makespan less this.
+pub fn gate_open_cycles(p: &ChatSimParams) -> u64 {
+    u64::from(p.rooms * USERS * 4 + 1) * p.spawn_gap_cycles.max(1)
 }
 
 /// The workload: per user `u` (global index), channels `3u` (its reader's
@@ -62,7 +72,7 @@ pub struct ChatSimParams {
 /// process 0 (server and client share one process, as in the benchmark).
 pub fn workload(p: &ChatSimParams) -> Workload {
     let mut tasks = Vec::new();
-    let gate = u64::from(p.rooms * USERS * 4 + 1) * 1000;
+    let gate = gate_open_cycles(p);
     for room in 0..p.rooms {
         let df = DfId(u64::from(room) + 1);
         for k in 0..USERS {
@@ -110,7 +120,7 @@ pub fn workload(p: &ChatSimParams) -> Workload {
                 }
             }
             for (j, body) in [sender, reader, writer, receiver].into_iter().enumerate() {
-                let start = u64::from(u * 4 + j as u32) * 1000;
+                let start = u64::from(u * 4 + j as u32) * p.spawn_gap_cycles.max(1);
                 let mut program = vec![
                     Burst::Switch { next: Some(df) },
                     Burst::Sleep {
@@ -203,6 +213,7 @@ mod tests {
             syscall_cycles: 500,
             quantum_cycles: 200_000,
             kernel: KernelModel::default(),
+            spawn_gap_cycles: 1000,
             seed: 1,
         }
     }

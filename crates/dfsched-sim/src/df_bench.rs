@@ -399,6 +399,14 @@ impl DfBenchParams {
         m
     }
 
+    /// When the start gate opens (with [`DfBenchParams::gate`]): one
+    /// spawn gap after the last thread started. A run time measured as the
+    /// real benchmark measures it, from the gate, is the makespan less
+    /// this.
+    pub fn gate_open_cycles(&self) -> u64 {
+        (u64::from(self.threads) + 1) * self.spawn_gap_cycles.max(1)
+    }
+
     /// The threads and DFs.
     pub fn workload(&self) -> Workload {
         let lines = self.df_bytes.div_ceil(64);
@@ -422,9 +430,8 @@ impl DfBenchParams {
                 }];
                 let start = i as u64 * self.spawn_gap_cycles;
                 if self.gate {
-                    let open = (u64::from(self.threads) + 1) * self.spawn_gap_cycles.max(1);
                     program.push(Burst::Sleep {
-                        cycles: open - start,
+                        cycles: self.gate_open_cycles() - start,
                     });
                 }
                 for _ in 0..self.passes {
