@@ -10,7 +10,7 @@
 //! | probe | how |
 //! |---|---|
 //! | `cycle` | a chain of dependent 64-bit multiplies (3 cycles each on current x86-64 and arm64 cores) |
-//! | `pass_access` | `bench df`'s own pass ([`crate::df::pass`], one store per line) over 8 KiB |
+//! | `pass_access` | `bench df`'s own pass ([`crate::df::pass`], one store per line) over 8 KiB, while a second CPU runs the same loop on its own DF (the oracle's situation) |
 //! | `l1_hit`, `l2_hit`, `llc_hit`, `memory_fetch` | a pointer chase through a random cyclic permutation of 64-byte lines, over a buffer sized against the caches sysfs reports (half the L1d; half the L2; four times the L2 but at most half the LLC; four times the LLC, at least 64 MiB and at most [`MEMORY_BUFFER_MAX`], 64 MiB with `--quick`) |
 //! | `line_write_transfer`, `line_read_transfer` | thread A on one CPU writes 256 lines, thread B on another then stores to (loads) each once with the benchmark's pass: per line |
 //! | `wake_same_cpu`, `wake_other_cpu` | two threads ping-pong a byte over socket pairs, pinned to one CPU / two CPUs: half a round trip |
@@ -163,7 +163,7 @@ pub fn run_probes(
             let _ = os::set_affinity(&CpuSet::single(a));
             let got: Result<f64, String> = match name {
                 "cycle" => Ok(cycle_ns(n(2e6))),
-                "pass_access" => Ok(pass_access_ns(n(20_000.0))),
+                "pass_access" => Ok(pass_access_ns(n(20_000.0), b)),
                 "line_write_transfer" => transfer_ns(a, b.expect("two CPUs"), true, n(400.0)),
                 "line_read_transfer" => transfer_ns(a, b.expect("two CPUs"), false, n(400.0)),
                 "wake_same_cpu" => ping_pong_ns(a, a, n(3000.0)),
@@ -235,8 +235,36 @@ fn cycle_ns(iters: usize) -> f64 {
     median(samples)
 }
 
-/// ns per access of `bench df`'s pass over an 8 KiB DF (L1-resident).
-fn pass_access_ns(passes: usize) -> f64 {
+/// ns per access of `bench df`'s pass over an 8 KiB DF (L1-resident),
+/// while a thread on `companion` (if any) does the same on a DF of its own:
+/// the oracle's situation, where every CPU runs the loop at once (on a VM
+/// two vCPUs may be one core's hardware threads, and then each runs it at
+/// about half speed).
+fn pass_access_ns(passes: usize, companion: Option<CpuId>) -> f64 {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = companion.map(|b| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = os::set_affinity(&CpuSet::single(b));
+            let d = Df::new(8192);
+            let mut p = WritePattern::new(1.0, 4);
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..100 {
+                    black_box(df::pass(&d, Stride::LINE, &mut p));
+                }
+            }
+        })
+    });
+    let ns = pass_access_alone(passes);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = other {
+        let _ = t.join();
+    }
+    ns
+}
+
+/// ns per access of the pass loop on the calling thread's CPU.
+fn pass_access_alone(passes: usize) -> f64 {
     let d = Df::new(8192);
     let mut p = WritePattern::new(1.0, 1);
     for _ in 0..100 {

@@ -138,7 +138,8 @@ pub struct Costs {
     /// One dependent integer add: the clock period.
     pub cycle: Cost,
     /// One access of the DF benchmark's own pass loop (a store of a word
-    /// on a line in the L1): what a private hit costs in `bench df`.
+    /// on a line in the L1) while a second CPU runs the same loop: what a
+    /// private hit costs in `bench df` with every CPU busy.
     pub pass_access: Cost,
     /// A dependent load that hits the L1 (pointer chase in half the L1).
     pub l1_hit: Cost,
