@@ -17,10 +17,20 @@
 //! lands on another, idle CPU costs the body's `wake_other_cycles` of
 //! latency (on a VM, an IPI and a halt exit).
 //!
-//! What it leaves out: TCP's own work beyond a socket call's price, the
-//! writer's batching of queued messages into one write (here a writer that
-//! finds tokens waiting does not block, but pays a call per message), the
-//! queues' bounds, and wake-affine's pull of a wakee to its waker's CPU.
+//! What it leaves out, and where it shows (on the 2-vCPU KVM guest, busy:
+//! every mode predicted within 10 % of vanilla where oracle and split
+//! measured 2.2 ×, and run times a third of the measured ones):
+//!
+//! - the cost of waking a task onto another CPU that is busy: an IPI
+//!   (on a VM, an exit to the hypervisor for the waker) and the wakee's
+//!   wait for preemption; only a wake-up onto an idle CPU costs latency;
+//! - wake-up preemption: a woken task queues behind the others (round
+//!   robin) instead of preempting the running one as EEVDF may;
+//! - TCP's own work: a socket call costs what a write and a read on a
+//!   socket pair cost here, where TCP on loopback costs more;
+//! - the writer's batching of queued messages into one write (here a
+//!   writer that finds tokens waiting does not block, but pays a call per
+//!   message) and the queues' bounds.
 
 use crate::df_bench::DfPolicy;
 use crate::machine::{CacheLevelConfig, MachineConfig};

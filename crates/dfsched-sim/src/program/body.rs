@@ -570,7 +570,13 @@ impl Body {
     /// Task `i` becomes ready: choose its CPU, queue it, start the CPU if
     /// idle.
     fn make_ready(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
-        let c = self.choose_cpu(i, ctx);
+        let c = self.choose_cpu(i, None, ctx);
+        self.enqueue_on(i, c, ctx);
+    }
+
+    /// Task `i` becomes ready on CPU index `c`: queue it there, start the
+    /// CPU if idle.
+    fn enqueue_on(&mut self, i: usize, c: usize, ctx: &mut Context<'_, Ev>) {
         self.tasks[i].phase = Phase::Ready;
         let g = self.tasks[i].group;
         if let Err(e) = self.rq.enqueue(self.cpu_ids[c], Self::tid(i), g) {
@@ -584,8 +590,9 @@ impl Body {
     }
 
     /// The CPU index task `i` goes to when it becomes runnable now: the
-    /// one CPU of its target, or the kernel model's choice.
-    fn choose_cpu(&mut self, i: usize, ctx: &mut Context<'_, Ev>) -> usize {
+    /// one CPU of its target, or the kernel model's choice (`waker`: the
+    /// CPU index of the task that woke it, if one did).
+    fn choose_cpu(&mut self, i: usize, waker: Option<usize>, ctx: &mut Context<'_, Ev>) -> usize {
         let target = self.target_of(i);
         if target.len() == 1 {
             self.least_loaded(target)
@@ -604,7 +611,8 @@ impl Body {
                 .last_cpu
                 .filter(|l| target.contains(*l))
                 .map(|l| self.idx(l));
-            kernel::place(&self.cfg.kernel, &cands, last, ctx.rng())
+            let waker = waker.filter(|w| target.contains(self.cpu_ids[*w]));
+            kernel::place(&self.cfg.kernel, &cands, last, waker, ctx.rng())
         }
     }
 
@@ -646,14 +654,20 @@ impl Body {
         };
         // Where the wakee goes, judged now (the kernel chooses at the
         // wake-up; the CPU then takes the latency to get going).
-        let to = self.choose_cpu(w, ctx);
+        let to = self.choose_cpu(w, Some(c), ctx);
         let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
         if remote_idle && self.cfg.wake_other_cycles > 0 {
             self.remote_wakes += 1;
             ctx.schedule_in(Ticks(self.cfg.wake_other_cycles), Ev::Wake(w as u32));
         } else {
             self.engine_event(Event::Wake { task: Self::tid(w) }, ctx);
-            self.make_ready(w, ctx);
+            // The engine may have moved its target: choose again if so.
+            let to = if self.target_of(w).contains(self.cpu_ids[to]) {
+                to
+            } else {
+                self.choose_cpu(w, Some(c), ctx)
+            };
+            self.enqueue_on(w, to, ctx);
         }
     }
 

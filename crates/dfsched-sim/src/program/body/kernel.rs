@@ -7,10 +7,13 @@
 //! The model, after Linux's CFS/EEVDF (`kernel/sched/fair.c`):
 //!
 //! 1. **Wake-up and fork placement** (`select_task_rq_fair`): a task goes to
-//!    the CPU it last ran on if that CPU is idle (wake-affine keeps it
-//!    there); else to an idle CPU it may use (`select_idle_sibling`); else
-//!    back to its last CPU (a waking task) or to the least-loaded CPU (a new
-//!    task: fork balance, `find_idlest_cpu`). Where the kernel's choice
+//!    the CPU it last ran on if that CPU is idle; else to an idle CPU it may
+//!    use (`select_idle_sibling`); else, woken by another task
+//!    (`wake_affine`, [`KernelModel::wake_affine`]), to the less loaded of
+//!    its last CPU and its waker's, the waker's on a tie (a synchronous
+//!    wake-up: the waker is about to sleep); else back to its last CPU (a
+//!    timer's wake-up) or to the least-loaded CPU (a new task: fork
+//!    balance, `find_idlest_cpu`). Where the kernel's choice
 //!    depends on things the model does not track (which idle CPU the scan
 //!    meets first, the waker's CPU, load averages that tie), the body draws
 //!    it from the run's seeded random stream ([`KernelModel::random_ties`]).
@@ -45,8 +48,10 @@
 use crate::rng::SimRng;
 use serde::{Deserialize, Serialize};
 
-/// The kernel's placement parameters (see the module doc).
+/// The kernel's placement parameters (see the module doc). A field a JSON
+/// document leaves out takes its default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct KernelModel {
     /// Kernel work when a task starts on a CPU other than its last, in
     /// cycles. Default 0 (a machine profile sets it).
@@ -69,6 +74,9 @@ pub struct KernelModel {
     /// may use (`select_idle_sibling`; true, the default) or waits for its
     /// last CPU.
     pub wake_to_idle: bool,
+    /// Whether a task woken by another may go to its waker's CPU when that
+    /// is no busier than its last (`wake_affine`; true, the default).
+    pub wake_affine: bool,
 }
 
 impl Default for KernelModel {
@@ -80,6 +88,7 @@ impl Default for KernelModel {
             unaligned_slices: true,
             slice_jitter_milli: 100,
             wake_to_idle: true,
+            wake_affine: true,
         }
     }
 }
@@ -99,6 +108,7 @@ impl KernelModel {
             unaligned_slices: false,
             slice_jitter_milli: 0,
             wake_to_idle: false,
+            wake_affine: false,
         }
     }
 }
@@ -114,11 +124,13 @@ pub(crate) struct CpuView {
 
 /// Where a task becoming runnable goes (step 1 of the module doc):
 /// `cands` are the CPUs it may use, `last` its last CPU if it may still
+/// use it, `waker` the CPU of the task that woke it if one did and it may
 /// use it.
 pub(crate) fn place(
     model: &KernelModel,
     cands: &[CpuView],
     last: Option<usize>,
+    waker: Option<usize>,
     rng: &mut SimRng,
 ) -> usize {
     debug_assert!(!cands.is_empty(), "targets are never empty");
@@ -134,6 +146,20 @@ pub(crate) fn place(
         .collect();
     if !idle.is_empty() {
         return pick(model, &idle, rng);
+    }
+    if let (true, Some(w), Some(l)) = (model.wake_affine, waker, last) {
+        let load = |x: usize| {
+            cands
+                .iter()
+                .find(|c| c.idx == x)
+                .map_or(u32::MAX, |c| c.load)
+        };
+        // The waker's CPU counts without the waker, which is about to sleep.
+        return if load(w).saturating_sub(1) <= load(l) {
+            w
+        } else {
+            l
+        };
     }
     if let Some(l) = last {
         return l;
@@ -183,24 +209,41 @@ mod tests {
     fn a_waking_task_keeps_its_idle_cpu_else_takes_an_idle_one_else_goes_home() {
         let m = KernelModel::default();
         let mut rng = SimRng::new(1);
-        assert_eq!(place(&m, &v(&[0, 0, 0]), Some(2), &mut rng), 2);
-        assert_eq!(place(&m, &v(&[0, 3, 1]), Some(2), &mut rng), 0);
-        assert_eq!(place(&m, &v(&[2, 3, 1]), Some(1), &mut rng), 1);
+        assert_eq!(place(&m, &v(&[0, 0, 0]), Some(2), None, &mut rng), 2);
+        assert_eq!(place(&m, &v(&[0, 3, 1]), Some(2), None, &mut rng), 0);
+        assert_eq!(place(&m, &v(&[2, 3, 1]), Some(1), None, &mut rng), 1);
     }
 
     #[test]
     fn a_new_task_goes_to_the_least_loaded_and_ties_are_seeded_draws() {
         let m = KernelModel::default();
         let mut rng = SimRng::new(7);
-        assert_eq!(place(&m, &v(&[2, 1, 3]), None, &mut rng), 1);
+        assert_eq!(place(&m, &v(&[2, 1, 3]), None, None, &mut rng), 1);
         let drawn: std::collections::BTreeSet<usize> = (0..64)
-            .map(|_| place(&m, &v(&[1, 1, 2]), None, &mut rng))
+            .map(|_| place(&m, &v(&[1, 1, 2]), None, None, &mut rng))
             .collect();
         assert_eq!(drawn, [0, 1].into_iter().collect(), "both tied CPUs drawn");
         let fixed = KernelModel {
             random_ties: false,
             ..m
         };
-        assert!((0..16).all(|_| place(&fixed, &v(&[1, 1, 2]), None, &mut rng) == 0));
+        assert!((0..16).all(|_| place(&fixed, &v(&[1, 1, 2]), None, None, &mut rng) == 0));
+    }
+
+    #[test]
+    fn a_task_woken_by_another_goes_to_the_less_loaded_of_its_cpu_and_the_wakers() {
+        let m = KernelModel::default();
+        let mut rng = SimRng::new(3);
+        // Busy everywhere: last CPU 1 (load 3), waker on 0 (load 2, the
+        // waker itself among them): the waker's CPU.
+        assert_eq!(place(&m, &v(&[2, 3]), Some(1), Some(0), &mut rng), 0);
+        // The waker's CPU much busier: stays on its own.
+        assert_eq!(place(&m, &v(&[5, 2]), Some(1), Some(0), &mut rng), 1);
+        // Without wake-affine it goes home.
+        let off = KernelModel {
+            wake_affine: false,
+            ..m
+        };
+        assert_eq!(place(&off, &v(&[2, 3]), Some(1), Some(0), &mut rng), 1);
     }
 }
