@@ -36,8 +36,9 @@
 //! | `line_write_transfer` − `line_read_transfer` | [`CostModel::write_transfer_extra_cycles`] |
 //! | `context_switch` | [`CostModel::context_switch_cycles`] |
 //! | `migration` | [`Calibration::migration_cycles`] (a task starting on a CPU other than its last) |
-//! | `wake_same_cpu`, `wake_other_cpu` | [`Calibration::wake_same_cycles`], [`Calibration::wake_other_cycles`] |
-//! | `setaffinity` | [`Calibration::setaffinity_cycles`] |
+//! | `wake_same_cpu`, `wake_other_cpu` | [`Calibration::wake_same_cycles`] (less a context switch, halved: a socket call of the Chat model), [`Calibration::wake_other_cycles`] (the latency of a wake-up onto another, idle CPU) |
+//! | `setaffinity` | [`Calibration::setaffinity_cycles`] (recorded; no simulated workload calls it yet) |
+//! | `l1_hit` | recorded only: the simulator prices a private hit by `pass_access`, the benchmark's own loop (independent stores overlap; a pointer chase's loads do not) |
 //! | `timeslice` | the quantum |
 //!
 //! Cache sizes come from the topology (the first CPU's L1 data cache and L2,
