@@ -687,7 +687,8 @@ impl Body {
             }
             let cpu = self.cpu_ids[min];
             let tasks = &self.tasks;
-            let from_cpu = self.cpu_ids[max];
+            // The run queues give up a waiting task of the CPU with the
+            // most waiting that may run on `cpu`.
             let stolen = self
                 .rq
                 .steal_for(cpu, 1, |t, to| {
@@ -698,7 +699,6 @@ impl Body {
             let Some((_, from)) = stolen else {
                 return;
             };
-            debug_assert!(from == from_cpu || self.load[self.idx(from)] >= 1);
             let f = self.idx(from);
             self.load[f] -= 1;
             self.load[min] += 1;
