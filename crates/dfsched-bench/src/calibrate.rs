@@ -13,6 +13,7 @@
 //! | `pass_access` | `bench df`'s own pass ([`crate::df::pass`], one store per line) over 8 KiB, while a second CPU runs the same loop on its own DF (the oracle's situation) |
 //! | `l1_hit`, `l2_hit`, `llc_hit`, `memory_fetch` | a pointer chase through a random cyclic permutation of 64-byte lines, over a buffer sized against the caches sysfs reports (half the L1d; half the L2; four times the L2 but at most half the LLC; four times the LLC, at least 64 MiB and at most [`MEMORY_BUFFER_MAX`], 64 MiB with `--quick`) |
 //! | `line_write_transfer`, `line_read_transfer` | thread A on one CPU writes 256 lines, thread B on another then stores to (loads) each once with the benchmark's pass: per line |
+//! | `line_contended` | the benchmark's pass over 8 KiB on two CPUs at once, over the same DF: per access (every line written by both) |
 //! | `wake_same_cpu`, `wake_other_cpu` | two threads ping-pong a byte over socket pairs, pinned to one CPU / two CPUs: half a round trip |
 //! | `context_switch` | `wake_same_cpu` minus a write and a read of a byte that do not block |
 //! | `setaffinity` | `sched_setaffinity` to the CPU the thread is on |
@@ -88,7 +89,7 @@ pub struct ProbeOutcome {
 }
 
 /// The probes' names, in the profile's order.
-pub const PROBES: [&str; 14] = [
+pub const PROBES: [&str; 15] = [
     "cycle",
     "pass_access",
     "l1_hit",
@@ -97,6 +98,7 @@ pub const PROBES: [&str; 14] = [
     "memory_fetch",
     "line_write_transfer",
     "line_read_transfer",
+    "line_contended",
     "wake_same_cpu",
     "wake_other_cpu",
     "context_switch",
@@ -144,6 +146,7 @@ pub fn run_probes(
         for p in [
             "line_write_transfer",
             "line_read_transfer",
+            "line_contended",
             "wake_other_cpu",
             "migration",
         ] {
@@ -166,6 +169,7 @@ pub fn run_probes(
                 "pass_access" => Ok(pass_access_ns(n(20_000.0), b)),
                 "line_write_transfer" => transfer_ns(a, b.expect("two CPUs"), true, n(400.0)),
                 "line_read_transfer" => transfer_ns(a, b.expect("two CPUs"), false, n(400.0)),
+                "line_contended" => contended_pass_ns(a, b.expect("two CPUs"), n(200.0).max(5)),
                 "wake_same_cpu" => ping_pong_ns(a, a, n(3000.0)),
                 "wake_other_cpu" => ping_pong_ns(a, b.expect("two CPUs"), n(3000.0)),
                 "context_switch" => ping_pong_ns(a, a, n(3000.0))
@@ -425,6 +429,49 @@ fn ping_pong_ns(a: CpuId, b: CpuId, trips: usize) -> Result<f64, String> {
     echo.join()
         .map_err(|_| "the echo thread panicked".to_string())??;
     Ok(median(samples?))
+}
+
+/// ns per access of `bench df`'s pass over an 8 KiB DF while a thread on
+/// `b` runs the same loop over the same DF: the regime of two CPUs working
+/// on one DF at once, where nearly every access takes a line the other
+/// CPU has just written. The median of `reps` timed batches of 100 passes.
+fn contended_pass_ns(a: CpuId, b: CpuId, reps: usize) -> Result<f64, String> {
+    let d = Arc::new(Df::new(8192));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ready = Arc::new(AtomicU64::new(0));
+    let (d2, stop2, ready2) = (d.clone(), stop.clone(), ready.clone());
+    let other = std::thread::spawn(move || -> Result<(), String> {
+        os::set_affinity(&CpuSet::single(b)).map_err(|e| e.to_string())?;
+        let mut p = WritePattern::new(1.0, 5);
+        ready2.store(1, Ordering::Release);
+        while !stop2.load(Ordering::Relaxed) {
+            black_box(df::pass(&d2, Stride::LINE, &mut p));
+        }
+        Ok(())
+    });
+    os::set_affinity(&CpuSet::single(a)).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ready.load(Ordering::Acquire) == 0 {
+        if Instant::now() > deadline {
+            stop.store(true, Ordering::Relaxed);
+            return Err("the second thread did not run within 5 s".into());
+        }
+        std::hint::spin_loop();
+    }
+    let mut p = WritePattern::new(1.0, 6);
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        for _ in 0..100 {
+            black_box(df::pass(&d, Stride::LINE, &mut p));
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / (100 * d.lines()) as f64);
+    }
+    stop.store(true, Ordering::Relaxed);
+    other
+        .join()
+        .map_err(|_| "the second thread panicked".to_string())??;
+    Ok(median(samples))
 }
 
 /// A write and a read of one byte on a socket pair, neither blocking.

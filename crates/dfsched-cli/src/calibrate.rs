@@ -30,7 +30,8 @@ Probes, each in rounds interleaved with the others (medians of medians, with
 the smallest and largest round as the spread): the clock (dependent
 multiplies), bench df's own access, L1/L2/LLC hits and a memory fetch
 (pointer chases over buffers sized from sysfs's cache sizes), a written line
-moving between two CPUs and a read of a line another CPU wrote, a wake-up on
+moving between two CPUs and a read of a line another CPU wrote, bench df's
+access with two CPUs writing one DF at once, a wake-up on
 the same and on another CPU (socket ping-pong), a context switch, a
 migration, sched_setaffinity, and the kernel's time slice. With one CPU
 allowed the cross-CPU probes are recorded as not measured, with the reason.

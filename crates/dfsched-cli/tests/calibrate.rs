@@ -159,6 +159,7 @@ fn with_one_cpu_the_cross_cpu_costs_are_null_with_a_reason() {
     for name in [
         "line_write_transfer",
         "line_read_transfer",
+        "line_contended",
         "wake_other_cpu",
         "migration",
     ] {

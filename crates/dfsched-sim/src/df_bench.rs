@@ -893,7 +893,11 @@ mod tests {
         let cal = profile.calibration().unwrap();
         let (v, o, s) = headline_on(&cal);
         let mut dear = profile.clone();
-        for name in ["line_read_transfer", "line_write_transfer"] {
+        for name in [
+            "line_read_transfer",
+            "line_write_transfer",
+            "line_contended",
+        ] {
             let c = dear.costs.get_mut(name).unwrap();
             *c = crate::profile::Cost::from_rounds(&[c.median_ns.unwrap() * 4.0]);
         }

@@ -33,7 +33,7 @@
 //! | `llc_hit` | the shared LLC's hit |
 //! | `memory_fetch` | [`CostModel::memory_cycles`] |
 //! | `line_read_transfer` | [`CostModel::coherence_transfer_cycles`] |
-//! | `line_write_transfer` − `line_read_transfer` | [`CostModel::write_transfer_extra_cycles`] |
+//! | `line_contended` − `line_read_transfer` (or, unmeasured, `line_write_transfer` − `line_read_transfer`) | [`CostModel::write_transfer_extra_cycles`]: a write that takes a line another CPU holds dirty costs what an access costs when two CPUs write one DF at once (the one-way `line_write_transfer` overlaps its transfers more than a contended pass can) |
 //! | `context_switch` | [`CostModel::context_switch_cycles`] |
 //! | `migration` | [`Calibration::migration_cycles`] (a task starting on a CPU other than its last) |
 //! | `wake_same_cpu`, `wake_other_cpu` | [`Calibration::wake_same_cycles`] (less a context switch, halved: a socket call of the Chat model), [`Calibration::wake_other_cycles`] (the latency of a wake-up onto another, idle CPU) |
@@ -157,6 +157,10 @@ pub struct Costs {
     pub line_write_transfer: Cost,
     /// A read of a line another CPU has just written.
     pub line_read_transfer: Cost,
+    /// An access of the DF benchmark's pass loop while another CPU runs the
+    /// same loop over the same DF: a written line taken from a CPU that
+    /// keeps writing it, the regime of a DF shared by two CPUs at once.
+    pub line_contended: Cost,
     /// A wake-up (pipe write to a reader blocked in read) with both threads
     /// on one CPU: one leg of a ping-pong.
     pub wake_same_cpu: Cost,
@@ -177,7 +181,7 @@ pub struct Costs {
 
 impl Costs {
     /// Every cost with its JSON name, in declaration order.
-    pub fn named(&self) -> [(&'static str, &Cost); 14] {
+    pub fn named(&self) -> [(&'static str, &Cost); 15] {
         [
             ("cycle", &self.cycle),
             ("pass_access", &self.pass_access),
@@ -187,6 +191,7 @@ impl Costs {
             ("memory_fetch", &self.memory_fetch),
             ("line_write_transfer", &self.line_write_transfer),
             ("line_read_transfer", &self.line_read_transfer),
+            ("line_contended", &self.line_contended),
             ("wake_same_cpu", &self.wake_same_cpu),
             ("wake_other_cpu", &self.wake_other_cpu),
             ("context_switch", &self.context_switch),
@@ -207,6 +212,7 @@ impl Costs {
             "memory_fetch" => &mut self.memory_fetch,
             "line_write_transfer" => &mut self.line_write_transfer,
             "line_read_transfer" => &mut self.line_read_transfer,
+            "line_contended" => &mut self.line_contended,
             "wake_same_cpu" => &mut self.wake_same_cpu,
             "wake_other_cpu" => &mut self.wake_other_cpu,
             "context_switch" => &mut self.context_switch,
@@ -394,11 +400,21 @@ impl MachineProfile {
             &k.line_read_transfer,
             d.cost.coherence_transfer_cycles,
         );
-        let write_t = cyc(
-            "line_write_transfer",
-            &k.line_write_transfer,
-            d.cost.coherence_transfer_cycles,
-        );
+        let write_t = if k.line_contended.median_ns.is_some() {
+            cyc(
+                "line_contended",
+                &k.line_contended,
+                d.cost.coherence_transfer_cycles,
+            )
+        } else {
+            // Recorded as defaulted; the one-way transfer stands in.
+            let _ = cyc("line_contended", &k.line_contended, 0);
+            cyc(
+                "line_write_transfer",
+                &k.line_write_transfer,
+                d.cost.coherence_transfer_cycles,
+            )
+        };
         let context_switch_cycles = cyc(
             "context_switch",
             &k.context_switch,
@@ -468,6 +484,7 @@ impl MachineProfile {
                 memory_fetch: c(90.0),
                 line_write_transfer: c(60.0),
                 line_read_transfer: c(50.0),
+                line_contended: c(70.0),
                 wake_same_cpu: c(2_000.0),
                 wake_other_cpu: c(20_000.0),
                 context_switch: c(1_500.0),
