@@ -58,7 +58,9 @@ use dfsched_core::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
+mod channels;
 pub mod kernel;
+use channels::Channels;
 pub use kernel::KernelModel;
 
 /// Where tasks may run.
@@ -323,10 +325,8 @@ struct Body {
     error: Option<BodyError>,
     /// Cycles run per process (index) and CPU (index).
     proc_cycles: Vec<Vec<u64>>,
-    /// Tokens waiting on each channel.
-    tokens: Vec<u64>,
-    /// Tasks blocked on each channel, in the order they blocked.
-    waiters: Vec<std::collections::VecDeque<usize>>,
+    /// The channels' tokens and waiting tasks.
+    channels: Channels,
     /// Wake-ups that crossed to an idle CPU (and paid the latency).
     remote_wakes: u64,
 }
@@ -460,8 +460,7 @@ impl Body {
             decisions: Vec::new(),
             error: None,
             proc_cycles,
-            tokens: vec![0; channels],
-            waiters: vec![std::collections::VecDeque::new(); channels],
+            channels: Channels::new(channels),
             remote_wakes: 0,
         })
     }
@@ -648,8 +647,7 @@ impl Body {
     /// kernel model places it on `c` or on a busy CPU, after
     /// [`BodyConfig::wake_other_cycles`] when on another, idle CPU.
     fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) {
-        let Some(w) = self.waiters[chan].pop_front() else {
-            self.tokens[chan] += 1;
+        let Some(w) = self.channels.put(chan) else {
             return;
         };
         // Where the wakee goes, judged now (the kernel chooses at the
@@ -839,8 +837,7 @@ impl Body {
                 self.signal(chan as usize, c, ctx);
                 return self.chunk_done(c, ctx);
             }
-            Some(Burst::Wait { chan }) if self.tokens[chan as usize] > 0 => {
-                self.tokens[chan as usize] -= 1;
+            Some(Burst::Wait { chan }) if self.channels.try_take(chan as usize) => {
                 self.tasks[i].pc += 1;
                 return self.chunk_done(c, ctx);
             }
@@ -867,7 +864,7 @@ impl Body {
                 Some(Burst::Wait { chan }) => {
                     self.tasks[i].pc += 1;
                     self.tasks[i].phase = Phase::Blocked;
-                    self.waiters[chan as usize].push_back(i);
+                    self.channels.wait(chan as usize, i);
                     self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
                 }
                 Some(Burst::Sleep { cycles }) => {
