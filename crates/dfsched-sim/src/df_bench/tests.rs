@@ -322,11 +322,7 @@ fn a_dearer_line_transfer_widens_the_gap_between_oracle_and_sharing() {
     let cal = profile.calibration().unwrap();
     let (v, o, s) = headline_on(&cal);
     let mut dear = profile.clone();
-    for name in [
-        "line_read_transfer",
-        "line_write_transfer",
-        "line_contended",
-    ] {
+    for name in ["line_read_transfer", "line_write_transfer"] {
         let c = dear.costs.get_mut(name).unwrap();
         *c = crate::profile::Cost::from_rounds(&[c.median_ns.unwrap() * 4.0]);
     }
