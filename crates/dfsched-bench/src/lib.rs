@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod chat;
 pub mod cothread;
 pub mod cothreads;

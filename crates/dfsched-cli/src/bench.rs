@@ -133,6 +133,14 @@ pub struct DfArgs {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+
+    /// Also simulate each case on the machine profile PROFILE (default: the
+    /// one `dfsched calibrate` wrote) and show each mode's predicted ratio
+    /// to vanilla beside the measured one, with the error. Not with
+    /// --switch-every.
+    #[arg(long, value_name = "PROFILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // absent, given bare, or given a path
+    predict: Option<Option<std::path::PathBuf>>,
 }
 
 /// A parsed `--modes` list.
@@ -172,6 +180,17 @@ impl DfArgs {
 /// Runs `bench df`.
 pub fn run(args: DfArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
+    if args.predict.is_some() && args.switch_every > 0 {
+        return Err(Failure::usage(
+            DF_PATH,
+            "--predict does not model --switch-every yet",
+        ));
+    }
+    // A bad profile fails here, before anything runs.
+    let predictor = match &args.predict {
+        Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
+        None => None,
+    };
     let mut progress = ProgressLine::new(args.quiet);
     let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
         Failure::bench(
@@ -182,8 +201,21 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
         )
     })?;
     progress.finish();
+    let predictions = match &predictor {
+        Some(p) => Some(
+            reports
+                .iter()
+                .map(|r| p.df(r))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let labels: Vec<String> = reports
+        .iter()
+        .map(|r| dfsched_bench::report::describe_params(&r.params))
+        .collect();
     match args.grid {
-        None => print_report(&reports[0], args.json, render_report),
+        None => print_predicted(&reports[0], args.json, render_report, predictions, None),
         Some(grid) => {
             let grid = GridReport {
                 grid: match grid {
@@ -192,9 +224,67 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            print_report(&grid, args.json, render_grid)
+            print_predicted(&grid, args.json, render_grid, predictions, Some(labels))
         }
     }
+}
+
+/// Prints a report (see [`print_report`]) and, with `predictions`, its
+/// prediction beside it: under `prediction` in JSON (one object for a
+/// case; a list, one per cell, for a grid, when `cell_labels` names the
+/// cells) and as tables after the report's.
+pub(crate) fn print_predicted<T: Serialize>(
+    report: &T,
+    json: bool,
+    render: impl FnOnce(&T) -> String,
+    predictions: Option<Vec<crate::predict::Prediction>>,
+    cell_labels: Option<Vec<String>>,
+) -> Result<(), Failure> {
+    let Some(p) = predictions else {
+        return print_report(report, json, render);
+    };
+    let text = |w: &WithPrediction<'_, T, serde_json::Value>| {
+        let mut s = render(w.report);
+        match &cell_labels {
+            None => {
+                s.push('\n');
+                s.push_str(&crate::predict::render(&p[0]));
+            }
+            Some(labels) => {
+                for (i, (p, l)) in p.iter().zip(labels).enumerate() {
+                    s.push_str(&format!(
+                        "\ncell {}: {l}\n{}",
+                        i + 1,
+                        crate::predict::render(p)
+                    ));
+                }
+            }
+        }
+        s
+    };
+    let value = if cell_labels.is_some() {
+        serde_json::to_value(&p)
+    } else {
+        serde_json::to_value(&p[0])
+    }
+    .context("serialising the prediction")?;
+    print_report(
+        &WithPrediction {
+            report,
+            prediction: &value,
+        },
+        json,
+        text,
+    )
+}
+
+/// A report with its prediction beside it: the report's own keys, and
+/// `prediction` (one per case; a list for a grid).
+#[derive(Serialize)]
+struct WithPrediction<'a, R: Serialize, P: Serialize> {
+    #[serde(flatten)]
+    report: &'a R,
+    prediction: &'a P,
 }
 
 /// Writes a benchmark's report on stdout (shared by every `bench`

@@ -2,7 +2,7 @@
 //! benchmark (Pinter & Zalmanovici §5.1). The benchmark itself is
 //! [`dfsched_bench::chat`]; progress lines are `bench df`'s.
 
-use crate::bench::{print_report, ProgressLine};
+use crate::bench::{print_predicted, ProgressLine};
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use dfsched_bench::chat::report::{render_chat_grid, render_chat_report};
@@ -104,6 +104,14 @@ pub struct ChatArgs {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+
+    /// Also simulate each case on the machine profile PROFILE (default: the
+    /// one `dfsched calibrate` wrote) and show each mode's predicted
+    /// throughput ratio to vanilla beside the measured one, with the error
+    /// (needs the vanilla mode).
+    #[arg(long, value_name = "PROFILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // absent, given bare, or given a path
+    predict: Option<Option<std::path::PathBuf>>,
 }
 
 /// A parsed `--modes` list.
@@ -143,6 +151,17 @@ impl ChatArgs {
 /// Runs `bench chat`.
 pub fn run(args: ChatArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
+    if args.predict.is_some() && cases.iter().any(|c| !c.modes.contains(&ChatMode::Vanilla)) {
+        return Err(Failure::usage(
+            CHAT_PATH,
+            "--predict needs the vanilla mode in --modes (the ratios are to vanilla)",
+        ));
+    }
+    // A bad profile fails here, before anything runs.
+    let predictor = match &args.predict {
+        Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
+        None => None,
+    };
     let mut progress = ProgressLine::new(args.quiet);
     let reports = run_chat_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
         Failure::bench(
@@ -153,15 +172,40 @@ pub fn run(args: ChatArgs) -> Result<(), Failure> {
         )
     })?;
     progress.finish();
+    let predictions = match &predictor {
+        Some(p) => Some(
+            reports
+                .iter()
+                .map(|r| p.chat(r))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let labels: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{} rooms, {} messages", r.params.rooms, r.params.messages))
+        .collect();
     match args.grid {
-        None => print_report(&reports[0], args.json, render_chat_report),
+        None => print_predicted(
+            &reports[0],
+            args.json,
+            render_chat_report,
+            predictions,
+            None,
+        ),
         Some(ChatGridArg::Paper) => {
             let grid = ChatGridReport {
                 grid: "paper".to_string(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            print_report(&grid, args.json, render_chat_grid)
+            print_predicted(
+                &grid,
+                args.json,
+                render_chat_grid,
+                predictions,
+                Some(labels),
+            )
         }
     }
 }

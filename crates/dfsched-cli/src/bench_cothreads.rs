@@ -2,15 +2,15 @@
 //! Table I) and its hidden worker `dfsched bench cothreads-worker`, which
 //! the benchmark runs once per process by re-executing this binary.
 
-use crate::bench::{print_report, ProgressLine};
+use crate::bench::{print_predicted, ProgressLine};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::cothreads::{
-    idle_exit_secs, paper_grid, parse_co_modes, render_co_grid, render_co_report,
-    run_cothread_cases, worker_main, AgentSetting, CoAgent, CoGridReport, CoMode, CoParams,
-    CoThreadsError, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES, DEFAULT_REPEAT,
-    DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
+    describe_co_params, idle_exit_secs, paper_grid, parse_co_modes, render_co_grid,
+    render_co_report, run_cothread_cases, worker_main, AgentSetting, CoAgent, CoGridReport, CoMode,
+    CoParams, CoThreadsError, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES,
+    DEFAULT_REPEAT, DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
 };
 
 /// Where `bench cothreads` sits in the command tree, for usage errors.
@@ -132,6 +132,14 @@ pub struct CothreadsArgs {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+
+    /// Also simulate each case on the machine profile PROFILE (default: the
+    /// one `dfsched calibrate` wrote) and show each mode's predicted
+    /// throughput ratio to vanilla beside the measured one, with the error
+    /// (needs the vanilla mode).
+    #[arg(long, value_name = "PROFILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // absent, given bare, or given a path
+    predict: Option<Option<std::path::PathBuf>>,
 }
 
 /// A parsed `--modes` list.
@@ -223,6 +231,17 @@ fn start_agent(
 /// Runs `bench cothreads`.
 pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
     let cases = args.cases()?;
+    if args.predict.is_some() && cases.iter().any(|c| !c.modes.contains(&CoMode::Vanilla)) {
+        return Err(Failure::usage(
+            PATH,
+            "--predict needs the vanilla mode in --modes (it sets the simulated run's length)",
+        ));
+    }
+    // A bad profile fails here, before anything runs.
+    let predictor = match &args.predict {
+        Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
+        None => None,
+    };
     let exe = std::env::current_exe().context("finding this program to re-execute")?;
     // The guard stops the agent and removes its directory on every path
     // out of here, the error ones included.
@@ -248,15 +267,28 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
             eprintln!("dfsched bench cothreads: stopping the private agent: {e}");
         }
     }
+    let predictions = match &predictor {
+        Some(p) => Some(
+            reports
+                .iter()
+                .map(|r| p.cothreads(r))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let labels: Vec<String> = reports
+        .iter()
+        .map(|r| describe_co_params(&r.params))
+        .collect();
     match args.grid {
-        None => print_report(&reports[0], args.json, render_co_report),
+        None => print_predicted(&reports[0], args.json, render_co_report, predictions, None),
         Some(CoGridArg::Paper) => {
             let grid = CoGridReport {
                 grid: "paper".into(),
                 machine: reports[0].machine.clone(),
                 cells: reports,
             };
-            print_report(&grid, args.json, render_co_grid)
+            print_predicted(&grid, args.json, render_co_grid, predictions, Some(labels))
         }
     }
 }

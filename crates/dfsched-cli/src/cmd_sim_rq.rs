@@ -95,22 +95,39 @@ pub struct DfBenchArgs {
     #[arg(long, default_value_t = 1000)]
     spawn_gap_cycles: u64,
     /// Private cache per CPU in KiB (8-way, 64-byte lines).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, conflicts_with = "machine")]
     private_kib: u32,
     /// Shared cache per LLC in KiB (16-way); 0 for none.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "machine")]
     llc_kib: u32,
-    /// Quantum in cycles.
-    #[arg(long, default_value_t = 30_000)]
-    quantum_cycles: u64,
+    /// Quantum in cycles [default: 30000, or the profile's measured time
+    /// slice with --machine].
+    #[arg(long)]
+    quantum_cycles: Option<u64>,
+    /// A machine profile (`dfsched calibrate`): its caches, costs, clock and
+    /// migration cost replace the defaults and --private-kib/--llc-kib.
+    #[arg(long, value_name = "PROFILE")]
+    machine: Option<std::path::PathBuf>,
     /// Policies, comma separated: vanilla, dfsched, dfsched-rr, oracle,
     /// split, co-thread (the engine's co-thread policy with the program's
     /// hints withheld: an unmodified program).
     #[arg(long, default_value = "vanilla,dfsched,dfsched-rr,oracle,split")]
     policies: String,
-    /// Seed of the thread → DF deal.
+    /// Seed of the thread → DF deal and of the kernel model's draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Thread i works on DF i mod DFS, as `dfsched bench df` deals them,
+    /// instead of a seeded shuffle.
+    #[arg(long)]
+    round_robin_deal: bool,
+    /// A start gate as `dfsched bench df` has: threads are placed, sleep
+    /// until all have started, and are woken together.
+    #[arg(long)]
+    gate: bool,
+    /// The kernel model of the simulator before its seeded choices
+    /// (strict rotation, slices in lockstep, no periodic balance).
+    #[arg(long)]
+    rotation: bool,
     /// Print JSON instead of a table (wall time and memory are left out,
     /// so the same seed prints the same JSON).
     #[arg(long)]
@@ -226,6 +243,14 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
     let dfs = a
         .dfs
         .unwrap_or(if a.df_per_process { a.processes } else { 4 });
+    let profile = match &a.machine {
+        Some(p) => Some(crate::calibrate::load_profile(Some(p))?),
+        None => None,
+    };
+    let quantum_cycles = a.quantum_cycles.unwrap_or(match &profile {
+        Some((_, _, cal)) => cal.quantum_cycles,
+        None => 30_000,
+    });
     let params = DfBenchParams {
         nodes: if a.cpus > 0 { 1 } else { a.nodes },
         llcs,
@@ -240,18 +265,30 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         spawn_gap_cycles: a.spawn_gap_cycles,
         private_kib: a.private_kib,
         llc_kib: a.llc_kib,
-        quantum_cycles: a.quantum_cycles,
+        quantum_cycles,
         seed: a.seed,
         df_per_process: a.df_per_process,
+        deal_round_robin: a.round_robin_deal,
+        gate: a.gate,
+        kernel: if a.rotation {
+            dfsched_sim::program::body::KernelModel::rotation()
+        } else {
+            Default::default()
+        },
+        ..DfBenchParams::default()
     };
     let mut walls = Vec::new();
     let mut t0 = Instant::now();
-    let result = df_bench::run(&params, &policies, |r| {
+    let progress = |r: &df_bench::DfPolicyResult| {
         let wall = t0.elapsed().as_secs_f64();
         tracing::info!(policy = r.policy.name(), wall_s = wall, "policy done");
         walls.push(wall);
         t0 = Instant::now();
-    })
+    };
+    let result = match &profile {
+        Some((_, _, cal)) => df_bench::run_calibrated(&params, cal, &policies, progress),
+        None => df_bench::run(&params, &policies, progress),
+    }
     .context("df-bench")?;
     if a.json {
         return print_json(&result);
@@ -262,6 +299,20 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         "df-bench: {} CPUs, {} threads, {} DFs of {} bytes, {} passes, {}% written; private {} KiB, LLC {} KiB",
         result.cpus, a.threads, dfs, a.df_bytes, a.passes, a.write_pct, a.private_kib, a.llc_kib
     )?;
+    if let Some((path, _, cal)) = &profile {
+        writeln!(
+            out,
+            "machine profile {}: {:.3} ns per cycle, quantum {} cycles{}",
+            path.display(),
+            cal.cycle_ns,
+            quantum_cycles,
+            if cal.defaulted.is_empty() {
+                String::new()
+            } else {
+                format!("; defaults kept for {}", cal.defaulted.join(", "))
+            }
+        )?;
+    }
     if a.df_per_process {
         writeln!(
             out,

@@ -4,6 +4,7 @@
 //! dfsched [-v…] bench df [--threads N] [--dfs N] … [--json] [--grid paper]
 //! dfsched [-v…] bench overhead [--quick] [--others LIST] [--own LIST] … [--json]
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
+//! dfsched [-v…] calibrate [--output PATH] [--quick] [--json]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
 //! dfsched [-v…] sim smt [--workload KIND [ARG]] [--contexts N] … [--json]
 //! dfsched [-v…] model reload|mva …
@@ -25,12 +26,14 @@ mod bench_chat;
 mod bench_cothreads;
 mod bench_overhead;
 mod bench_spin;
+mod calibrate;
 mod cmd_model;
 mod cmd_sim;
 mod cmd_sim_queue;
 mod cmd_sim_rq;
 mod cmd_sim_smt;
 mod cmd_trace;
+mod predict;
 mod run;
 mod topology;
 
@@ -72,6 +75,10 @@ enum Command {
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
+    /// Measure this machine's costs and write a machine profile for the
+    /// simulator.
+    #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +205,7 @@ fn main() -> ExitCode {
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
         Command::Run(args) => run::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,6 +48,12 @@ pub struct CostModel {
     /// Switching a CPU from one task to another, cache effects excluded
     /// (those are simulated). Default 3000 cycles (about 1 µs).
     pub context_switch_cycles: u64,
+    /// Extra cost of a *write* that takes a line another cache holds dirty,
+    /// beyond [`CostModel::coherence_transfer_cycles`] (a read-for-ownership
+    /// costs more than a read on some machines; a machine profile measures
+    /// both). Default 0: a write transfer costs what a read transfer does.
+    #[serde(default)]
+    pub write_transfer_extra_cycles: u64,
 }
 
 impl Default for CostModel {
@@ -58,6 +64,7 @@ impl Default for CostModel {
             invalidate_cycles: 60,
             writeback_cycles: 50,
             context_switch_cycles: 3000,
+            write_transfer_extra_cycles: 0,
         }
     }
 }

@@ -63,6 +63,7 @@
 
 pub mod analytic;
 pub mod cache;
+pub mod chat_bench;
 pub mod closed_network;
 pub mod coherence;
 pub mod cost;
@@ -74,6 +75,7 @@ pub mod hash;
 pub mod machine;
 pub mod partition;
 pub mod pinter_example;
+pub mod profile;
 pub mod program;
 pub mod queue;
 pub mod rng;

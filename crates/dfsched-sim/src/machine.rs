@@ -432,6 +432,9 @@ impl Machine {
         }
 
         if write {
+            if remote.is_some() {
+                cycles += self.cost.write_transfer_extra_cycles;
+            }
             let n = invalidate_off_path(&mut self.caches, &mut self.directory, path, line);
             // Taking a dirty line over already settles ownership.
             if n > 0 && remote.is_none() {

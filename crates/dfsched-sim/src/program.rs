@@ -9,6 +9,8 @@
 //! | `Compute { cycles }` | keeps the CPU busy; touches no data |
 //! | `Read { lines }` / `Write { lines }` | the next `lines` lines of the task's current DF, through the cache [`crate::Machine`] (wrapping around the DF's footprint) |
 //! | `Sleep { cycles }` | blocks for that long ([`dfsched_core::Event::Block`] / `Wake`) |
+//! | `Wait { chan }` | takes a token of channel `chan`, blocking until one is there (a read of a socket or a queue) |
+//! | `Signal { chan }` | puts a token on channel `chan`, waking the task that waits there (a write) after the wake-up latency of [`body::BodyConfig::wake_other_cycles`] when it is placed on another, idle CPU |
 //! | `Switch { next }` | the paper's hint: the task leaves its DF for `next` ([`dfsched_core::Event::Hint`]), starting at the DF's first line; the task yields so its new placement takes effect before it touches the data |
 //! | `Exit` | the task ends |
 //!
@@ -84,6 +86,17 @@ pub enum Burst {
     Sleep {
         /// Cycles until it is runnable again.
         cycles: u64,
+    },
+    /// Takes a token of a channel, blocking until there is one. Channels
+    /// are numbered from 0; a workload has as many as its programs name.
+    Wait {
+        /// The channel.
+        chan: u32,
+    },
+    /// Puts a token on a channel, waking a task that waits on it.
+    Signal {
+        /// The channel.
+        chan: u32,
     },
     /// Changes DF (a hint); `None` leaves every DF.
     Switch {
@@ -178,6 +191,19 @@ impl Workload {
                 (base, lines)
             })
             .collect()
+    }
+
+    /// Channels the programs name (the largest channel number + 1).
+    pub fn channels(&self) -> usize {
+        self.tasks
+            .iter()
+            .flat_map(|t| &t.program)
+            .filter_map(|b| match *b {
+                Burst::Wait { chan } | Burst::Signal { chan } => Some(chan as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The DF each task works on first (its first `Switch`), if any.

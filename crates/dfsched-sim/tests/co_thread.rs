@@ -20,7 +20,7 @@
 use dfsched_core::dispatch::runqueue::RqPolicy;
 use dfsched_core::{Config, DfId, Policy, Topology};
 use dfsched_sim::machine::MachineConfig;
-use dfsched_sim::program::body::{self, BodyConfig, BodyReport, Placement};
+use dfsched_sim::program::body::{self, BodyConfig, BodyReport, KernelModel, Placement};
 use dfsched_sim::program::{Burst, DfSpec, TaskSpec, Workload};
 
 fn machine() -> Topology {
@@ -75,6 +75,10 @@ fn run_on(topo: &Topology, work: &Workload, placement: Placement) -> BodyReport 
         quantum_cycles: 20_000,
         balance_interval_cycles: 100_000,
         hints: false,
+        // The findings below were established against the strict-rotation
+        // kernel model (every process spread as widely as possible); the
+        // seeded model of `body::kernel` narrows co-thread's margins.
+        kernel: KernelModel::rotation(),
         ..BodyConfig::new(placement, RqPolicy::Vanilla)
     };
     body::run(topo, &MachineConfig::default(), work.clone(), cfg, 1).expect("valid run")

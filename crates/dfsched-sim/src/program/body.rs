@@ -18,11 +18,14 @@
 //! context-switch cost. An idle CPU steals a waiting task that may run on
 //! it from the busiest CPU (the kernel's idle balance); an Engine-placed
 //! task may run only on its home, so a steal never breaks a group off its
-//! home.
+//! home. Within a task's target, the kernel's own placement (wake-up and
+//! fork placement, periodic balancing, migration cost, unaligned slices)
+//! is [`kernel`]'s model, [`BodyConfig::kernel`].
 //!
 //! Placement ([`Placement`]):
-//! - `Vanilla`: a new task goes to the least-loaded CPU it may use (fork
-//!   balance), a waking task to the CPU it last ran on; hints are ignored.
+//! - `Vanilla`: the kernel alone ([`kernel`]: a task goes to its last CPU
+//!   if idle, else an idle CPU, else its last CPU or, new, the least
+//!   loaded); hints are ignored.
 //! - `Engine`: [`dfsched_core::Engine`] gets `AppNew` (one application per
 //!   process of the workload), `TaskNew`, `Hint`, `Block`, `Wake`, `Exit`
 //!   and periodic `Balance` events; its `Place` decisions set each task's
@@ -54,6 +57,11 @@ use dfsched_core::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+mod channels;
+pub mod kernel;
+use channels::Channels;
+pub use kernel::KernelModel;
 
 /// Where tasks may run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +109,14 @@ pub struct BodyConfig {
     /// runs the workload as an unmodified program would (the Engine sees
     /// its threads, never their DFs).
     pub hints: bool,
+    /// The kernel's own placement within each task's target.
+    #[serde(default)]
+    pub kernel: KernelModel,
+    /// Latency of a wake-up ([`Burst::Signal`]) of a task the kernel
+    /// places on another CPU that is idle (an IPI and the CPU's way out of
+    /// idle), cycles. Default 0.
+    #[serde(default)]
+    pub wake_other_cycles: u64,
 }
 
 impl BodyConfig {
@@ -113,6 +129,8 @@ impl BodyConfig {
             chunk_cycles: 2_000,
             balance_interval_cycles: 3_000_000,
             hints: true,
+            kernel: KernelModel::default(),
+            wake_other_cycles: 0,
         }
     }
 }
@@ -180,6 +198,9 @@ pub struct BodyReport {
     pub processes: Vec<ProcessReport>,
     /// Events the simulation handled.
     pub events: u64,
+    /// Wake-ups ([`Burst::Signal`]) that went to another, idle CPU and
+    /// paid [`BodyConfig::wake_other_cycles`].
+    pub remote_wakes: u64,
 }
 
 /// Where the threads of one process ran.
@@ -255,6 +276,9 @@ struct Cpu {
     running: Option<(usize, u64)>,
     /// The last task it ran, for context-switch charges.
     last_task: Option<usize>,
+    /// Whether it has started a slice yet (its first is cut short when
+    /// slices are unaligned).
+    started: bool,
 }
 
 /// The body's events.
@@ -268,6 +292,8 @@ enum Ev {
     Wake(u32),
     /// A balancer pass of the Engine.
     Balance,
+    /// A periodic balance pass of the kernel model.
+    KernelBalance,
 }
 
 /// The body as a [`Model`].
@@ -299,6 +325,10 @@ struct Body {
     error: Option<BodyError>,
     /// Cycles run per process (index) and CPU (index).
     proc_cycles: Vec<Vec<u64>>,
+    /// The channels' tokens and waiting tasks.
+    channels: Channels,
+    /// Wake-ups that crossed to an idle CPU (and paid the latency).
+    remote_wakes: u64,
 }
 
 /// Runs `work` on `topology` with the caches of `machine`, placing and
@@ -335,6 +365,7 @@ pub fn run(
         engine: body.engine.as_ref().map(|e| e.stats().clone()),
         processes: body.process_reports(),
         events,
+        remote_wakes: body.remote_wakes,
     })
 }
 
@@ -405,6 +436,7 @@ impl Body {
             _ => Vec::new(),
         };
         let line_bytes = machine.line_bytes();
+        let channels = work.channels();
         let proc_cycles = vec![vec![0; cpu_ids.len()]; processes];
         Ok(Body {
             layout: work.layout(line_bytes),
@@ -428,6 +460,8 @@ impl Body {
             decisions: Vec::new(),
             error: None,
             proc_cycles,
+            channels: Channels::new(channels),
+            remote_wakes: 0,
         })
     }
 
@@ -535,11 +569,13 @@ impl Body {
     /// Task `i` becomes ready: choose its CPU, queue it, start the CPU if
     /// idle.
     fn make_ready(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
-        let target = self.target_of(i);
-        let c = match self.tasks[i].last_cpu {
-            Some(last) if target.contains(last) => self.idx(last),
-            _ => self.least_loaded(target),
-        };
+        let c = self.choose_cpu(i, None, ctx);
+        self.enqueue_on(i, c, ctx);
+    }
+
+    /// Task `i` becomes ready on CPU index `c`: queue it there, start the
+    /// CPU if idle.
+    fn enqueue_on(&mut self, i: usize, c: usize, ctx: &mut Context<'_, Ev>) {
         self.tasks[i].phase = Phase::Ready;
         let g = self.tasks[i].group;
         if let Err(e) = self.rq.enqueue(self.cpu_ids[c], Self::tid(i), g) {
@@ -549,6 +585,33 @@ impl Body {
         self.load[c] += 1;
         if self.cpus[c].running.is_none() {
             self.dispatch(c, ctx);
+        }
+    }
+
+    /// The CPU index task `i` goes to when it becomes runnable now: the
+    /// one CPU of its target, or the kernel model's choice (`waker`: the
+    /// CPU index of the task that woke it, if one did).
+    fn choose_cpu(&mut self, i: usize, waker: Option<usize>, ctx: &mut Context<'_, Ev>) -> usize {
+        let target = self.target_of(i);
+        if target.len() == 1 {
+            self.least_loaded(target)
+        } else {
+            let cands: Vec<kernel::CpuView> = target
+                .iter()
+                .map(|c| {
+                    let idx = self.idx(c);
+                    kernel::CpuView {
+                        idx,
+                        load: self.load[idx],
+                    }
+                })
+                .collect();
+            let last = self.tasks[i]
+                .last_cpu
+                .filter(|l| target.contains(*l))
+                .map(|l| self.idx(l));
+            let waker = waker.filter(|w| target.contains(self.cpu_ids[*w]));
+            kernel::place(&self.cfg.kernel, &cands, last, waker, ctx.rng())
         }
     }
 
@@ -577,6 +640,70 @@ impl Body {
             t.allowed.clone()
         });
         t.group = Some(GroupId(df.0));
+    }
+
+    /// A token on channel `chan`, put there by the task on CPU index `c`:
+    /// the first task waiting there takes it and wakes, at once when the
+    /// kernel model places it on `c` or on a busy CPU, after
+    /// [`BodyConfig::wake_other_cycles`] when on another, idle CPU.
+    fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) {
+        let Some(w) = self.channels.put(chan) else {
+            return;
+        };
+        // Where the wakee goes, judged now (the kernel chooses at the
+        // wake-up; the CPU then takes the latency to get going).
+        let to = self.choose_cpu(w, Some(c), ctx);
+        let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
+        if remote_idle && self.cfg.wake_other_cycles > 0 {
+            self.remote_wakes += 1;
+            ctx.schedule_in(Ticks(self.cfg.wake_other_cycles), Ev::Wake(w as u32));
+        } else {
+            self.engine_event(Event::Wake { task: Self::tid(w) }, ctx);
+            // The engine may have moved its target: choose again if so.
+            let to = if self.target_of(w).contains(self.cpu_ids[to]) {
+                to
+            } else {
+                self.choose_cpu(w, Some(c), ctx)
+            };
+            self.enqueue_on(w, to, ctx);
+        }
+    }
+
+    /// The kernel model's periodic balance (step 3 of [`kernel`]): while
+    /// the busiest and the least-loaded CPU differ by two or more runnable
+    /// tasks, the least loaded takes a waiting task that may run on it.
+    fn kernel_balance(&mut self, ctx: &mut Context<'_, Ev>) {
+        for _ in 0..self.cpu_ids.len() {
+            let (Some(max), Some(min)) = (
+                (0..self.load.len()).max_by_key(|&c| (self.load[c], std::cmp::Reverse(c))),
+                (0..self.load.len()).min_by_key(|&c| (self.load[c], c)),
+            ) else {
+                return;
+            };
+            if self.load[max] < self.load[min] + 2 {
+                return;
+            }
+            let cpu = self.cpu_ids[min];
+            let tasks = &self.tasks;
+            // The run queues give up a waiting task of the CPU with the
+            // most waiting that may run on `cpu`.
+            let stolen = self
+                .rq
+                .steal_for(cpu, 1, |t, to| {
+                    let task = &tasks[(t.0 - 1) as usize];
+                    task.target.as_ref().unwrap_or(&task.allowed).contains(to)
+                })
+                .expect("known CPU");
+            let Some((_, from)) = stolen else {
+                return;
+            };
+            let f = self.idx(from);
+            self.load[f] -= 1;
+            self.load[min] += 1;
+            if self.cpus[min].running.is_none() {
+                self.dispatch(min, ctx);
+            }
+        }
     }
 
     /// CPU index `c` is free: run the next task, stealing one if none
@@ -614,10 +741,19 @@ impl Body {
         }
         if self.tasks[i].last_cpu.is_some_and(|l| l != cpu) {
             self.migrations += 1;
+            cycles += self.cfg.kernel.migration_cycles;
+        }
+        let mut slice = kernel::slice(&self.cfg.kernel, p.slice.0, ctx.rng());
+        if !self.cpus[c].started {
+            self.cpus[c].started = true;
+            if self.cfg.kernel.unaligned_slices {
+                // A seeded fraction in (0, 1] of the first slice.
+                slice = 1 + ctx.rng().below(slice.max(1));
+            }
         }
         self.tasks[i].last_cpu = Some(cpu);
         self.tasks[i].phase = Phase::Running;
-        self.cpus[c].running = Some((i, p.slice.0));
+        self.cpus[c].running = Some((i, slice));
         self.cpus[c].last_task = Some(i);
         self.run_chunk(c, cycles, ctx);
     }
@@ -673,7 +809,11 @@ impl Body {
                 }
                 // Zero-length bursts cost nothing.
                 Burst::Sleep { cycles: 0 } => t.pc += 1,
-                Burst::Sleep { .. } | Burst::Switch { .. } | Burst::Exit => break,
+                Burst::Sleep { .. }
+                | Burst::Switch { .. }
+                | Burst::Exit
+                | Burst::Wait { .. }
+                | Burst::Signal { .. } => break,
             }
         }
         let (_, slice) = self.cpus[c].running.as_mut().expect("a task runs");
@@ -689,10 +829,26 @@ impl Body {
         let (i, slice) = self.cpus[c].running.expect("a task runs");
         let cpu = self.cpu_ids[c];
         let burst = self.work.tasks[i].program.get(self.tasks[i].pc).copied();
+        // Channel bursts that need not stop the task are carried out here;
+        // the task then runs on.
+        match burst {
+            Some(Burst::Signal { chan }) => {
+                self.tasks[i].pc += 1;
+                self.signal(chan as usize, c, ctx);
+                return self.chunk_done(c, ctx);
+            }
+            Some(Burst::Wait { chan }) if self.channels.try_take(chan as usize) => {
+                self.tasks[i].pc += 1;
+                return self.chunk_done(c, ctx);
+            }
+            _ => {}
+        }
         let stop = |b: &Option<Burst>| {
             matches!(
                 b,
-                None | Some(Burst::Exit | Burst::Switch { .. } | Burst::Sleep { .. })
+                None | Some(
+                    Burst::Exit | Burst::Switch { .. } | Burst::Sleep { .. } | Burst::Wait { .. }
+                )
             )
         };
         if stop(&burst) {
@@ -704,6 +860,12 @@ impl Body {
                     self.alive -= 1;
                     self.makespan = self.makespan.max(ctx.now().0);
                     self.engine_event(Event::Exit { task: Self::tid(i) }, ctx);
+                }
+                Some(Burst::Wait { chan }) => {
+                    self.tasks[i].pc += 1;
+                    self.tasks[i].phase = Phase::Blocked;
+                    self.channels.wait(chan as usize, i);
+                    self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
                 }
                 Some(Burst::Sleep { cycles }) => {
                     self.tasks[i].pc += 1;
@@ -780,6 +942,12 @@ impl Model for Body {
         if self.engine.is_some() {
             ctx.schedule_in(Ticks(self.cfg.balance_interval_cycles), Ev::Balance);
         }
+        if self.cfg.kernel.balance_interval_cycles > 0 {
+            ctx.schedule_in(
+                Ticks(self.cfg.kernel.balance_interval_cycles),
+                Ev::KernelBalance,
+            );
+        }
     }
 
     fn handle(&mut self, ev: Ev, ctx: &mut Context<'_, Ev>) {
@@ -813,6 +981,15 @@ impl Model for Body {
                     let now = Nanos(ctx.now().0);
                     self.engine_event(Event::Balance { now }, ctx);
                     ctx.schedule_in(Ticks(self.cfg.balance_interval_cycles), Ev::Balance);
+                }
+            }
+            Ev::KernelBalance => {
+                if self.alive > 0 {
+                    self.kernel_balance(ctx);
+                    ctx.schedule_in(
+                        Ticks(self.cfg.kernel.balance_interval_cycles),
+                        Ev::KernelBalance,
+                    );
                 }
             }
         }

@@ -263,3 +263,58 @@ fn bad_inputs_are_refused_with_their_cause() {
         Err(BodyError::Workload(WorkloadError::AccessWithoutDf { .. }))
     ));
 }
+
+/// Two tasks that ping-pong `n` tokens over channels 0 and 1, on `a` and `b`.
+fn ping_pong(n: usize, a: u32, b: u32) -> Workload {
+    let mut pa = Vec::new();
+    let mut pb = Vec::new();
+    for _ in 0..n {
+        pa.extend([Burst::Signal { chan: 0 }, Burst::Wait { chan: 1 }]);
+        pb.extend([Burst::Wait { chan: 0 }, Burst::Signal { chan: 1 }]);
+    }
+    let task = |cpu: u32, program| TaskSpec {
+        process: 0,
+        start_cycles: 0,
+        allowed: Some(CpuSet::single(CpuId(cpu))),
+        program,
+    };
+    Workload {
+        dfs: vec![],
+        tasks: vec![task(a, pa), task(b, pb)],
+    }
+}
+
+#[test]
+fn channels_pass_every_token_and_a_wake_up_onto_an_idle_cpu_pays_its_latency() {
+    let cfg = |wake: u64| BodyConfig {
+        wake_other_cycles: wake,
+        ..quick(Placement::Vanilla, RqPolicy::Vanilla)
+    };
+    let run_pp = |a, b, wake| {
+        run(
+            &two_cpus(),
+            &small_cache(64),
+            ping_pong(50, a, b),
+            cfg(wake),
+            1,
+        )
+        .unwrap()
+    };
+    // Across CPUs: 100 tokens; the first finds B not yet waiting (it is
+    // kept, no wake-up), each of the other 99 wakes a task whose CPU is
+    // idle.
+    let cheap = run_pp(0, 1, 0);
+    let dear = run_pp(0, 1, 10_000);
+    assert_eq!(dear.remote_wakes, 99, "{dear:?}");
+    assert!(
+        dear.makespan_cycles >= cheap.makespan_cycles + 99 * 10_000,
+        "{} vs {}",
+        dear.makespan_cycles,
+        cheap.makespan_cycles
+    );
+    // On one CPU the wakee waits for the waker to block: no latency.
+    let same = run_pp(0, 0, 10_000);
+    assert_eq!(same.remote_wakes, 0);
+    assert!(same.makespan_cycles < dear.makespan_cycles);
+    assert_eq!(same.tasks, 2);
+}
