@@ -288,12 +288,12 @@ impl Inner {
     }
 
     /// Whether the link wants a report at all (the agent is not off; for an
-    /// update, a connection is open), so that our load is not gathered for
-    /// nothing.
+    /// update, a connection is open and the agent serves others too), so
+    /// that our load is not gathered for nothing.
     fn agent_wanted(&self, connected: bool) -> bool {
         let link = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         if connected {
-            link.is_connected()
+            link.is_connected() && !link.status().alone
         } else {
             link.status().socket.is_some()
         }
