@@ -325,7 +325,10 @@ pub fn build_binaries(cache: &Path) -> Result<Binaries, BenchError> {
         .args(["-p", "dfsched-cli", "--bin", "dfsched"])
         .args(["-p", "dfsched-rt", "--lib"])
         .args(["-p", "dfsched-vmbench", "--bins"]);
-    eprintln!("vmbench: cargo build --release (target dir {})", target.display());
+    eprintln!(
+        "vmbench: cargo build --release (target dir {})",
+        target.display()
+    );
     let out = cmd.status().map_err(|e| BenchError::Command {
         command: format!("{cmd:?}"),
         detail: e.to_string(),
@@ -467,7 +470,16 @@ pub fn build_initramfs(
         path: out.to_path_buf(),
         source: e,
     };
-    for d in ["/bin", "/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/etc/dfsched-vm"] {
+    for d in [
+        "/bin",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/tmp",
+        "/run",
+        "/root",
+        "/etc/dfsched-vm",
+    ] {
         tree.dir(d).map_err(w)?;
     }
     tree.copy(&tools.busybox, "/bin/busybox")?;
@@ -655,7 +667,14 @@ impl Setup {
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let marker = new_marker();
         let initrd = dir.join(format!("{}.cpio", preset.name));
-        build_initramfs(preset, &self.tools, &self.bins, &marker, self.only.as_deref(), &initrd)?;
+        build_initramfs(
+            preset,
+            &self.tools,
+            &self.bins,
+            &marker,
+            self.only.as_deref(),
+            &initrd,
+        )?;
         let log = dir.join(format!("{}.log", preset.name));
         let boot = boot(
             &self.tools,

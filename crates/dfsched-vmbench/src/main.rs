@@ -66,7 +66,14 @@ fn main() -> Result<()> {
         }
         Cmd::Checks => {
             for (name, llcs, _) in dfsched_vmbench::guest::checks::PLAN {
-                println!("{name}{}", if *llcs > 1 { format!(" (needs {llcs} LLCs)") } else { String::new() });
+                println!(
+                    "{name}{}",
+                    if *llcs > 1 {
+                        format!(" (needs {llcs} LLCs)")
+                    } else {
+                        String::new()
+                    }
+                );
             }
         }
         Cmd::Run {
@@ -84,19 +91,26 @@ fn main() -> Result<()> {
                     .iter()
                     .map(|n| {
                         Preset::by_name(n).ok_or_else(|| {
-                            let names: Vec<String> = Preset::all().into_iter().map(|p| p.name).collect();
+                            let names: Vec<String> =
+                                Preset::all().into_iter().map(|p| p.name).collect();
                             anyhow::anyhow!("no preset {n:?}; presets: {}", names.join(", "))
                         })
                     })
                     .collect::<Result<_>>()?
             };
-            let kernel = kernel.or_else(|| std::env::var_os("DFSCHED_VMBENCH_KERNEL").map(PathBuf::from));
+            let kernel =
+                kernel.or_else(|| std::env::var_os("DFSCHED_VMBENCH_KERNEL").map(PathBuf::from));
             let mut setup = Setup::prepare(kernel.as_deref(), bin_dir.as_deref())?;
             setup.only = only;
             let start = Instant::now();
             let mut failed = Vec::new();
             for p in &chosen {
-                eprintln!("vmbench: {} ({}) on {}", p.name, p.about, setup.kernel.display());
+                eprintln!(
+                    "vmbench: {} ({}) on {}",
+                    p.name,
+                    p.about,
+                    setup.kernel.display()
+                );
                 match setup.run_preset(p, Duration::from_secs(timeout_secs), console) {
                     Ok(boot) => {
                         for (name, _, detail) in &boot.outcome.checks {
@@ -116,7 +130,11 @@ fn main() -> Result<()> {
                     }
                 }
             }
-            println!("vmbench: {} presets in {:.0} s", chosen.len(), start.elapsed().as_secs_f64());
+            println!(
+                "vmbench: {} presets in {:.0} s",
+                chosen.len(),
+                start.elapsed().as_secs_f64()
+            );
             if !failed.is_empty() {
                 bail!("failed: {}", failed.join(", "));
             }

@@ -177,8 +177,14 @@ mod tests {
     fn numa_presets_give_qemu_one_memory_backend_per_node() {
         let p = Preset::by_name("2node-2llc-smt").unwrap();
         let args = p.qemu_args().join(" ");
-        assert!(args.contains("-numa node,memdev=m1,cpus=4-7,nodeid=1"), "{args}");
-        assert!(args.contains("memory-backend-ram,id=m0,size=512M"), "{args}");
+        assert!(
+            args.contains("-numa node,memdev=m1,cpus=4-7,nodeid=1"),
+            "{args}"
+        );
+        assert!(
+            args.contains("memory-backend-ram,id=m0,size=512M"),
+            "{args}"
+        );
         assert!(!Preset::by_name("1llc-4")
             .unwrap()
             .qemu_args()

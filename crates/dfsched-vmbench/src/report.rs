@@ -140,9 +140,18 @@ mod tests {
             Record::Begin { preset: "p".into() }.line("MK"),
             format!(
                 "\r{}",
-                Record::Check { name: "a".into(), ok: true, detail: String::new() }.line("MK")
+                Record::Check {
+                    name: "a".into(),
+                    ok: true,
+                    detail: String::new()
+                }
+                .line("MK")
             ),
-            Record::End { passed: 1, failed: 0 }.line("MK"),
+            Record::End {
+                passed: 1,
+                failed: 0,
+            }
+            .line("MK"),
         ]);
         assert_eq!(o.verdict("p"), Ok(()));
     }
@@ -150,19 +159,45 @@ mod tests {
     #[test]
     fn a_failed_check_a_missing_end_or_a_wrong_preset_fails() {
         let begin = Record::Begin { preset: "p".into() }.line("MK");
-        let bad = Record::Check { name: "a".into(), ok: false, detail: "x".into() }.line("MK");
-        let good = Record::Check { name: "b".into(), ok: true, detail: String::new() }.line("MK");
-        let end = Record::End { passed: 1, failed: 1 }.line("MK");
-        assert!(run(&[begin.clone(), bad.clone(), good.clone(), end.clone()])
+        let bad = Record::Check {
+            name: "a".into(),
+            ok: false,
+            detail: "x".into(),
+        }
+        .line("MK");
+        let good = Record::Check {
+            name: "b".into(),
+            ok: true,
+            detail: String::new(),
+        }
+        .line("MK");
+        let end = Record::End {
+            passed: 1,
+            failed: 1,
+        }
+        .line("MK");
+        assert!(
+            run(&[begin.clone(), bad.clone(), good.clone(), end.clone()])
+                .verdict("p")
+                .unwrap_err()
+                .contains("check a failed")
+        );
+        let no_end = run(&[begin.clone(), good.clone()])
             .verdict("p")
-            .unwrap_err()
-            .contains("check a failed"));
-        let no_end = run(&[begin.clone(), good.clone()]).verdict("p").unwrap_err();
+            .unwrap_err();
         assert!(no_end.contains("did not reach its end"), "{no_end}");
-        assert!(run(&[begin.clone(), good.clone(), Record::End { passed: 1, failed: 0 }.line("MK")])
-            .verdict("q")
-            .unwrap_err()
-            .contains("not q"));
+        assert!(run(&[
+            begin.clone(),
+            good.clone(),
+            Record::End {
+                passed: 1,
+                failed: 0
+            }
+            .line("MK")
+        ])
+        .verdict("q")
+        .unwrap_err()
+        .contains("not q"));
         assert!(run(&[]).verdict("p").unwrap_err().contains("never started"));
     }
 

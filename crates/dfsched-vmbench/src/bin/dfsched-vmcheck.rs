@@ -27,7 +27,9 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("workload") => {
             let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
-            let (Some(dfs), Some(per)) = (num(1), num(2)) else { usage() };
+            let (Some(dfs), Some(per)) = (num(1), num(2)) else {
+                usage()
+            };
             std::process::exit(guest::workload::workload_main(dfs, per as usize));
         }
         Some("plan") => {

@@ -25,7 +25,10 @@ fn pin(list: &str) -> Result<(), String> {
     // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is us.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
     if rc != 0 {
-        return Err(format!("sched_setaffinity {list}: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "sched_setaffinity {list}: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     Ok(())
 }
@@ -40,7 +43,11 @@ fn main() {
         }
     };
     if let Some(i) = args.iter().position(|a| a == "--cpus") {
-        if let Err(e) = args.get(i + 1).ok_or("--cpus LIST".to_string()).and_then(|l| pin(l)) {
+        if let Err(e) = args
+            .get(i + 1)
+            .ok_or("--cpus LIST".to_string())
+            .and_then(|l| pin(l))
+        {
             eprintln!("dfsched-vmspin: {e}");
             std::process::exit(2);
         }

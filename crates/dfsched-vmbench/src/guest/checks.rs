@@ -24,10 +24,22 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("topology-sysfs", 1, topology_sysfs),
     ("topology-cli-json", 1, topology_cli_json),
     ("df-groups-one-llc-each", 1, df_groups_one_llc_each),
-    ("df-groups-spread-before-sharing", 1, df_groups_spread_before_sharing),
-    ("df-small-groups-spread-over-llcs", 2, df_small_groups_spread_over_llcs),
+    (
+        "df-groups-spread-before-sharing",
+        1,
+        df_groups_spread_before_sharing,
+    ),
+    (
+        "df-small-groups-spread-over-llcs",
+        2,
+        df_small_groups_spread_over_llcs,
+    ),
     ("balancer-moves-whole-group", 2, balancer_moves_whole_group),
-    ("co-thread-light-load-one-llc", 1, co_thread_light_load_one_llc),
+    (
+        "co-thread-light-load-one-llc",
+        1,
+        co_thread_light_load_one_llc,
+    ),
     ("cpuset-narrow-widen", 1, cpuset_narrow_widen),
     ("cpu-offline-online", 1, cpu_offline_online),
     ("agent-several-processes", 1, agent_several_processes),
@@ -42,7 +54,12 @@ const SETTLE: Duration = Duration::from_secs(120);
 fn topology_sysfs(ctx: &Ctx) -> Result<String, String> {
     let seen = observe::sysfs_topology()?;
     let show = |e: &crate::preset::Expected| {
-        let l = |v: &Vec<CpuSet>| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" ");
+        let l = |v: &Vec<CpuSet>| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         format!(
             "online {} | llc {} | l2 {} | node {} | smt {}",
             e.online,
@@ -185,7 +202,10 @@ fn df_step(
     let seen = describe(&groups);
     for t in groups.values().flatten() {
         if !t.mask.is_subset(allowed) {
-            return Step::Broken(format!("tid {} on {} outside {allowed}: {seen}", t.tid, t.mask));
+            return Step::Broken(format!(
+                "tid {} on {} outside {allowed}: {seen}",
+                t.tid, t.mask
+            ));
         }
     }
     if groups.len() != dfs || groups.values().any(|g| g.len() != per_df) {
@@ -208,7 +228,9 @@ fn df_step(
             if !require_spread || spread(&at, llcs.len()) {
                 Step::Holds(seen)
             } else {
-                Step::NotYet(format!("groups share an LLC while another has fewer: {seen}"))
+                Step::NotYet(format!(
+                    "groups share an LLC while another has fewer: {seen}"
+                ))
             }
         }
     }
@@ -298,7 +320,10 @@ fn balancer_moves_whole_group(ctx: &Ctx) -> Result<String, String> {
                 if inside(&now) < first {
                     Step::Holds(seen)
                 } else {
-                    Step::NotYet(format!("{first} groups still in LLC {}: {seen}", e.llcs[llc]))
+                    Step::NotYet(format!(
+                        "{first} groups still in LLC {}: {seen}",
+                        e.llcs[llc]
+                    ))
                 }
             }
         }
@@ -482,7 +507,9 @@ fn cpu_offline_online(ctx: &Ctx) -> Result<String, String> {
     set_online(&off, false)?;
     let online_now = observe::cpulist("/sys/devices/system/cpu/online")?;
     if online_now.intersects(&off) {
-        return Err(format!("{off} still online after writing 0: online {online_now}"));
+        return Err(format!(
+            "{off} still online after writing 0: online {online_now}"
+        ));
     }
     let offline = poll(SETTLE, || {
         let groups = match w.groups() {
@@ -492,7 +519,10 @@ fn cpu_offline_online(ctx: &Ctx) -> Result<String, String> {
         let seen = describe(&groups);
         for t in groups.values().flatten() {
             if off.contains(dfsched_core::CpuId(t.cpu)) {
-                return Step::Broken(format!("tid {} ran on offline CPU {}: {seen}", t.tid, t.cpu));
+                return Step::Broken(format!(
+                    "tid {} ran on offline CPU {}: {seen}",
+                    t.tid, t.cpu
+                ));
             }
         }
         for (df, ts) in &groups {
@@ -512,7 +542,9 @@ fn cpu_offline_online(ctx: &Ctx) -> Result<String, String> {
     })
     .map_err(|why| format!("with {off} back online: {why}"))?;
     w.finish(60)?;
-    Ok(format!("start: {start}; {off} offline: {offline}; back: {back}"))
+    Ok(format!(
+        "start: {start}; {off} offline: {offline}; back: {back}"
+    ))
 }
 
 /// Two programs under `dfsched run --policy co-thread` (which starts the

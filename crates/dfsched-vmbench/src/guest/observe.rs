@@ -29,7 +29,10 @@ pub fn sysfs_topology() -> Result<crate::preset::Expected, String> {
         smt.insert(cpulist(dir.join("topology/thread_siblings_list"))?);
         for index in std::fs::read_dir(dir.join("cache")).map_err(|e| e.to_string())? {
             let index = index.map_err(|e| e.to_string())?.path();
-            if !index.file_name().is_some_and(|n| n.to_string_lossy().starts_with("index")) {
+            if !index
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("index"))
+            {
                 continue;
             }
             let level = std::fs::read_to_string(index.join("level")).map_err(|e| e.to_string())?;
