@@ -376,7 +376,7 @@ fn libraries(bin: &Path) -> Result<Vec<PathBuf>, BenchError> {
         .filter_map(|l| {
             let l = l.trim();
             let path = match l.split_once("=>") {
-                Some((_, rest)) => rest.trim().split_whitespace().next()?,
+                Some((_, rest)) => rest.split_whitespace().next()?,
                 None => l.split_whitespace().next()?,
             };
             path.starts_with('/').then(|| PathBuf::from(path))
@@ -527,9 +527,8 @@ pub fn new_marker() -> String {
 /// to `log` (and to stderr when `echo`), and reads the records of `marker`;
 /// kills QEMU after `deadline`.
 pub fn boot(
-    tools: &Tools,
+    (tools, kernel): (&Tools, &Path),
     preset: &Preset,
-    kernel: &Path,
     initrd: &Path,
     marker: &str,
     deadline: Duration,
@@ -677,9 +676,8 @@ impl Setup {
         )?;
         let log = dir.join(format!("{}.log", preset.name));
         let boot = boot(
-            &self.tools,
+            (&self.tools, &self.kernel),
             preset,
-            &self.kernel,
             &initrd,
             &marker,
             deadline,
@@ -708,7 +706,7 @@ mod tests {
 
     #[test]
     fn kernel_packages_order_by_version_not_by_text() {
-        let mut names = vec![
+        let mut names = [
             "linux-image-6.12.9+deb12-amd64-unsigned",
             "linux-image-6.12.117+deb12-amd64-unsigned",
             "linux-image-6.12.41+deb12-amd64-unsigned",

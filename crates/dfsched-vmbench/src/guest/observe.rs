@@ -3,8 +3,9 @@
 //! thread's placement, from `/proc/PID/task/TID/status`
 //! (`Cpus_allowed_list`) checked against `sched_getaffinity`.
 //!
-//! Invariant: a thread whose two readings disagree is an error, never
-//! silently one or the other.
+//! Invariant: a thread whose two readings disagree (beyond offline CPUs,
+//! which `sched_getaffinity` leaves out) is an error, never silently one or
+//! the other.
 
 use dfsched_core::{CpuId, CpuSet};
 use std::collections::BTreeSet;
@@ -72,7 +73,8 @@ pub struct Thread {
     pub tid: i32,
     /// Its name (`comm`).
     pub name: String,
-    /// Its affinity mask.
+    /// Its affinity mask as stored (`Cpus_allowed_list`: offline CPUs
+    /// included; `sched_getaffinity` gives it ∩ the active CPUs).
     pub mask: CpuSet,
     /// The CPU it last ran on (`/proc/…/stat` field 39).
     pub cpu: u32,
@@ -128,12 +130,19 @@ pub fn threads(pid: u32) -> Result<Vec<Thread>, String> {
         let Ok(kernel) = getaffinity(tid) else {
             continue; // exited meanwhile
         };
-        if kernel != mask {
-            // The mask may have changed between the two reads: read again.
+        // sched_getaffinity gives the mask ∩ the active CPUs, /proc the mask
+        // as stored: they may differ by offline CPUs only. The mask may also
+        // have changed between the two reads: then read /proc again.
+        let online = cpulist("/sys/devices/system/cpu/online")?;
+        if kernel != mask.intersection(&online) {
             let again = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
-            if !again.contains(&format!("Cpus_allowed_list:\t{kernel}")) {
+            let again: Option<CpuSet> = again
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|v| v.trim().parse().ok());
+            if again.map(|m| m.intersection(&online)) != Some(kernel.clone()) {
                 return Err(format!(
-                    "tid {tid}: /proc says {mask}, sched_getaffinity says {kernel}"
+                    "tid {tid}: /proc says {mask}, sched_getaffinity says {kernel} (online {online})"
                 ));
             }
         }
@@ -147,7 +156,7 @@ pub fn threads(pid: u32) -> Result<Vec<Thread>, String> {
         out.push(Thread {
             tid,
             name,
-            mask: kernel,
+            mask,
             cpu,
         });
     }
