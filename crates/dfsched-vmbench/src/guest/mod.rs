@@ -115,6 +115,7 @@ pub fn run_plan(preset: Preset, marker: &str, bin_dir: PathBuf, only: Option<&st
             name: name.to_string(),
             ok,
             detail,
+            known_failure: checks::known_failure(name).map(str::to_string),
         });
         if !ok && *name == "topology-sysfs" {
             break;
