@@ -643,18 +643,38 @@ fn agent_several_processes(ctx: &Ctx) -> Result<String, String> {
         }
         Step::Holds(seen)
     })?;
-    let status = Command::new(ctx.bin("dfsched"))
-        .args(["agent", "--status"])
-        .output()
-        .map_err(|e| format!("dfsched agent --status: {e}"))?;
-    let status_text = String::from_utf8_lossy(&status.stdout).trim().to_string();
-    if !status.status.success() {
-        return Err(format!(
-            "dfsched agent --status exited {}: {status_text} {}",
-            status.status,
-            String::from_utf8_lossy(&status.stderr)
-        ));
-    }
+    // The agent knows both programs (`dfsched run` execs the program: the
+    // same pid).
+    let pids: Vec<u64> = programs.iter().map(|p| u64::from(p.pid())).collect();
+    let served = poll(SETTLE, || {
+        let out = match Command::new(ctx.bin("dfsched"))
+            .args(["agent", "--status"])
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => return Step::Broken(format!("dfsched agent --status: {e}")),
+        };
+        let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(_) => {
+                return Step::NotYet(format!(
+                    "agent --status exited {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let known: Vec<u64> = v["processes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| p["pid"].as_u64()).collect())
+            .unwrap_or_default();
+        let shown = format!("agent pid {} serves pids {known:?}", v["agent_pid"]);
+        if pids.iter().all(|p| known.contains(p)) {
+            Step::Holds(shown)
+        } else {
+            Step::NotYet(format!("{shown}, not all of {pids:?}"))
+        }
+    })?;
     for p in programs {
         p.finish(60)?;
     }
@@ -662,7 +682,7 @@ fn agent_several_processes(ctx: &Ctx) -> Result<String, String> {
         .args(["agent", "--stop"])
         .output();
     drop(groups);
-    Ok(format!("{seen}; agent: {status_text}"))
+    Ok(format!("{seen}; {served}"))
 }
 
 /// `dfsched bench df --threads 16 --dfs 4` runs to its end and prints its
