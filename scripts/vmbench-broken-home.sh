@@ -48,7 +48,7 @@ fi
 
 echo "running: dfsched-vmbench run --preset $preset ${flags[*]} (broken binaries)"
 # The bench's own cache (kernel, tools) is shared; the binaries are the broken ones.
-if DFSCHED_VMBENCH_CACHE="$root/target/vmbench" "$target/release/dfsched-vmbench" run \
+if RUST_BACKTRACE=0 DFSCHED_VMBENCH_CACHE="$root/target/vmbench" "$target/release/dfsched-vmbench" run \
     --preset "$preset" --bin-dir "$target/release" "${flags[@]}"; then
     echo "BAD: the bench passed with a home rule that ignores LLC boundaries"
     exit 1
