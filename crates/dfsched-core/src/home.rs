@@ -36,7 +36,9 @@
 //!
 //! ```text
 //!   heavy:  the leaf of c, where c = least-loaded CPU of A by `base`
-//!           (ties → lowest CPU id).
+//!           (ties → the one in the least-loaded branch walking down from
+//!           the root: an emptier node, then LLC, …; then lowest CPU id;
+//!           see `least_loaded_spread`).
 //!
 //!   light:  walk up from c:        root ─┐   largest; taken if nothing holds
 //!                                  LLC  ─┤
@@ -353,7 +355,7 @@ pub(crate) fn choose(
             };
             Some(cothread::pick(topo, config, shape.base, shape.allowed, among, near).0)
         })
-        .or_else(|| shape.base.argmin(shape.allowed))
+        .or_else(|| least_loaded_spread(topo, shape.base, shape.allowed))
         .expect("a group's allowed CPUs are never empty");
     let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
     let test = shape.test(config);
@@ -380,6 +382,47 @@ pub(crate) fn choose(
     let mut inside = Smallest::default();
     shape.fit_below(topo, test, d.id, &mut inside);
     inside.best.map_or(d.id, |(_, _, id)| id)
+}
+
+/// The least-loaded CPU of `allowed`; among equally loaded ones, the one
+/// reached by walking down from the root into the child with the least
+/// load per allowed CPU (ties to the lowest id) that still holds such a
+/// CPU. So with two groups of two on two idle LLCs of four, the second
+/// group starts in the empty LLC, not on the free core beside the first:
+/// groups spread over LLCs (and nodes) before they share one. Without
+/// ties this is plain `argmin`. Cost: O(|allowed| × depth).
+pub(crate) fn least_loaded_spread(
+    topo: &Topology,
+    base: &LoadVec,
+    allowed: &CpuSet,
+) -> Option<CpuId> {
+    let min = allowed.iter().map(|c| base.get(c)).min()?;
+    let mut d = topo.domain(topo.root());
+    loop {
+        // (Σ load, |D ∩ A|, id) of the best child holding a least-loaded CPU.
+        let mut best: Option<(u64, u64, DomainId)> = None;
+        for &child in &d.children {
+            let cpus = &topo.domain(child).cpus;
+            let mine = cpus.intersection(allowed);
+            if !mine.iter().any(|c| base.get(c) == min) {
+                continue;
+            }
+            let (sum, n) = (base.sum(&mine), mine.len() as u64);
+            // sum/n < best_sum/best_n, compared without division.
+            let better = best.is_none_or(|(bs, bn, _)| sum * bn < bs * n);
+            if better {
+                best = Some((sum, n, child));
+            }
+        }
+        match best {
+            Some((_, _, child)) => d = topo.domain(child),
+            None => break,
+        }
+    }
+    d.cpus
+        .intersection(allowed)
+        .iter()
+        .find(|&c| base.get(c) == min)
 }
 
 /// `Σ inside` over `d` and every domain below it.
@@ -506,6 +549,35 @@ mod tests {
         let t = Topology::test(1, 2, 2, 2);
         let l = load(&[0, 1500, 0, 0, 500, 500, 500, 500]);
         assert_eq!(fresh(&t, &l, "0-7", 2), "2-3");
+    }
+
+    #[test]
+    fn a_fresh_home_spreads_over_llcs_before_sharing_one() {
+        // Two LLCs of two SMT cores; a group of two already on core 0-1.
+        let topo = Topology::test(1, 2, 2, 2);
+        let mut base = LoadVec::zero(topo.cpus());
+        base.add_cpu(CpuId(0), 1000);
+        base.add_cpu(CpuId(1), 1000);
+        assert_eq!(
+            least_loaded_spread(&topo, &base, topo.cpus()),
+            Some(CpuId(4)),
+            "the empty LLC, not core 2-3 beside the busy one"
+        );
+        // A less loaded CPU still wins over an emptier domain.
+        base.add_cpu(CpuId(4), 1000);
+        base.add_cpu(CpuId(5), 300);
+        base.add_cpu(CpuId(6), 300);
+        base.add_cpu(CpuId(7), 300);
+        base.add_cpu(CpuId(2), 1000);
+        assert_eq!(
+            least_loaded_spread(&topo, &base, topo.cpus()),
+            Some(CpuId(3))
+        );
+        // Only allowed CPUs count.
+        assert_eq!(
+            least_loaded_spread(&topo, &base, &set("4-5")),
+            Some(CpuId(5))
+        );
     }
 
     #[test]

@@ -404,8 +404,9 @@ mod tests {
         assert_eq!(h.home(1), "0-1");
         let d = h.hint(2, Some(2));
         // The old group shrinks back to one CPU; the switcher gets the
-        // least-loaded CPU for its new DF.
-        assert_eq!(places(&d), p(&[(1, "0"), (2, "1")]));
+        // least-loaded CPU for its new DF, in the emptier LLC (4-7) rather
+        // than beside the old group.
+        assert_eq!(places(&d), p(&[(1, "0"), (2, "4")]));
         assert_eq!(h.e.group(GroupId(1)).unwrap().members, vec![TaskId(1)]);
         assert_eq!(h.e.task(TaskId(2)).unwrap().group, Some(GroupId(2)));
         assert_eq!(h.e.stats().groups_created, 2);

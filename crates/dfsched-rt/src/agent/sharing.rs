@@ -318,10 +318,13 @@ mod tests {
         let topo = Topology::test(1, 2, 2, 2);
         let base = [(CpuId(0), 1000), (CpuId(1), 1000)];
         let all = set("0-7");
-        // One thread: a whole free CPU's leaf, the least loaded, lowest id.
-        assert_eq!(home(&topo, &base, &all, 1, None), set("2"));
-        // Two threads: the free core 2-3.
-        assert_eq!(home(&topo, &base, &all, 2, None), set("2-3"));
+        // One thread: a whole free CPU's leaf, the least loaded, in the
+        // emptier LLC (ties between free CPUs go to the least-loaded
+        // branch: see dfsched-core's home::least_loaded_spread).
+        assert_eq!(home(&topo, &base, &all, 1, None), set("4"));
+        // Two threads: a free core of the emptier LLC, not 2-3 beside the
+        // busy one.
+        assert_eq!(home(&topo, &base, &all, 2, None), set("4-5"));
         // Three: CPUs 0-3 hold only 2 more, so the other LLC.
         assert_eq!(home(&topo, &base, &all, 3, None), set("4-7"));
         // Nine threads on 8 CPUs with 2 busy: nothing holds them, but the

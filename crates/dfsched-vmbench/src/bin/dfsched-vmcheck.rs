@@ -1,0 +1,62 @@
+//! The guest's test driver (runs as root inside the VM):
+//!
+//! - `dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]`
+//!   runs the plan and prints its records on stdout (the console);
+//! - `dfsched-vmcheck workload DFS PER_DF` is the DF workload the plan
+//!   observes (see `guest/workload.rs`).
+
+use dfsched_vmbench::guest;
+use dfsched_vmbench::preset::Preset;
+use std::path::PathBuf;
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]\n       dfsched-vmcheck workload DFS PER_DF"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    match args.first().map(String::as_str) {
+        Some("workload") => {
+            let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
+            let (Some(dfs), Some(per)) = (num(1), num(2)) else {
+                usage()
+            };
+            std::process::exit(guest::workload::workload_main(dfs, per as usize));
+        }
+        Some("plan") => {
+            let (Some(name), Some(marker), Some(expected), Some(bin_dir)) = (
+                flag("--preset"),
+                flag("--marker"),
+                flag("--expected"),
+                flag("--bin-dir"),
+            ) else {
+                usage()
+            };
+            let text = std::fs::read_to_string(&expected).unwrap_or_else(|e| {
+                eprintln!("{expected}: {e}");
+                std::process::exit(2)
+            });
+            let preset: Preset = serde_json::from_str(&text).unwrap_or_else(|e| {
+                eprintln!("{expected}: {e}");
+                std::process::exit(2)
+            });
+            if preset.name != name {
+                eprintln!("{expected} is preset {}, not {name}", preset.name);
+                std::process::exit(2);
+            }
+            let only = flag("--only");
+            let failed = guest::run_plan(preset, &marker, PathBuf::from(bin_dir), only.as_deref());
+            std::process::exit(if failed == 0 { 0 } else { 1 });
+        }
+        _ => usage(),
+    }
+}

@@ -1,0 +1,126 @@
+//! The guest side: the test plan `dfsched-vmcheck plan` runs as root inside
+//! the VM, and the programs it observes.
+//!
+//! Workflow of a plan:
+//!
+//! 1. print `Begin`;
+//! 2. check the topology sysfs shows against the preset; if it differs,
+//!    stop there (every later check would test the wrong machine);
+//! 3. run every other check in [`checks::PLAN`], each printing one `Check`
+//!    record, whatever the others did;
+//! 4. print `End` with the counts.
+//!
+//! Invariant: nothing here judges speed (TCG has no caches and its timing
+//! means nothing). A check waits for a state by polling with a generous
+//! deadline ([`poll`]), and takes a state as reached only when it held on
+//! [`SETTLED`] samples in a row.
+
+pub mod checks;
+pub mod observe;
+pub mod workload;
+
+use crate::preset::Preset;
+use crate::report::Record;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Samples in a row a state must hold on to count as reached.
+pub const SETTLED: u32 = 3;
+
+/// Time between samples.
+pub const SAMPLE: Duration = Duration::from_millis(500);
+
+/// What every check is given.
+pub struct Ctx {
+    /// The preset the VM was booted with.
+    pub preset: Preset,
+    /// Where `dfsched`, `libdfsched.so`, `dfsched-vmspin` and this program
+    /// are.
+    pub bin_dir: PathBuf,
+}
+
+impl Ctx {
+    /// `bin_dir/name`.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+}
+
+/// What one sample of a polled state says.
+pub enum Step {
+    /// The state is reached (with what was seen).
+    Holds(String),
+    /// Not yet (with what was seen).
+    NotYet(String),
+    /// Something that must never happen did: fail now.
+    Broken(String),
+}
+
+/// Samples `f` every [`SAMPLE`] until it holds [`SETTLED`] times in a row
+/// (`Ok` with the last sample) or `deadline` passes or it is broken
+/// (`Err` with the last sample).
+pub fn poll(deadline: Duration, mut f: impl FnMut() -> Step) -> Result<String, String> {
+    let end = Instant::now() + deadline;
+    let mut in_row = 0;
+    loop {
+        match f() {
+            Step::Holds(s) => {
+                in_row += 1;
+                if in_row >= SETTLED {
+                    return Ok(s);
+                }
+            }
+            Step::NotYet(s) => {
+                in_row = 0;
+                if Instant::now() > end {
+                    return Err(format!("not reached within {deadline:?}; last: {s}"));
+                }
+            }
+            Step::Broken(s) => return Err(s),
+        }
+        std::thread::sleep(SAMPLE);
+    }
+}
+
+/// Runs the plan on `preset`, printing records with `marker`; returns the
+/// number of failed checks.
+pub fn run_plan(preset: Preset, marker: &str, bin_dir: PathBuf, only: Option<&str>) -> u32 {
+    let emit = |r: Record| println!("{}", r.line(marker));
+    emit(Record::Begin {
+        preset: preset.name.clone(),
+    });
+    let ctx = Ctx { preset, bin_dir };
+    let (mut passed, mut failed) = (0, 0);
+    for (name, needs_llcs, check) in checks::PLAN {
+        if only.is_some_and(|o| o != *name) && *name != "topology-sysfs" {
+            continue;
+        }
+        if ctx.preset.expected.llcs.len() < *needs_llcs {
+            continue;
+        }
+        let started = Instant::now();
+        let result = check(&ctx);
+        let (ok, detail) = match result {
+            Ok(d) => (true, d),
+            Err(d) => (false, d),
+        };
+        // Wall time in the guest is for the reader of the log only.
+        let detail = format!("{detail} [{:.1} s]", started.elapsed().as_secs_f64());
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+        emit(Record::Check {
+            name: name.to_string(),
+            ok,
+            detail,
+            known_failure: checks::known_failure(name).map(str::to_string),
+        });
+        if !ok && *name == "topology-sysfs" {
+            break;
+        }
+    }
+    emit(Record::End { passed, failed });
+    failed
+}
