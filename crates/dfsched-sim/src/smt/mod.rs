@@ -16,6 +16,8 @@
 //! - [`trace`]: Valgrind lackey text → a compact binary trace → accesses.
 //! - [`compare`]: several policies on one workload, with the exhaustive
 //!   best static pairing.
+//! - [`grid`]: the paper's 16 mixes of 4 programs: which mixes, and the
+//!   acceptance's summary of their comparisons.
 //!
 //! The choices the paper leaves open or contradicts are listed in
 //! `docs/kihm.md` at the repository's root.
@@ -39,6 +41,7 @@
 pub mod cache;
 pub mod compare;
 pub mod config;
+pub mod grid;
 pub mod mapping;
 pub mod metrics;
 pub mod run;
