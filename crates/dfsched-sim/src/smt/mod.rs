@@ -13,6 +13,8 @@
 //! - [`run`]: one policy's run, quantum by quantum.
 //! - [`metrics`]: what a run measures, and the alone reference of relative
 //!   throughput.
+//! - [`profile`]: per-thread activity profiles from Valgrind (`dfsched
+//!   profile`, for the `smt-pair` runtime placement).
 //! - [`trace`]: Valgrind lackey text → a compact binary trace → accesses.
 //! - [`compare`]: several policies on one workload, with the exhaustive
 //!   best static pairing.
@@ -44,6 +46,7 @@ pub mod config;
 pub mod grid;
 pub mod mapping;
 pub mod metrics;
+pub mod profile;
 pub mod run;
 pub mod trace;
 pub mod workload;
