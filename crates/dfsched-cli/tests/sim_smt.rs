@@ -307,3 +307,44 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     assert!(err.contains("needs --workload traces DIR"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn profile_writes_per_thread_vectors_of_a_program_run_under_valgrind() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        let msg = "SKIP profile test: valgrind is not installed";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        eprintln!("{msg}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dfsched-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.json");
+    let run = cli_support::dfsched(&[
+        "profile",
+        "--out",
+        out.to_str().unwrap(),
+        "--interval",
+        "20000",
+        "--",
+        "/bin/true",
+    ]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(p["command"], serde_json::json!(["/bin/true"]));
+    assert_eq!(p["interval_instructions"], 20000);
+    assert!(p["ns_per_instruction"].as_f64().unwrap() > 0.0);
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "/bin/true has one thread: {err}");
+    let instrs = threads[0]["instructions"].as_u64().unwrap();
+    let vectors = threads[0]["vectors"].as_array().unwrap();
+    // /bin/true runs some 100k instructions (the dynamic loader): one
+    // vector per 20,000, the last partial.
+    assert!(instrs > 20_000, "{instrs}");
+    assert_eq!(vectors.len() as u64, instrs.div_ceil(20_000));
+    assert!(vectors
+        .iter()
+        .all(|v| v["levels"].as_array().unwrap().len() == 32));
+    assert!(err.contains("1 thread(s)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

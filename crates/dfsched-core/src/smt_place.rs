@@ -250,7 +250,11 @@ mod tests {
         assert_eq!(p.vector_at(0, 0), Some(&v(LO)));
         assert_eq!(p.vector_at(0, 499), Some(&v(LO)));
         assert_eq!(p.vector_at(0, 500), Some(&v(HI)));
-        assert_eq!(p.vector_at(0, 1_000_000), Some(&v(LO)), "past the end: last");
+        assert_eq!(
+            p.vector_at(0, 1_000_000),
+            Some(&v(LO)),
+            "past the end: last"
+        );
         assert_eq!(p.vector_at(1, 0), None, "no interval");
         assert_eq!(p.vector_at(2, 0), None, "not in the profile");
     }
