@@ -52,7 +52,7 @@ impl ProfileCache {
             && self.line_bytes > 0
             && self.super_sets > 0
             && self.sets() > 0
-            && self.sets() % self.super_sets as u64 == 0
+            && self.sets().is_multiple_of(self.super_sets as u64)
     }
 
     /// Lines one super-set holds (all ways): the hot threshold.
