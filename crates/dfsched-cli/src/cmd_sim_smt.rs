@@ -535,6 +535,10 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
     if name != "paper" {
         bail!("--grid {name:?}: only `paper` (16 mixes of 4 traced programs)");
     }
+    if a.seeds > 1 {
+        // The grid's spread is across mixes, one seed each.
+        bail!("--grid runs one seed per mix: --seeds is not supported with it");
+    }
     let dir = match (a.workload[0].as_str(), a.workload.get(1)) {
         ("traces", Some(dir)) => Path::new(dir),
         _ => bail!("--grid paper needs --workload traces DIR"),

@@ -294,6 +294,7 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
             "round-robin",
         ),
         (&["--grid", "huge"][..], "huge"),
+        (&["--grid", "paper", "--seeds", "2"][..], "--seeds"),
     ] {
         let mut args = base.clone();
         args.extend(extra.iter().map(|s| s.to_string()));
