@@ -4,7 +4,8 @@
 #
 #   scripts/smt-traces.sh [--out DIR] [--skip N] [--accesses N] [--dfsched BIN] [--force]
 #
-# Runs each candidate program of this machine under
+# Runs each candidate program of this machine (and three small C kernels
+# built with gcc) under
 # `valgrind --tool=lackey --trace-mem=yes` and pipes the text into
 # `dfsched trace import`, which keeps a window of --accesses accesses after
 # the first --skip (defaults: 2 000 000 and 4 000 000), one DIR/NAME.dftrace
@@ -72,5 +73,35 @@ if command -v gcc >/dev/null; then
   cat /usr/include/stdio.h /usr/include/stdlib.h /usr/include/string.h > "$work/k.c" 2>/dev/null || true
   echo 'int f(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += a[i] * a[i]; return s; }' >> "$work/k.c"
   record cc1 "$(gcc -print-prog-name=cc1)" -quiet -O2 -o /dev/null "$work/k.c"
+fi
+# Small C kernels (the issue's "a few small C kernels"), generic on purpose:
+# none is shaped to be hot in chosen super-sets, so they do not favour the
+# set-level policy. stream: a sequential sum over 32 MiB; chase: a random
+# cyclic pointer chase over 1 MiB; matmul: a naive 96 x 96 double multiply
+# (three matrices, 216 KiB), repeated.
+if command -v gcc >/dev/null; then
+  cat > "$work/stream.c" <<'C'
+#include <stdlib.h>
+int main(void) { long n = 4L << 20; volatile long s = 0; long *a = calloc(n, sizeof *a);
+  for (int r = 0; r < 8; r++) for (long i = 0; i < n; i++) s += a[i]; return (int)(s & 1); }
+C
+  cat > "$work/chase.c" <<'C'
+#include <stdlib.h>
+int main(void) { long n = (1L << 20) / sizeof(long); long *next = malloc(n * sizeof *next); long *perm = malloc(n * sizeof *perm);
+  unsigned x = 12345; for (long i = 0; i < n; i++) perm[i] = i;
+  for (long i = n - 1; i > 0; i--) { x = x * 1103515245u + 12345u; long j = x % (i + 1); long t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+  for (long i = 0; i < n; i++) next[perm[i]] = perm[(i + 1) % n];
+  volatile long p = 0; for (long k = 0; k < 50L * n; k++) p = next[p]; return (int)(p & 1); }
+C
+  cat > "$work/matmul.c" <<'C'
+#define N 96
+static double a[N][N], b[N][N], c[N][N];
+int main(void) { for (int i = 0; i < N; i++) for (int j = 0; j < N; j++) { a[i][j] = i + j; b[i][j] = i - j; }
+  for (int r = 0; r < 40; r++) for (int i = 0; i < N; i++) for (int j = 0; j < N; j++) { double s = 0; for (int k = 0; k < N; k++) s += a[i][k] * b[k][j]; c[i][j] += s; }
+  return (int)c[1][1] & 1; }
+C
+  for k in stream chase matmul; do
+    gcc -O1 -o "$work/$k" "$work/$k.c" && record "$k" "$work/$k"
+  done
 fi
 ls -l "$out" >&2

@@ -29,7 +29,7 @@ pub enum SimCommand {
     Rq(SimRqCommand),
     /// Kihm et al.'s SMT co-scheduling by cache activity vectors: one
     /// workload under several policies, ITKO and relative throughput.
-    Smt(SmtArgs),
+    Smt(Box<SmtArgs>),
 }
 
 /// Runs `dfsched sim …`.
@@ -37,6 +37,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     match args.command {
         SimCommand::Queue(c) => cmd_sim_queue::run(c),
         SimCommand::Rq(c) => cmd_sim_rq::run(c),
-        SimCommand::Smt(a) => cmd_sim_smt::run(a),
+        SimCommand::Smt(a) => cmd_sim_smt::run(*a),
     }
 }

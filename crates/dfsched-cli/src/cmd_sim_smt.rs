@@ -9,6 +9,14 @@
 //!
 //! The simulator does no I/O: traces are read here (`--workload traces
 //! DIR`: every `*.dftrace` file of DIR, in name order, one thread each).
+//!
+//! `--grid paper --workload traces DIR` runs the paper's grid instead: 16
+//! mixes of 4 of DIR's programs (`dfsched_sim::smt::grid::balanced_mixes`),
+//! each under every policy, once with identity pages and once with random
+//! 4 KiB pages, in parallel (`--jobs`) with a progress bar; it prints each
+//! policy's mean ITKO change and throughput gain against round robin, the
+//! worst mix and the share of the oracles' gain (a table, or `--json`),
+//! and draws both per mix in an SVG (`--plot`).
 
 use anyhow::{bail, Context as _};
 use clap::Args;
@@ -107,6 +115,24 @@ pub struct SmtArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Run a grid of mixes instead of one workload: `paper` (needs
+    /// `--workload traces DIR`; runs identity and random 4 KiB pages, so
+    /// --mapping is not used).
+    #[arg(long, value_name = "NAME")]
+    grid: Option<String>,
+    /// Mixes of the grid (all combinations when there are fewer).
+    #[arg(long, default_value_t = 16)]
+    grid_mixes: usize,
+    /// Programs per mix of the grid.
+    #[arg(long, default_value_t = 4)]
+    mix_size: usize,
+    /// The grid's plot (SVG): ITKO and relative throughput against round
+    /// robin per mix, for each policy and mapping.
+    #[arg(long, default_value = "bench-out/smt-grid-paper.svg")]
+    plot: std::path::PathBuf,
+    /// Comparisons of the grid run at once [default: the CPUs].
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 /// Runs `sim smt`.
@@ -124,6 +150,9 @@ pub fn run(a: SmtArgs) -> anyhow::Result<()> {
     }
     if a.seeds == 0 {
         bail!("--seeds must be at least 1");
+    }
+    if let Some(g) = &a.grid {
+        return grid(&a, g, &cfg, &policies);
     }
     let mut runs = Vec::new();
     for seed in a.seed..a.seed + a.seeds {
@@ -461,5 +490,325 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         "rel.thr: sum over contexts of IPC together / IPC alone, mean over quanta (max {}); right: quanta whose co-runners are hot in different slices; poor: Fig. 12's poor picks among context changes",
         cfg.cores * cfg.contexts
     )?;
+    Ok(())
+}
+
+/// The mappings every grid runs: the paper's (virtual = physical) and the
+/// one a physically indexed L2 sees with ordinary pages.
+const GRID_MAPPINGS: [Mapping; 2] = [Mapping::Identity, Mapping::Random4k];
+
+/// `--grid` as JSON.
+#[derive(Debug, Serialize)]
+struct GridReport {
+    grid: String,
+    /// The machine and model (the mapping is per entry of `mappings`).
+    config: SmtConfig,
+    /// Each mix's programs, in grid order.
+    mixes: Vec<Vec<String>>,
+    /// The policies, in the order asked.
+    order: Vec<String>,
+    /// Per mapping (`identity`, `random-4k`): each mix's ratios to round
+    /// robin and each policy's summary.
+    mappings: BTreeMap<String, dfsched_sim::smt::grid::GridSummary>,
+    /// Per mapping, every mix's full comparison.
+    runs: BTreeMap<String, Vec<Comparison>>,
+}
+
+/// The mapping as `--mapping` spells it.
+fn mapping_name(m: Mapping) -> String {
+    match m {
+        Mapping::Identity => "identity".into(),
+        Mapping::Random4k => "random-4k".into(),
+        Mapping::Huge2m => "2m".into(),
+        Mapping::Coloured { colour_bits } => format!("coloured:{colour_bits}"),
+    }
+}
+
+/// Runs `--grid NAME`.
+fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> anyhow::Result<()> {
+    use dfsched_sim::smt::grid::{balanced_mixes, summarise};
+    use indicatif::{ProgressBar, ProgressStyle};
+    use std::io::IsTerminal as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    if name != "paper" {
+        bail!("--grid {name:?}: only `paper` (16 mixes of 4 traced programs)");
+    }
+    if a.seeds > 1 {
+        // The grid's spread is across mixes, one seed each.
+        bail!("--grid runs one seed per mix: --seeds is not supported with it");
+    }
+    let dir = match (a.workload[0].as_str(), a.workload.get(1)) {
+        ("traces", Some(dir)) => Path::new(dir),
+        _ => bail!("--grid paper needs --workload traces DIR"),
+    };
+    if !policies.contains(&PolicyChoice::RoundRobin) {
+        bail!("--grid reports every policy against round-robin: add it to --policies");
+    }
+    let all = traces(dir)?;
+    let mixes = balanced_mixes(all.threads.len(), a.mix_size, a.grid_mixes);
+    if mixes.is_empty() {
+        bail!(
+            "--grid needs at least --mix-size {} traces in {} (found {})",
+            a.mix_size,
+            dir.display(),
+            all.threads.len()
+        );
+    }
+    let jobs: Vec<(Mapping, usize)> = GRID_MAPPINGS
+        .iter()
+        .flat_map(|&m| (0..mixes.len()).map(move |i| (m, i)))
+        .collect();
+    let workers = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, jobs.len());
+    let tty = std::io::stderr().is_terminal();
+    let bar = if tty {
+        let bar = ProgressBar::new(jobs.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} mixes, eta {eta} {msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<anyhow::Result<Comparison>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                // Relaxed: the counters only hand out indices and count;
+                // results are published through the mutex.
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(mapping, mix)) = jobs.get(i) else {
+                    break;
+                };
+                let threads: Vec<_> = mixes[mix].iter().map(|&t| all.threads[t].clone()).collect();
+                let names: Vec<&str> = threads.iter().map(|t| t.name.as_str()).collect();
+                let w = Workload {
+                    name: format!("mix {} {}", mix + 1, names.join(" ")),
+                    threads,
+                };
+                let cfg = SmtConfig {
+                    mapping,
+                    ..cfg.clone()
+                };
+                let r = compare(&cfg, &w, policies, |_| {}).context("sim smt --grid");
+                slots.lock().expect("no worker panics holding the lock")[i] = Some(r);
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if tty {
+                    bar.set_message(format!("{} {}", mapping_name(mapping), w.name));
+                    bar.inc(1);
+                } else {
+                    // A line per comparison in logs and CI.
+                    eprintln!(
+                        "[{n:>3}/{}] {} {}",
+                        jobs.len(),
+                        mapping_name(mapping),
+                        w.name
+                    );
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let mut results = slots
+        .into_inner()
+        .expect("the workers have ended")
+        .into_iter();
+    let mut report = GridReport {
+        grid: name.into(),
+        config: cfg.clone(),
+        mixes: mixes
+            .iter()
+            .map(|m| m.iter().map(|&t| all.threads[t].name.clone()).collect())
+            .collect(),
+        order: policies.iter().map(|p| p.name().to_string()).collect(),
+        mappings: BTreeMap::new(),
+        runs: BTreeMap::new(),
+    };
+    for &m in &GRID_MAPPINGS {
+        let runs: Vec<Comparison> = results
+            .by_ref()
+            .take(mixes.len())
+            .map(|r| r.expect("every job ran"))
+            .collect::<anyhow::Result<_>>()?;
+        report.mappings.insert(
+            mapping_name(m),
+            summarise(&runs).context("summarising the grid")?,
+        );
+        report.runs.insert(mapping_name(m), runs);
+    }
+    if let Some(parent) = a.plot.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    plot_grid(&a.plot, &report).with_context(|| format!("drawing {}", a.plot.display()))?;
+    let text = if a.json {
+        serde_json::to_string_pretty(&report)?
+    } else {
+        grid_table(&report)
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.trim_end())?;
+    if !a.json {
+        writeln!(out, "plot: {}", a.plot.display())?;
+    }
+    Ok(())
+}
+
+fn grid_table(r: &GridReport) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let pct = |x: f64| format!("{:+.1}%", x * 100.0);
+    let _ = writeln!(
+        t,
+        "sim smt --grid {}: {} mixes of {} programs, L2 {} KiB {}-way, {} bit(s), {} quanta of {} cycles; ratios to round robin, mean [min, max] over mixes",
+        r.grid,
+        r.mixes.len(),
+        r.mixes.first().map_or(0, Vec::len),
+        r.config.l2.bytes >> 10,
+        r.config.l2.ways,
+        r.config.bits,
+        r.config.quanta,
+        r.config.quantum_cycles
+    );
+    for (i, m) in r.mixes.iter().enumerate() {
+        let _ = writeln!(t, "  mix {:>2}: {}", i + 1, m.join(" "));
+    }
+    for (mapping, g) in &r.mappings {
+        let _ = writeln!(t, "\n{mapping} pages");
+        let _ = writeln!(
+            t,
+            "{:<12} {:>26} {:>26} {:>10} {:>10} {:>10}",
+            "policy", "L2 ITKO vs RR", "rel.thr vs RR", "worst mix", "of static", "of l.ahead"
+        );
+        for name in &r.order {
+            let p = &g.policies[name];
+            let spread = |s: &dfsched_sim::smt::grid::Spread| {
+                format!("{} [{}, {}]", pct(s.mean), pct(s.min), pct(s.max))
+            };
+            let share =
+                |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0));
+            let _ = writeln!(
+                t,
+                "{:<12} {:>26} {:>26} {:>10} {:>10} {:>10}",
+                name,
+                spread(&p.itko_change),
+                spread(&p.throughput_gain),
+                format!("{}", p.throughput_gain.min_mix + 1),
+                share(p.share_of_best_static_gain),
+                share(p.share_of_lookahead_itko_cut)
+            );
+        }
+    }
+    let _ = writeln!(
+        t,
+        "\nworst mix: the mix of the least rel.thr gain; of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's"
+    );
+    t
+}
+
+/// Four panels: ITKO and relative throughput against round robin (rows)
+/// per mix, with identity and random 4 KiB pages (columns); a line with
+/// points per policy.
+fn plot_grid(path: &Path, r: &GridReport) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let e = |e: plotters::drawing::DrawingAreaErrorKind<std::io::Error>| anyhow::anyhow!("{e}");
+    let root = SVGBackend::new(path, (1300, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root
+        .titled(
+            &format!(
+                "sim smt --grid {}: {} mixes of {} traced programs, against round robin",
+                r.grid,
+                r.mixes.len(),
+                r.mixes.first().map_or(0, Vec::len)
+            ),
+            ("sans-serif", 18),
+        )
+        .map_err(e)?;
+    let cells = root.split_evenly((2, GRID_MAPPINGS.len()));
+    let n = r.mixes.len() as f64;
+    for (row, metric) in [
+        "L2 ITKO vs round robin (%)",
+        "relative throughput vs round robin (%)",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (col, m) in GRID_MAPPINGS.iter().enumerate() {
+            let name = mapping_name(*m);
+            let Some(g) = r.mappings.get(&name) else {
+                continue;
+            };
+            let value = |mix: &dfsched_sim::smt::grid::MixRatios, p: &str| {
+                100.0
+                    * if row == 0 {
+                        mix.itko_change[p]
+                    } else {
+                        mix.throughput_gain[p]
+                    }
+            };
+            let (mut y0, mut y1) = (0.0f64, 0.0f64);
+            for mix in &g.mixes {
+                for p in &r.order {
+                    y0 = y0.min(value(mix, p));
+                    y1 = y1.max(value(mix, p));
+                }
+            }
+            let pad = ((y1 - y0) * 0.05).max(0.5);
+            let cell = &cells[row * GRID_MAPPINGS.len() + col];
+            let mut chart = ChartBuilder::on(cell)
+                .caption(format!("{name} pages"), ("sans-serif", 14))
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(55)
+                .build_cartesian_2d(0.5..n + 0.5, (y0 - pad)..(y1 + pad))
+                .map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc("mix")
+                .y_desc(metric)
+                .x_labels(r.mixes.len().max(2))
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .draw()
+                .map_err(e)?;
+            for (k, p) in r.order.iter().enumerate() {
+                let color = Palette99::pick(k).to_rgba();
+                let pts: Vec<(f64, f64)> = g
+                    .mixes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, mix)| ((i + 1) as f64, value(mix, p)))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                    .map_err(e)?
+                    .label(p.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.iter().map(|&pt| Circle::new(pt, 3, color.filled())))
+                    .map_err(e)?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(e)?;
+        }
+    }
+    root.present().map_err(e)?;
     Ok(())
 }

@@ -6,9 +6,11 @@
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
 //! dfsched [-v…] calibrate [--output PATH] [--quick] [--json]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
-//! dfsched [-v…] sim smt [--workload KIND [ARG]] [--contexts N] … [--json]
+//! dfsched [-v…] sim smt [--workload KIND [ARG]] [--contexts N] … [--json] [--grid paper]
 //! dfsched [-v…] model reload|mva …
 //! dfsched [-v…] trace import --out FILE [--skip N] [--accesses N] < lackey.txt
+//! dfsched [-v…] profile [--out FILE] [--interval N] … -- PROG [ARGS…]
+//! dfsched [-v…] smt-pair --profile FILE --pid PID [--once] [--dry-run]
 //! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
 //! ```
 //!
@@ -28,10 +30,12 @@ mod bench_overhead;
 mod bench_spin;
 mod calibrate;
 mod cmd_model;
+mod cmd_profile;
 mod cmd_sim;
 mod cmd_sim_queue;
 mod cmd_sim_rq;
 mod cmd_sim_smt;
+mod cmd_smt_pair;
 mod cmd_trace;
 mod predict;
 mod run;
@@ -72,6 +76,12 @@ enum Command {
     Model(cmd_model::ModelArgs),
     /// Memory traces of real programs for `sim smt` (from Valgrind lackey).
     Trace(cmd_trace::TraceArgs),
+    /// A program's per-thread cache activity profile for the smt-pair
+    /// placement (offline, under Valgrind lackey: slow).
+    Profile(cmd_profile::ProfileArgs),
+    /// Pin a running process's threads so that complementary activity
+    /// profiles share SMT siblings (needs SMT; see `dfsched profile`).
+    SmtPair(cmd_smt_pair::SmtPairArgs),
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
@@ -204,6 +214,8 @@ fn main() -> ExitCode {
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
+        Command::Profile(args) => cmd_profile::run(args).map_err(Failure::Run),
+        Command::SmtPair(args) => cmd_smt_pair::run(args).map_err(Failure::Run),
         Command::Run(args) => run::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     };

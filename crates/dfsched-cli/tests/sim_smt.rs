@@ -159,3 +159,193 @@ fn seeds_report_each_policys_mean_and_spread_against_round_robin() {
         1.0
     );
 }
+
+/// A traces directory of `n` programs made of the two committed fixtures
+/// under distinct names (p0, p1, …), for a tiny grid.
+fn fixture_programs(tag: &str, n: usize) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dfsched-smt-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..n {
+        let f = ["true-start.dftrace", "true-later.dftrace"][i % 2];
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.join(format!("p{i}.dftrace"))).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot() {
+    let dir = fixture_programs("grid", 5);
+    let plot = dir.join("grid.svg");
+    let args = with(&[
+        "--workload",
+        "traces",
+        dir.to_str().unwrap(),
+        "--grid",
+        "paper",
+        "--grid-mixes",
+        "3",
+        "--policies",
+        "kihm,rr,intensity,best-static,lookahead",
+        "--jobs",
+        "2",
+        "--plot",
+        plot.to_str().unwrap(),
+        "--json",
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli_support::dfsched(&a);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = cli_support::stdout_json(&out);
+    // 5 programs give 5 combinations of 4; --grid-mixes 3 keeps 3, each of
+    // 4 distinct programs.
+    let mixes = v["mixes"].as_array().unwrap();
+    assert_eq!(mixes.len(), 3, "{v}");
+    for m in mixes {
+        let mut names: Vec<&str> = m
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        assert_eq!(names.len(), 4);
+        names.dedup();
+        assert_eq!(names.len(), 4, "distinct programs: {m}");
+    }
+    // A progress line per comparison when stderr is not a terminal.
+    assert!(err.contains("[  6/6]"), "{err}");
+    for mapping in ["identity", "random-4k"] {
+        let g = &v["mappings"][mapping];
+        assert_eq!(g["mixes"].as_array().unwrap().len(), 3, "{mapping}");
+        assert_eq!(v["runs"][mapping].as_array().unwrap().len(), 3);
+        for p in [
+            "kihm",
+            "round-robin",
+            "intensity",
+            "best-static",
+            "lookahead",
+        ] {
+            let s = &g["policies"][p];
+            for k in ["itko_change", "throughput_gain"] {
+                let (lo, mean, hi) = (
+                    s[k]["min"].as_f64().unwrap(),
+                    s[k]["mean"].as_f64().unwrap(),
+                    s[k]["max"].as_f64().unwrap(),
+                );
+                assert!(lo <= mean && mean <= hi, "{mapping} {p} {k}: {s}");
+                assert!(s[k]["min_mix"].as_u64().unwrap() < 3);
+            }
+        }
+        // Round robin against itself is exactly 0 in every mix.
+        let rr = &g["policies"]["round-robin"];
+        assert_eq!(rr["itko_change"]["min"], 0.0);
+        assert_eq!(rr["throughput_gain"]["max"], 0.0);
+        // Each run is a full comparison of its mix under that mapping.
+        let run0 = &v["runs"][mapping][0];
+        // (serde spells random-4k `random4k`).
+        let m = run0["config"]["mapping"].as_str().unwrap().replace('-', "");
+        assert_eq!(m, mapping.replace('-', ""));
+        assert_eq!(run0["threads"], mixes[0]);
+    }
+    let svg = std::fs::read_to_string(&plot).expect("the plot was written");
+    assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for needle in [
+        "identity pages",
+        "random-4k pages",
+        "kihm",
+        "lookahead",
+        "L2 ITKO vs round robin",
+    ] {
+        assert!(svg.contains(needle), "{needle} missing from the plot");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
+    let dir = fixture_programs("grid-table", 4);
+    let plot = dir.join("g.svg");
+    let base = with(&[
+        "--workload",
+        "traces",
+        dir.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let mut args = base.clone();
+    args.extend(["--grid", "paper", "--policies", "kihm,rr"].map(String::from));
+    let t = stdout(&run_args(&args));
+    assert!(t.contains("mix  1: p0 p1 p2 p3"), "{t}");
+    assert!(
+        t.contains("identity pages") && t.contains("random-4k pages"),
+        "{t}"
+    );
+    assert!(
+        t.lines().filter(|l| l.starts_with("kihm")).count() == 2,
+        "{t}"
+    );
+    for (extra, needle) in [
+        (
+            &["--grid", "paper", "--mix-size", "5"][..],
+            "at least --mix-size 5",
+        ),
+        (
+            &["--grid", "paper", "--policies", "kihm"][..],
+            "round-robin",
+        ),
+        (&["--grid", "huge"][..], "huge"),
+        (&["--grid", "paper", "--seeds", "2"][..], "--seeds"),
+    ] {
+        let mut args = base.clone();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = run_args(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
+    let args = with(&["--grid", "paper"]);
+    let err = String::from_utf8_lossy(&run_args(&args).stderr).into_owned();
+    assert!(err.contains("needs --workload traces DIR"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn profile_writes_per_thread_vectors_of_a_program_run_under_valgrind() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        let msg = "SKIP profile test: valgrind is not installed";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        eprintln!("{msg}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dfsched-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.json");
+    let run = cli_support::dfsched(&[
+        "profile",
+        "--out",
+        out.to_str().unwrap(),
+        "--interval",
+        "20000",
+        "--",
+        "/bin/true",
+    ]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(p["command"], serde_json::json!(["/bin/true"]));
+    assert_eq!(p["interval_instructions"], 20000);
+    assert!(p["ns_per_instruction"].as_f64().unwrap() > 0.0);
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "/bin/true has one thread: {err}");
+    let instrs = threads[0]["instructions"].as_u64().unwrap();
+    let vectors = threads[0]["vectors"].as_array().unwrap();
+    // /bin/true runs some 100k instructions (the dynamic loader): one
+    // vector per 20,000, the last partial.
+    assert!(instrs > 20_000, "{instrs}");
+    assert_eq!(vectors.len() as u64, instrs.div_ceil(20_000));
+    assert!(vectors
+        .iter()
+        .all(|v| v["levels"].as_array().unwrap().len() == 32));
+    assert!(err.contains("1 thread(s)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -115,6 +115,7 @@ mod load;
 mod procedures;
 pub mod rules;
 pub mod smt_pair;
+pub mod smt_place;
 mod state;
 pub mod topology;
 

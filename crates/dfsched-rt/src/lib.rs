@@ -173,6 +173,7 @@ pub mod preload;
 pub mod procfs;
 mod runtime;
 pub mod signals;
+pub mod smt_pair;
 mod state;
 pub mod stats;
 pub mod sys;

@@ -13,9 +13,13 @@
 //! - [`run`]: one policy's run, quantum by quantum.
 //! - [`metrics`]: what a run measures, and the alone reference of relative
 //!   throughput.
+//! - [`profile`]: per-thread activity profiles from Valgrind (`dfsched
+//!   profile`, for the `smt-pair` runtime placement).
 //! - [`trace`]: Valgrind lackey text → a compact binary trace → accesses.
 //! - [`compare`]: several policies on one workload, with the exhaustive
 //!   best static pairing.
+//! - [`grid`]: the paper's 16 mixes of 4 programs: which mixes, and the
+//!   acceptance's summary of their comparisons.
 //!
 //! The choices the paper leaves open or contradicts are listed in
 //! `docs/kihm.md` at the repository's root.
@@ -39,8 +43,10 @@
 pub mod cache;
 pub mod compare;
 pub mod config;
+pub mod grid;
 pub mod mapping;
 pub mod metrics;
+pub mod profile;
 pub mod run;
 pub mod trace;
 pub mod workload;

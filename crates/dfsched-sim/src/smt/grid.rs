@@ -1,0 +1,276 @@
+//! The paper's grid of mixes (§4.1: "16 mixes of 4 SPEC2000 programs"),
+//! here of traced programs: which mixes to run, and what the acceptance
+//! reads off the comparisons (the mean ITKO cut and throughput gain
+//! against round robin, the worst mix, and the share of an oracle's gain).
+//!
+//! The paper names neither its mixes nor how it chose them. [`balanced_mixes`]
+//! picks them deterministically so that every program appears about
+//! equally often and every pair of programs meets about equally often;
+//! with no more combinations than asked for, all of them are taken.
+//!
+//! Pure: the comparisons are run by the caller (the CLI runs them in
+//! parallel with a progress bar and draws the plot).
+
+use super::compare::Comparison;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// `count` mixes of `size` of the programs `0..programs`, each sorted, in
+/// the order chosen. Greedy: each next mix is the unused combination whose
+/// members have appeared least (sum of their appearances so far), then whose
+/// pairs have met least, then the first in lexicographic order. Fewer than
+/// `count` when there are fewer combinations; none when `size` is 0 or
+/// more than `programs`.
+pub fn balanced_mixes(programs: usize, size: usize, count: usize) -> Vec<Vec<usize>> {
+    if size == 0 || size > programs {
+        return Vec::new();
+    }
+    let mut combos = Vec::new();
+    let mut idx: Vec<usize> = (0..size).collect();
+    loop {
+        combos.push(idx.clone());
+        // Next combination in lexicographic order.
+        let Some(i) = (0..size).rev().find(|&i| idx[i] < programs - size + i) else {
+            break;
+        };
+        idx[i] += 1;
+        for j in i + 1..size {
+            idx[j] = idx[j - 1] + 1;
+        }
+    }
+    if combos.len() <= count {
+        return combos;
+    }
+    let mut uses = vec![0u64; programs];
+    let mut met = vec![vec![0u64; programs]; programs];
+    let mut taken = vec![false; combos.len()];
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let key = |c: &[usize]| {
+            let u: u64 = c.iter().map(|&p| uses[p]).sum();
+            let m: u64 = c
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &a)| c[i + 1..].iter().map(move |&b| (a, b)))
+                .map(|(a, b)| met[a][b])
+                .sum();
+            (u, m)
+        };
+        let best = (0..combos.len())
+            .filter(|&i| !taken[i])
+            .min_by_key(|&i| (key(&combos[i]), i))
+            .expect("more combinations than asked for");
+        taken[best] = true;
+        let c = &combos[best];
+        for (i, &a) in c.iter().enumerate() {
+            uses[a] += 1;
+            for &b in &c[i + 1..] {
+                met[a][b] += 1;
+                met[b][a] += 1;
+            }
+        }
+        out.push(c.clone());
+    }
+    out
+}
+
+/// One mix's ratios to round robin, per policy.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MixRatios {
+    /// The programs of the mix.
+    pub programs: Vec<String>,
+    /// L2 ITKO / round robin's − 1, per policy (negative: fewer kick-outs).
+    pub itko_change: BTreeMap<String, f64>,
+    /// Relative throughput / round robin's − 1, per policy.
+    pub throughput_gain: BTreeMap<String, f64>,
+}
+
+/// The mean, least and greatest of some values, with the mixes where the
+/// extremes were seen.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Spread {
+    /// Mean over mixes.
+    pub mean: f64,
+    /// Least.
+    pub min: f64,
+    /// Index of the mix with the least.
+    pub min_mix: usize,
+    /// Greatest.
+    pub max: f64,
+    /// Index of the mix with the greatest.
+    pub max_mix: usize,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        let (mut min_mix, mut max_mix) = (0, 0);
+        for (i, &x) in v.iter().enumerate() {
+            if x < v[min_mix] {
+                min_mix = i;
+            }
+            if x > v[max_mix] {
+                max_mix = i;
+            }
+        }
+        Some(Spread {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            min: v[min_mix],
+            min_mix,
+            max: v[max_mix],
+            max_mix,
+        })
+    }
+}
+
+/// One policy over the grid of one mapping.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PolicySummary {
+    /// ITKO / round robin's − 1 over the mixes.
+    pub itko_change: Spread,
+    /// Relative throughput / round robin's − 1 over the mixes.
+    pub throughput_gain: Spread,
+    /// Mean throughput gain / the best static pairing's mean gain (None
+    /// without that oracle or when its gain is not positive).
+    pub share_of_best_static_gain: Option<f64>,
+    /// Mean ITKO cut / the look-ahead oracle's mean cut (None without that
+    /// oracle or when it cuts nothing).
+    pub share_of_lookahead_itko_cut: Option<f64>,
+}
+
+/// The grid of one mapping: each mix's ratios and each policy's summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GridSummary {
+    /// Per mix, in grid order.
+    pub mixes: Vec<MixRatios>,
+    /// Per policy (round robin included: all zeros).
+    pub policies: BTreeMap<String, PolicySummary>,
+}
+
+/// Why a grid cannot be summarised.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GridError {
+    /// No comparison.
+    #[error("the grid has no mix")]
+    Empty,
+    /// A comparison lacks the baseline every ratio is taken against.
+    #[error("mix {0} has no round-robin run (every ratio is taken against it)")]
+    NoRoundRobin(usize),
+    /// The mixes were not run with the same policies.
+    #[error("mix {0} was not run with the policies of mix 0")]
+    PoliciesDiffer(usize),
+}
+
+/// Summarises the comparisons of one mapping's grid (one per mix, all run
+/// with the same policies, round robin among them).
+pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
+    let first = runs.first().ok_or(GridError::Empty)?;
+    let names = &first.order;
+    let mut mixes = Vec::with_capacity(runs.len());
+    for (i, c) in runs.iter().enumerate() {
+        if &c.order != names {
+            return Err(GridError::PoliciesDiffer(i));
+        }
+        let rr = c
+            .policies
+            .get("round-robin")
+            .ok_or(GridError::NoRoundRobin(i))?;
+        let ratio = |x: f64, base: f64| if base > 0.0 { x / base - 1.0 } else { 0.0 };
+        mixes.push(MixRatios {
+            programs: c.threads.clone(),
+            itko_change: names
+                .iter()
+                .map(|n| {
+                    let r = ratio(c.policies[n].itko as f64, rr.itko as f64);
+                    (n.clone(), r)
+                })
+                .collect(),
+            throughput_gain: names
+                .iter()
+                .map(|n| {
+                    let r = ratio(c.policies[n].relative_throughput, rr.relative_throughput);
+                    (n.clone(), r)
+                })
+                .collect(),
+        });
+    }
+    let column = |f: &dyn Fn(&MixRatios) -> f64| -> Vec<f64> { mixes.iter().map(f).collect() };
+    let mean_gain = |n: &str| Spread::of(&column(&|m| m.throughput_gain[n])).map(|s| s.mean);
+    let mean_cut = |n: &str| Spread::of(&column(&|m| -m.itko_change[n])).map(|s| s.mean);
+    let oracle_gain = names
+        .iter()
+        .any(|n| n == "best-static")
+        .then(|| mean_gain("best-static"))
+        .flatten();
+    let oracle_cut = names
+        .iter()
+        .any(|n| n == "lookahead")
+        .then(|| mean_cut("lookahead"))
+        .flatten();
+    let mut policies = BTreeMap::new();
+    for n in names {
+        let share = |own: Option<f64>, oracle: Option<f64>| match (own, oracle) {
+            (Some(o), Some(g)) if g > 0.0 => Some(o / g),
+            _ => None,
+        };
+        policies.insert(
+            n.clone(),
+            PolicySummary {
+                itko_change: Spread::of(&column(&|m| m.itko_change[n])).ok_or(GridError::Empty)?,
+                throughput_gain: Spread::of(&column(&|m| m.throughput_gain[n]))
+                    .ok_or(GridError::Empty)?,
+                share_of_best_static_gain: share(mean_gain(n), oracle_gain),
+                share_of_lookahead_itko_cut: share(mean_cut(n), oracle_cut),
+            },
+        );
+    }
+    Ok(GridSummary { mixes, policies })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn few_programs_give_every_combination() {
+        assert_eq!(balanced_mixes(4, 4, 16), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(balanced_mixes(5, 4, 16).len(), 5);
+        assert!(balanced_mixes(3, 4, 16).is_empty());
+        assert!(balanced_mixes(3, 0, 16).is_empty());
+    }
+
+    #[test]
+    fn sixteen_mixes_of_seven_programs_are_distinct_and_balanced() {
+        let m = balanced_mixes(7, 4, 16);
+        assert_eq!(m.len(), 16);
+        let set: std::collections::BTreeSet<_> = m.iter().cloned().collect();
+        assert_eq!(set.len(), 16, "no mix twice");
+        let mut uses = [0; 7];
+        for mix in &m {
+            assert_eq!(mix.len(), 4);
+            assert!(mix.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
+            for &p in mix {
+                uses[p] += 1;
+            }
+        }
+        // 64 slots over 7 programs: 9 or 10 each.
+        let (lo, hi) = (uses.iter().min().unwrap(), uses.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{uses:?}");
+        assert_eq!(m, balanced_mixes(7, 4, 16), "deterministic");
+    }
+
+    #[test]
+    fn mixes_of_ten_programs_balance_uses_too() {
+        let m = balanced_mixes(10, 4, 16);
+        let mut uses = [0; 10];
+        for mix in &m {
+            for &p in mix {
+                uses[p] += 1;
+            }
+        }
+        let (lo, hi) = (uses.iter().min().unwrap(), uses.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{uses:?}");
+    }
+}
