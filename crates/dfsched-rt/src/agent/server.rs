@@ -201,7 +201,8 @@ struct TickWake {
     /// The agent is stopping.
     stopped: bool,
     /// A second process registered: sharing may exist from now on, so the
-    /// next tick is due at once rather than after [`LONE_TICK`].
+    /// next tick is due at the configured interval after the last one
+    /// rather than after [`LONE_TICK`].
     poked: bool,
 }
 
@@ -702,27 +703,39 @@ impl OutsideCache {
 fn tick_loop(shared: &Shared) {
     let interval = Duration::from_millis(shared.config.tick_ms.max(1));
     let mut outside = OutsideCache::default();
+    let mut last = Instant::now();
     loop {
         let lone = shared.lock().procs.len() < 2;
-        let wait = if lone {
-            interval.max(LONE_TICK)
-        } else {
-            interval
-        };
+        // Alone: every LONE_TICK (or the configured tick, if longer); a
+        // poke (a second registration) brings the next tick back to the
+        // configured cadence, never earlier than it.
+        let mut due = last
+            + if lone {
+                interval.max(LONE_TICK)
+            } else {
+                interval
+            };
         let (flag, wake) = &shared.tick_sleep;
-        let mut woken = wake
-            .wait_timeout_while(
-                flag.lock().unwrap_or_else(PoisonError::into_inner),
-                wait,
-                |w| !w.stopped && !w.poked,
-            )
-            .unwrap_or_else(PoisonError::into_inner)
-            .0;
-        if woken.stopped {
-            return;
+        let mut woken = flag.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if woken.stopped {
+                return;
+            }
+            if woken.poked {
+                woken.poked = false;
+                due = due.min(last + interval);
+            }
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            woken = wake
+                .wait_timeout(woken, due - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
-        woken.poked = false;
         drop(woken);
+        last = Instant::now();
         if shared.idle_exit_due() {
             tracing::info!("dfsched agent: no client for the idle exit's time, ending");
             shared.request_stop();
