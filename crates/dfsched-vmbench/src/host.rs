@@ -512,6 +512,23 @@ pub struct Boot {
     pub wall: Duration,
     /// The console log.
     pub log: PathBuf,
+    /// Boots it took (more than one when a guest died before the plan
+    /// began; see [`BOOT_ATTEMPTS`]).
+    pub boots: u32,
+}
+
+/// Boots one run may take. Under TCG a guest with many vCPUs now and then
+/// dies in early boot, before `/init` (seen on `4llc-16`: an `int3` Oops in
+/// `sched_clock_cpu` while the kernel patches its own text, a kernel panic
+/// 2 s in): nothing of dfsched has run then, so such a guest is booted
+/// again. Only a guest that ended by itself without the plan's `Begin`
+/// record is retried; one that timed out, or any failure after `Begin`, is
+/// final, and so is the last attempt.
+pub const BOOT_ATTEMPTS: u32 = 3;
+
+/// Whether a boot is worth another try (see [`BOOT_ATTEMPTS`]).
+pub fn died_before_the_plan(boot: &Boot) -> bool {
+    !boot.timed_out && boot.outcome.begun.is_none()
 }
 
 /// A marker no console line holds by chance: pid and clock nanoseconds.
@@ -615,6 +632,7 @@ pub fn boot(
         timed_out,
         wall: start.elapsed(),
         log: log.to_path_buf(),
+        boots: 1,
     })
 }
 
@@ -674,20 +692,40 @@ impl Setup {
             self.only.as_deref(),
             &initrd,
         )?;
-        let log = dir.join(format!("{}.log", preset.name));
-        let boot = boot(
-            (&self.tools, &self.kernel),
-            preset,
-            &initrd,
-            &marker,
-            deadline,
-            &log,
-            echo,
-        )?;
+        let mut boots = 0;
+        let boot = loop {
+            boots += 1;
+            // Each attempt keeps its own console log.
+            let log = match boots {
+                1 => dir.join(format!("{}.log", preset.name)),
+                n => dir.join(format!("{}.boot{n}.log", preset.name)),
+            };
+            let mut boot = boot(
+                (&self.tools, &self.kernel),
+                preset,
+                &initrd,
+                &marker,
+                deadline,
+                &log,
+                echo,
+            )?;
+            boot.boots = boots;
+            if boots >= BOOT_ATTEMPTS || !died_before_the_plan(&boot) {
+                break boot;
+            }
+            eprintln!(
+                "{}: the guest ended before the plan began (boot {boots} of {BOOT_ATTEMPTS}, log {}); booting again",
+                preset.name,
+                boot.log.display()
+            );
+        };
         let mut why = boot.outcome.verdict(&preset.name).err();
         if boot.timed_out {
             let t = format!("the guest did not finish within {deadline:?} and was killed");
             why = Some(why.map_or(t.clone(), |w| format!("{t}\n{w}")));
+        }
+        if boots > 1 {
+            why = why.map(|w| format!("{w}\n(after {boots} boots)"));
         }
         match why {
             None => Ok(boot),
@@ -703,6 +741,29 @@ impl Setup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_guest_that_ended_before_the_plan_is_booted_again() {
+        let boot = |begun: Option<&str>, timed_out: bool| Boot {
+            outcome: Outcome {
+                begun: begun.map(str::to_string),
+                ..Outcome::default()
+            },
+            timed_out,
+            wall: Duration::from_secs(3),
+            log: PathBuf::from("x.log"),
+            boots: 1,
+        };
+        assert!(
+            died_before_the_plan(&boot(None, false)),
+            "a panic in early boot"
+        );
+        assert!(!died_before_the_plan(&boot(None, true)), "a hang is final");
+        assert!(
+            !died_before_the_plan(&boot(Some("1llc-4"), false)),
+            "a plan that began is judged, never retried"
+        );
+    }
 
     #[test]
     fn kernel_packages_order_by_version_not_by_text() {
