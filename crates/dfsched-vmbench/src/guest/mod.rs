@@ -95,6 +95,10 @@ pub fn run_plan(preset: Preset, marker: &str, bin_dir: PathBuf, only: Option<&st
         if only.is_some_and(|o| o != *name) && *name != "topology-sysfs" {
             continue;
         }
+        // Opt-in checks run only when named (checks::OPT_IN says why).
+        if only.is_none() && checks::opt_in(name).is_some() {
+            continue;
+        }
         if ctx.preset.expected.llcs.len() < *needs_llcs {
             continue;
         }
