@@ -42,7 +42,8 @@ Per cell, over a window of SECONDS after WARMUP seconds:
              program), the hinting threads' CPU in their hint bursts (their
              thread CPU clock), and their sum: the whole runtime. The program is
              its agent's only client, so it asks the agent once a second
-             and samples /proc itself between: read the agent's share.
+             (for no sample) and samples /proc itself on every pass: read
+             the agent's share.
 
 Grid: the others sweep (--others, default 0,1000,10000,max) with the base
 program (HINTERS threads), and the own sweep (--own, default 10,1000,10000

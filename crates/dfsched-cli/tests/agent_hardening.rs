@@ -482,6 +482,7 @@ fn report_of(load: Vec<(CpuId, u64)>) -> Report {
         allowed: dfsched::sys::get_affinity(0).unwrap(),
         own_socket_inode: None,
         weighed: false,
+        own_sample: false,
     }
 }
 

@@ -155,6 +155,7 @@ fn child_body() {
                     allowed: dfsched::sys::get_affinity(0).unwrap(),
                     own_socket_inode: c.socket_inode(),
                     weighed: false,
+                    own_sample: false,
                 };
                 match c.report(report) {
                     Ok(_) => {
@@ -190,6 +191,7 @@ fn empty_report(c: &Client) -> Report {
         allowed: dfsched::sys::get_affinity(0).unwrap(),
         own_socket_inode: c.socket_inode(),
         weighed: false,
+        own_sample: false,
     }
 }
 
@@ -778,7 +780,8 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
 fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
     use dfsched::agent::LONE_PASSES;
     let dir = TempDir::new("lone");
-    let _agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20"]);
+    // Every report that asks for the sample gets a fresh one.
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
     let rt = Runtime::start(RuntimeConfig {
         balance_interval_ms: 0,
         agent: AgentMode::Path(dir.sock()),
@@ -800,8 +803,14 @@ fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
         (3, u64::from(2 * (LONE_PASSES - 1))),
         "{link:?}"
     );
+    // Every pass after the first samples for itself, the two that
+    // exchanged too: their reports asked for no sample, and the agent
+    // took none for them (the first report, before the runtime knew it
+    // was alone, got one).
     let own = rt.stats().external_load_own_scans - scans_before;
-    assert_eq!(own, u64::from(2 * (LONE_PASSES - 1)), "own samples between");
+    assert_eq!(own, u64::from(2 * LONE_PASSES), "own samples on every pass");
+    let c = agent.status().counters;
+    assert_eq!((c.scans, c.own_sample_reports), (1, 2), "{c:?}");
     // A second process registers: heard of within LONE_PASSES passes.
     let cpu = dfsched::sys::get_affinity(0)
         .unwrap()
@@ -823,5 +832,47 @@ fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
     let link = rt.agent_link();
     assert_eq!(link.reports, before + 5, "{link:?}");
     assert!(link.registered.contains(&other.pid()), "{link:?}");
+    // The exchange that heard of the other was still sent alone; no
+    // longer alone, each of the five reports after it asked for the sample.
+    let after = agent.status().counters;
+    assert_eq!(
+        after.own_sample_reports,
+        c.own_sample_reports + 1,
+        "{after:?}"
+    );
+    assert!(after.scans >= c.scans + 5, "{after:?}");
+    rt.shutdown();
+}
+
+/// A runtime that weighs no outside load never has the agent sample
+/// `/proc` for it, even exchanging on every pass.
+#[test]
+fn a_runtime_without_outside_load_costs_the_agent_no_sample() {
+    let dir = TempDir::new("noext");
+    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
+    let rt = Runtime::start(RuntimeConfig {
+        balance_interval_ms: 0,
+        external_load: false,
+        agent: AgentMode::Path(dir.sock()),
+        agent_timeout_ms: PATIENT_AGENT_MS,
+        agent_lone_passes: 1,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    for _ in 0..3 {
+        rt.balance_now().unwrap();
+    }
+    let link = rt.agent_link();
+    assert_eq!(
+        (link.reports, link.unmanaged.clone()),
+        (3, None),
+        "{link:?}"
+    );
+    let c = agent.status().counters;
+    assert_eq!(
+        (c.reports, c.scans, c.own_sample_reports),
+        (3, 0, 3),
+        "{c:?}"
+    );
     rt.shutdown();
 }

@@ -97,9 +97,9 @@ fn a_tiny_grid_has_every_cell_with_its_figures_and_leaves_no_other_threads() {
         let agent_threads = c["agent_cpu_ns_by_thread"].as_object().unwrap();
         if c["agent"] == "on" {
             // The program is the agent's only client: it exchanges once
-            // every LONE_PASSES passes and samples for itself between, so a
-            // short window may hold no exchange, but every pass has one
-            // sample or the other.
+            // every LONE_PASSES passes, asking for no sample after the
+            // first, and samples for itself; every pass has one sample or
+            // the other.
             let (agent, own) = (
                 c["agent_samples"].as_u64().unwrap(),
                 c["own_scans"].as_u64().unwrap(),

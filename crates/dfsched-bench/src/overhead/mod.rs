@@ -16,8 +16,9 @@
 //!   agent, the private agent's CPU (every thread of it, by schedstat; it
 //!   serves this one program, so all of it is ours). The program is the
 //!   agent's only client, so it exchanges with it once every
-//!   `dfsched::agent::LONE_PASSES` passes and samples `/proc` itself
-//!   between (`agent_samples` and `own_scans` say which passes did what);
+//!   `dfsched::agent::LONE_PASSES` passes, asking it for no sample (the
+//!   agent reads nothing for it), and samples `/proc` itself on every pass
+//!   (`own_scans`; `agent_samples` stays 0);
 //!   read the agent's share beside the balancer's.
 //!
 //! ```text
@@ -1003,8 +1004,8 @@ pub fn render_overhead(r: &OverheadReport) -> String {
     let _ = writeln!(
         out,
         "\nshares are of one CPU over the window: bal = the balancer thread (schedstat), agent = \
-         the private agent's threads (the program, its only client, asks it once a second and \
-         samples /proc itself between), hints = the hinting threads' CPU in their hint bursts; ×quiet = pass median / the same row beside \
+         the private agent's threads (the program, its only client, asks it once a second, for no \
+         sample, and samples /proc itself on every pass), hints = the hinting threads' CPU in their hint bursts; ×quiet = pass median / the same row beside \
          0 others. Others: {} runnable (nice 19) threads, the rest asleep, in a session of their \
          own.",
         r.params.others_runnable

@@ -33,8 +33,10 @@
 //!
 //! Alone: while the last view names this process as the only registered
 //! one, steps 2 and 5 happen once every [`LONE_PASSES`] passes instead of
-//! every pass, and the passes between sample for themselves (step 3's
-//! fallback): one process has no one to coordinate with.
+//! every pass, and every pass samples for itself (step 3's fallback; the
+//! report says so, `own_sample`, and the agent reads nothing for it): one
+//! process has no one to coordinate with, and a sample it shares with
+//! nobody would only repeat its own.
 //!
 //! Failure is never fatal: no socket, a refused or timed-out exchange, an
 //! agent of another protocol version, an agent or a directory this runtime
@@ -243,6 +245,9 @@ pub(crate) struct Link {
     /// Exchange once every this many passes while alone ([`LONE_PASSES`]
     /// unless configured; 1 = every pass).
     lone_passes: u32,
+    /// The runtime weighs no outside load: its reports never ask for the
+    /// agent's sample (`Report::own_sample`).
+    no_outside_load: bool,
     status: LinkStatus,
 }
 
@@ -274,6 +279,7 @@ impl Link {
             Duration::from_millis(config.agent_timeout_ms),
         );
         link.lone_passes = config.agent_lone_passes.max(1);
+        link.no_outside_load = !config.external_load;
         link
     }
 
@@ -298,11 +304,21 @@ impl Link {
             pending: None,
             lone_wait: 0,
             lone_passes: LONE_PASSES,
+            no_outside_load: false,
             status: LinkStatus {
                 socket,
                 ..LinkStatus::default()
             },
         }
+    }
+
+    /// Whether this pass's report asks for no unmanaged sample: the
+    /// runtime weighs no outside load, or the last view named it alone and
+    /// it samples for itself between its exchanges anyway (lone passes);
+    /// exchanging every pass while alone (`lone_passes` 1) keeps the
+    /// agent's sample.
+    fn samples_itself(&self) -> bool {
+        self.no_outside_load || (self.status.alone && self.lone_passes > 1)
     }
 
     /// The connection for this pass, or whether to connect (`connect`:
@@ -507,6 +523,7 @@ fn report_of(load: BTreeMap<CpuId, u64>, allowed: &CpuSet, inode: Option<u64>) -
         own_socket_inode: inode,
         // Asked for by `exchange` only: an update gets no view.
         weighed: false,
+        own_sample: false,
     }
 }
 
@@ -560,9 +577,14 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
             }
         }
     };
-    let (inode, mut plain, pending) = {
+    let (inode, mut plain, pending, own_sample) = {
         let link = lock();
-        (link.inode, link.plain_reports, link.pending)
+        (
+            link.inode,
+            link.plain_reports,
+            link.pending,
+            link.samples_itself(),
+        )
     };
     // The view of the last pass's report, if it came late; else this
     // pass's report and its view.
@@ -572,6 +594,9 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
         None => {
             let mut report = report_of(load.clone(), &allowed, inode);
             report.weighed = weighed;
+            // Both additive fields or neither: an agent that refuses one
+            // is asked plainly below.
+            report.own_sample = weighed && own_sample;
             client
                 .report_or_late(report, deadline)
                 .map(|v| v.ok_or(Late::First))

@@ -46,6 +46,15 @@
 //!   treats as a failed exchange, as it should. Reports whose load names a
 //!   CPU twice or exceeds the bound (`limits.rs`, `check_load`) were
 //!   always nonsense and are now refused with `invalid`.
+//! - 2, additive: a report may carry `"own_sample":true` (a process alone
+//!   with the agent, which samples `/proc` itself on the passes between
+//!   its exchanges anyway, or one that weighs no outside load): the view
+//!   then carries no `unmanaged` and the agent takes no sample for it, so
+//!   that a program nobody shares the agent with costs the agent no
+//!   `/proc` reading; the counter `own_sample_reports` counts them. Sent
+//!   only with `weighed`, on a connection that has not refused it: an
+//!   agent from before either refuses the report once (`malformed`) and
+//!   is asked plainly from then on.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
@@ -117,6 +126,12 @@ pub struct Report {
     /// module doc's versions); absent = false, and left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub weighed: bool,
+    /// The client samples `/proc` for the unmanaged load itself (it is the
+    /// agent's only process, or does not weigh outside load at all): the
+    /// view carries no unmanaged sample and the agent takes none for it
+    /// (module doc's versions); absent = false, and left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_sample: bool,
 }
 
 /// One reply line.
@@ -265,6 +280,10 @@ pub struct Counters {
     pub scans: u64,
     /// Scans that failed (their views carried no unmanaged sample).
     pub scan_errors: u64,
+    /// Reports that asked for no unmanaged sample ([`Report::own_sample`]):
+    /// answered without a scan.
+    #[serde(default)]
+    pub own_sample_reports: u64,
     /// Load updates after moves ([`Request::Update`]) recorded.
     pub updates: u64,
 }
@@ -418,6 +437,7 @@ mod tests {
             allowed: "0-1".parse().unwrap(),
             own_socket_inode: Some(4711),
             weighed: true,
+            own_sample: true,
         })
     }
 

@@ -559,6 +559,7 @@ fn record(
 
 fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
     let weighed = r.weighed;
+    let own_sample = r.own_sample;
     let mut st = match record(shared, id, pid, uid, r) {
         Ok(st) => st,
         Err(refusal) => return refusal,
@@ -590,6 +591,11 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         home: set.map(|s| s.home.cpus.clone()),
         set: set.map(|s| s.id),
     };
+    if own_sample {
+        // The client samples for itself (proto.rs, `own_sample`).
+        st.counters.own_sample_reports += 1;
+        return ReplyLine::new(Reply::View(Box::new(view)));
+    }
     drop(st);
     // The rest of the machine's load, outside the state lock: one scan
     // serves every report within the freshness bound.
