@@ -530,7 +530,7 @@ fn report_of(load: BTreeMap<CpuId, u64>, allowed: &CpuSet, inode: Option<u64>) -
 /// Whether this pass goes without an exchange because the process is the
 /// agent's only one ([`LONE_PASSES`]); counts it if so. Asked before our
 /// load is gathered, so that a lone pass reads nothing for the agent.
-pub(crate) fn lone_pass(link: &Mutex<Link>) -> bool {
+fn lone_pass(link: &Mutex<Link>) -> bool {
     let mut link = link.lock().unwrap_or_else(PoisonError::into_inner);
     if link.lone_wait > 0 && link.client.is_some() {
         link.lone_wait -= 1;
@@ -542,16 +542,25 @@ pub(crate) fn lone_pass(link: &Mutex<Link>) -> bool {
 
 /// Step 2 of the module doc: reports `ours` (this process's load and
 /// allowed CPUs, step 1) to the agent and returns its view. Never fails: an
-/// exchange that fails gives an empty pass. Takes at most the link's budget
+/// exchange that fails gives an empty pass; so does a pass with no agent
+/// configured or a lone pass, and neither gathers our load (`ours` is
+/// called only when the report is to be sent; `None` sends nothing).
+/// Takes at most the link's budget
 /// ([`LINK_TIMEOUT`] by default) on the socket, with no lock held there;
 /// `link` is locked only around its book-keeping. `runtime` names the
 /// runtime in a warning.
-pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPass {
+pub(crate) fn exchange(
+    link: &Mutex<Link>,
+    runtime: u64,
+    ours: impl FnOnce() -> Option<Ours>,
+) -> AgentPass {
     let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
-    if lock().status.socket.is_none() {
+    if lock().status.socket.is_none() || lone_pass(link) {
         return AgentPass::default();
     }
-    let Ours { load, allowed } = ours;
+    let Some(Ours { load, allowed }) = ours() else {
+        return AgentPass::default();
+    };
     let (checkout, budget) = {
         let mut link = lock();
         (link.checkout(true), link.budget)
@@ -670,13 +679,19 @@ pub(crate) fn exchange(link: &Mutex<Link>, runtime: u64, ours: Ours) -> AgentPas
 /// next exchange reads it first, and a refusal fails that exchange. A
 /// failure to send drops the connection and backs off, as in [`exchange`];
 /// at most the link's budget on the socket, no lock held there.
-pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: Ours) {
+pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: impl FnOnce() -> Option<Ours>) {
     let lock = || link.lock().unwrap_or_else(PoisonError::into_inner);
-    let Ours { load, allowed } = ours;
-    if lock().status.alone {
-        // Nobody to tell (`LONE_PASSES`).
-        return;
+    {
+        let link = lock();
+        if !link.is_connected() || link.status.alone {
+            // No connection to tell, or nobody to tell (`LONE_PASSES`):
+            // our load is not gathered.
+            return;
+        }
     }
+    let Some(Ours { load, allowed }) = ours() else {
+        return;
+    };
     let Checkout::Use(mut client) = lock().checkout(false) else {
         return;
     };

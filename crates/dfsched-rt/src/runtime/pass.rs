@@ -267,36 +267,13 @@ impl Inner {
     /// Steps 1–2 of `agent/link.rs`: our load out, the agent's view back;
     /// an empty pass when the agent is off or the state is unusable.
     fn agent_exchange(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) -> AgentPass {
-        if !self.agent_wanted(false) || link::lone_pass(&self.agent) {
-            return AgentPass::default();
-        }
-        match self.ours(unknown) {
-            Some(ours) => link::exchange(&self.agent, self.id, ours),
-            None => AgentPass::default(),
-        }
+        link::exchange(&self.agent, self.id, || self.ours(unknown))
     }
 
     /// Step 5 of `agent/link.rs`: the new load, after a pass that moved
     /// threads, on the open connection only.
     fn agent_update(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) {
-        if !self.agent_wanted(true) {
-            return;
-        }
-        if let Some(ours) = self.ours(unknown) {
-            link::update(&self.agent, self.id, ours);
-        }
-    }
-
-    /// Whether the link wants a report at all (the agent is not off; for an
-    /// update, a connection is open and the agent serves others too), so
-    /// that our load is not gathered for nothing.
-    fn agent_wanted(&self, connected: bool) -> bool {
-        let link = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
-        if connected {
-            link.is_connected() && !link.status().alone
-        } else {
-            link.status().socket.is_some()
-        }
+        link::update(&self.agent, self.id, || self.ours(unknown));
     }
 }
 
