@@ -31,25 +31,48 @@
 //! [`Error::Sysfs`] naming the file. Only `size` may be missing (some
 //! platforms do not report it): the cache's size is then unknown.
 //!
+//! # Reads
+//!
 //! Reads are bounded, so a hostile or broken tree (a FIFO, a link to
 //! `/dev/zero`, a huge file) is an error naming the file, never a hang or an
 //! unbounded allocation: every file is opened with `O_NONBLOCK` (opening a
-//! FIFO does not wait for a writer), must be a regular file (as every sysfs
-//! attribute is; a FIFO or a device is refused before any read), and may
-//! hold at most [`MAX_FILE_BYTES`].
+//! FIFO does not wait for a writer, and reading it gives nothing at once),
+//! may hold at most [`MAX_FILE_BYTES`], and is refused as "not a regular
+//! file" (as every sysfs attribute is) when what it gave is suspect: empty,
+//! too long, or an error. A file costs an open, one read and a close: one
+//! read of a page serves a sysfs attribute whole, so a read that returns
+//! less than the page it asked for is the end.
 //!
-//! Each cache is read once, not once per CPU sharing it: when CPU A's
-//! `indexI` lists CPU B in `shared_cpu_list`, B's `indexI` is the same cache
-//! (the kernel itself pairs sharing CPUs' caches by index), so B reuses what
-//! A's read gave. Likewise `thread_siblings_list` is read once per core, and
-//! the `cache` directory of a CPU whose SMT sibling was read before (and
-//! shares each of its caches) is not listed at all. On 8,192 CPUs of SMT
-//! pairs this reads about a third of the files, and every distinct cache
-//! becomes one domain spec (not one per CPU sharing it).
+//! # Reading less on large machines
+//!
+//! Start-up on a machine of thousands of CPUs is bounded by the number of
+//! files read (about 1.5 µs each), so the reader reads each fact once:
+//! - each cache is read once, not once per CPU sharing it: when CPU A's
+//!   `indexI` lists CPU B in `shared_cpu_list`, B's `indexI` is the same
+//!   cache (the kernel itself pairs sharing CPUs' caches by index), so B
+//!   reuses what A's read gave;
+//!   a CPU named in every cache of a CPU read before (an SMT sibling) has
+//!   exactly those caches, and its `cache` directory is not looked at;
+//! - the `indexI` directories are taken in order until the first missing
+//!   one (the kernel numbers them without gaps), not listed;
+//! - `thread_siblings_list` is read once per core;
+//! - **like caches**: a cache whose `indexI` was read whole on an earlier
+//!   CPU, and which has the same size and the same number of sharing CPUs
+//!   as that one, takes its level and type from it, unread. The kernel
+//!   enumerates a CPU's cache leaves in one fixed order (x86: CPUID leaf 4
+//!   or 0x8000001D by subleaf; arm64: CLIDR by level, data before
+//!   instruction), so the same index with the same size and sharing is the
+//!   same kind of cache. A core of another kind (a hybrid part's E-core
+//!   cluster L2, shared by four cores and of another size) is unlike and
+//!   read whole. The price: a garbled `level` or `type` of a like cache is
+//!   not seen (its `size` and `shared_cpu_list` always are).
+//!
+//! On 8,192 CPUs of SMT pairs (the `topology` bench's fixture) this reads
+//! 20.7k files instead of 49k, and every distinct cache becomes one domain
+//! spec (not one per CPU sharing it).
 
 use crate::error::Error;
 use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
-use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
@@ -60,6 +83,15 @@ use std::path::{Path, PathBuf};
 /// 64 KiB holds any of those with room to spare and still bounds what a
 /// hostile file can make us allocate.
 pub const MAX_FILE_BYTES: usize = 64 << 10;
+
+/// The most `cache/indexI` directories taken per CPU: a machine has 4–5
+/// cache leaves per CPU (L1d, L1i, L2, L3, sometimes an L4), so this only
+/// bounds a hostile tree.
+pub const MAX_CACHE_INDEXES: usize = 32;
+
+/// Bytes asked of each `read`: a page, what one read of a sysfs attribute
+/// returns at most (module doc, "Reads").
+const READ_CHUNK: usize = 4096;
 
 /// One cache of one CPU, as read.
 #[derive(Debug, Clone)]
@@ -81,48 +113,46 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         });
     }
 
-    // Each CPU's caches, as positions in `known.entries` (every distinct
-    // cache once: on 8,192 CPUs a copy per CPU would be some 40k cpusets of
-    // 1 KiB, and as many domain specs for the core to merge).
-    let mut caches: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
-    let mut siblings: BTreeMap<CpuId, CpuSet> = BTreeMap::new();
-    // Caches already read, by index directory name: (their CPUs, the entry).
-    // A CPU found in one of them takes the entry instead of reading its own.
+    let parts = read_parts(&Dir::open(cpu_dir)?, &online)?;
+    // The parts merged: each distinct cache once (a cache that straddles
+    // two parts was read by both), each CPU's caches and siblings from the
+    // part that read it.
     let mut known = Known::default();
-    for cpu in online.iter() {
-        // An SMT sibling of a CPU read before, named in every one of that
-        // CPU's caches, has exactly those caches (they are the core's), so
-        // its `cache` directory is not even listed: half the listings on a
-        // machine of SMT pairs.
-        let sibling_caches = siblings
-            .get(&cpu)
-            .and_then(CpuSet::first)
-            .filter(|&first| first != cpu)
-            .and_then(|first| caches.get(&first))
-            .filter(|entries| {
-                entries
-                    .iter()
-                    .all(|&i| known.entries[i].shared.contains(cpu))
+    let mut caches: PerCpu<Vec<usize>> = PerCpu::new(&online);
+    let mut siblings: PerCpu<usize> = PerCpu::new(&online);
+    let mut sibling_sets: Vec<CpuSet> = Vec::new();
+    let mut by_key: std::collections::HashMap<(CpuId, usize), Vec<usize>> =
+        std::collections::HashMap::new();
+    for part in parts {
+        let global: Vec<usize> = part
+            .known
+            .entries
+            .into_iter()
+            .map(|entry| {
+                let first = entry.shared.first().unwrap_or(CpuId(0));
+                let same = by_key.entry((first, entry.shared.len())).or_default();
+                let found = same.iter().copied().find(|&i| {
+                    known.entries[i].shared == entry.shared && known.entries[i].cache == entry.cache
+                });
+                found.unwrap_or_else(|| {
+                    same.push(known.entries.len());
+                    known.entries.push(entry);
+                    known.entries.len() - 1
+                })
             })
-            .cloned();
-        if let Some(entries) = sibling_caches {
-            caches.insert(cpu, entries);
-            continue;
-        }
-        let dir = cpu_dir.join(format!("cpu{}", cpu.0));
-        let entries = read_caches(&dir.join("cache"), cpu, &online, &mut known)?;
-        caches.insert(cpu, entries);
-        if siblings.contains_key(&cpu) {
-            continue; // a sibling read before named this CPU
-        }
-        let list = dir.join("topology/thread_siblings_list");
-        if let Some(text) = read_optional(&list)? {
-            let mut set = parse_cpulist(&list, &text)?.intersection(&online);
-            set.insert(cpu);
-            for other in set.iter() {
-                siblings.entry(other).or_insert_with(|| set.clone());
+            .collect();
+        for cpu in part.cpus.iter() {
+            if let Some(local) = part.caches.get(cpu) {
+                caches.insert(cpu, local.iter().map(|&i| global[i]).collect());
             }
         }
+        let base = sibling_sets.len();
+        for cpu in part.cpus.iter() {
+            if let Some(&i) = part.siblings.get(cpu) {
+                siblings.insert_if_absent(cpu, base + i);
+            }
+        }
+        sibling_sets.extend(part.sibling_sets);
     }
     let top_level = known
         .entries
@@ -135,20 +165,24 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
     // level-1 caches, else the CPU alone. `core_of[cpu]` is a position in
     // `cores`.
     let mut cores: Vec<CpuSet> = Vec::new();
-    let mut core_of: BTreeMap<CpuId, usize> = BTreeMap::new();
-    for (&cpu, entries) in &caches {
-        if core_of.contains_key(&cpu) {
+    let mut core_of: PerCpu<usize> = PerCpu::new(&online);
+    for cpu in online.iter() {
+        if core_of.get(cpu).is_some() {
             continue;
         }
-        let core = siblings.get(&cpu).cloned().unwrap_or_else(|| {
-            entries
-                .iter()
-                .map(|&i| &known.entries[i])
-                .filter(|c| c.cache.level == 1)
-                .fold(CpuSet::single(cpu), |acc, c| acc.union(&c.shared))
-        });
+        let entries = caches.get(cpu).map_or(&[][..], Vec::as_slice);
+        let core = siblings.get(cpu).map_or_else(
+            || {
+                entries
+                    .iter()
+                    .map(|&i| &known.entries[i])
+                    .filter(|c| c.cache.level == 1)
+                    .fold(CpuSet::single(cpu), |acc, c| acc.union(&c.shared))
+            },
+            |&i| sibling_sets[i].clone(),
+        );
         for member in core.iter() {
-            core_of.entry(member).or_insert(cores.len());
+            core_of.insert_if_absent(member, cores.len());
         }
         core_of.insert(cpu, cores.len());
         cores.push(core);
@@ -168,7 +202,10 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         let Some(first) = entry.shared.first() else {
             continue;
         };
-        let core = &cores[core_of[&first]];
+        let Some(&core) = core_of.get(first) else {
+            continue; // not online: shared lists are cut to the online CPUs
+        };
+        let core = &cores[core];
         let level = if entry.shared.is_subset(core) {
             Level::Core
         } else if entry.cache.level == top_level {
@@ -186,11 +223,241 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
     Ok(Topology::new(&online, specs)?)
 }
 
-/// Caches already read: `by_index[name][cpu]` is the position in `entries`
-/// of the cache that `cpu`'s directory `name` (`index0`…) stands for.
+/// What one part of the CPUs gave ([`read_part`]).
+struct Part {
+    /// The CPUs of this part.
+    cpus: CpuSet,
+    /// The caches it read; positions are into `known.entries`.
+    known: Known,
+    /// Each of its CPUs' caches.
+    caches: PerCpu<Vec<usize>>,
+    /// Each CPU's SMT siblings (a position in `sibling_sets`), for the
+    /// CPUs of this part and the siblings their lists named.
+    siblings: PerCpu<usize>,
+    sibling_sets: Vec<CpuSet>,
+}
+
+/// The CPUs at which one reading thread is worth its start: below this
+/// many online CPUs the reader runs on the calling thread alone.
+const CPUS_PER_THREAD: usize = 1024;
+/// The most threads that read sysfs at once.
+const MAX_THREADS: usize = 8;
+
+/// Reads the CPUs' caches and siblings in contiguous parts, one thread
+/// each on a large machine (a file costs a few microseconds of system
+/// time, and a machine of thousands of CPUs has the CPUs to spare), in
+/// CPU order; the first error in CPU order is the one returned.
+fn read_parts(cpu_dir: &Dir, online: &CpuSet) -> Result<Vec<Part>, Error> {
+    let cpus: Vec<CpuId> = online.iter().collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_THREADS)
+        .min(cpus.len() / CPUS_PER_THREAD)
+        .max(1);
+    let chunks: Vec<CpuSet> = cpus
+        .chunks(cpus.len().div_ceil(threads))
+        .map(|c| c.iter().copied().collect())
+        .collect();
+    if chunks.len() == 1 {
+        return Ok(vec![read_part(cpu_dir, online, &chunks[0])?]);
+    }
+    std::thread::scope(|scope| {
+        let running: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                let spawned = std::thread::Builder::new()
+                    .name("dfsched-sysfs".into())
+                    .spawn_scoped(scope, move || read_part(cpu_dir, online, chunk));
+                // A thread that cannot start: this one reads its part.
+                spawned.map_err(|_| chunk)
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|r| match r {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(chunk) => read_part(cpu_dir, online, chunk),
+            })
+            .collect()
+    })
+}
+
+/// Reads the caches and siblings of the CPUs of `part` (module doc,
+/// "Reading less on large machines").
+fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Error> {
+    // Each CPU's caches, as positions in `known.entries` (every distinct
+    // cache once: on 8,192 CPUs a copy per CPU would be some 40k cpusets of
+    // 1 KiB, and as many domain specs for the core to merge).
+    let mut caches: PerCpu<Vec<usize>> = PerCpu::new(online);
+    // Each CPU's SMT siblings, as a position in `sibling_sets`.
+    let mut siblings: PerCpu<usize> = PerCpu::new(online);
+    let mut sibling_sets: Vec<CpuSet> = Vec::new();
+    // Caches already read, by index directory name: (their CPUs, the entry).
+    // A CPU found in one of them takes the entry instead of reading its own.
+    let mut known = Known {
+        slots: slots(online),
+        ..Known::default()
+    };
+    for cpu in part.iter() {
+        // A CPU named in every cache of a CPU read before (an SMT sibling:
+        // its first cache names it) has exactly those caches (they are
+        // the core's), so its `cache` directory is not even looked at:
+        // half the CPUs on a machine of SMT pairs.
+        let sibling_caches = known
+            .by_index
+            .first()
+            .and_then(|m| m.get(cpu))
+            .and_then(|&i| known.entries[i].shared.first())
+            .filter(|&first| first != cpu)
+            .and_then(|first| caches.get(first))
+            .filter(|entries| {
+                entries
+                    .iter()
+                    .all(|&i| known.entries[i].shared.contains(cpu))
+            })
+            .cloned();
+        if let Some(entries) = sibling_caches {
+            caches.insert(cpu, entries);
+            continue;
+        }
+        let dir = format!("cpu{}/", cpu.0);
+        let entries = read_caches(cpu_dir, &dir, cpu, online, &mut known)?;
+        caches.insert(cpu, entries);
+        if siblings.get(cpu).is_some() {
+            continue; // a sibling read before named this CPU
+        }
+        let list = format!("{dir}topology/thread_siblings_list");
+        if let Some(text) = cpu_dir.read_optional(&list)? {
+            let mut set = parse_cpulist(&cpu_dir.path(&list), &text)?.intersection(online);
+            set.insert(cpu);
+            for other in set.iter() {
+                siblings.insert_if_absent(other, sibling_sets.len());
+            }
+            sibling_sets.push(set);
+        }
+    }
+    Ok(Part {
+        cpus: part.clone(),
+        known,
+        caches,
+        siblings,
+        sibling_sets,
+    })
+}
+
+/// The sysfs CPU directory, opened once (`O_PATH`) so that every CPU's
+/// files are opened relative to it: each open then walks the four or five
+/// names under it instead of the whole path (a path walk was the reader's
+/// largest cost on thousands of CPUs). A directory that does not exist
+/// reads as holding no files.
+struct Dir {
+    file: Option<std::fs::File>,
+    path: PathBuf,
+}
+
+impl Dir {
+    fn open(path: PathBuf) -> Result<Dir, Error> {
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&path);
+        let file = match opened {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(sysfs_err(&path, e.to_string())),
+        };
+        Ok(Dir { file, path })
+    }
+
+    /// The whole path of `rel`, for messages.
+    fn path(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    fn open_rel(&self, rel: &str, flags: libc::c_int) -> Option<std::io::Result<std::fs::File>> {
+        let file = self.file.as_ref()?;
+        Some(match std::ffi::CString::new(rel) {
+            Ok(c) => crate::sys::open_at(file, &c, flags),
+            Err(e) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)),
+        })
+    }
+
+    /// [`read_optional`] of `rel` under this directory.
+    fn read_optional(&self, rel: &str) -> Result<Option<String>, Error> {
+        match self.open_rel(rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY) {
+            None => Ok(None),
+            Some(opened) => read_opened(opened, &self.path(rel)),
+        }
+    }
+
+    /// [`read_text`] of `rel` under this directory.
+    fn read_text(&self, rel: &str) -> Result<String, Error> {
+        self.read_optional(rel)?
+            .ok_or_else(|| sysfs_err(&self.path(rel), "missing".into()))
+    }
+
+    /// Whether `rel` exists under this directory.
+    fn exists(&self, rel: &str) -> Result<bool, Error> {
+        match self.open_rel(rel, libc::O_PATH) {
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Some(Err(e)) => Err(sysfs_err(&self.path(rel), e.to_string())),
+        }
+    }
+}
+
+/// The slots of a [`PerCpu`] for `online`: its highest CPU + 1.
+fn slots(online: &CpuSet) -> usize {
+    online.iter().last().map_or(0, |c| c.0 as usize + 1)
+}
+
+/// A value per CPU, in a vector indexed by CPU number up to the highest
+/// online one (at most `dfsched_core::MAX_CPUS`): the reader looks CPUs up
+/// some 100k times on 8,192 CPUs, where a tree's search showed in profiles.
+#[derive(Clone, Debug)]
+struct PerCpu<T>(Vec<Option<T>>);
+
+impl<T> PerCpu<T> {
+    fn new(online: &CpuSet) -> PerCpu<T> {
+        PerCpu::with_slots(slots(online))
+    }
+
+    fn with_slots(slots: usize) -> PerCpu<T> {
+        PerCpu(std::iter::repeat_with(|| None).take(slots).collect())
+    }
+
+    fn get(&self, cpu: CpuId) -> Option<&T> {
+        self.0.get(cpu.0 as usize)?.as_ref()
+    }
+
+    /// Sets `cpu`'s value; a CPU beyond the highest online one (which no
+    /// list cut to the online CPUs names) is ignored.
+    fn insert(&mut self, cpu: CpuId, value: T) {
+        if let Some(slot) = self.0.get_mut(cpu.0 as usize) {
+            *slot = Some(value);
+        }
+    }
+
+    fn insert_if_absent(&mut self, cpu: CpuId, value: T) {
+        if let Some(slot @ None) = self.0.get_mut(cpu.0 as usize) {
+            *slot = Some(value);
+        }
+    }
+}
+
+/// Caches already read: `by_index[I][cpu]` is the position in `entries`
+/// of the cache that `cpu`'s directory `indexI` stands for.
 #[derive(Default)]
 struct Known {
-    by_index: BTreeMap<String, BTreeMap<CpuId, usize>>,
+    /// Slots of each `by_index` map (the highest online CPU + 1).
+    slots: usize,
+    by_index: Vec<PerCpu<usize>>,
+    /// Per index, the last cache of that index read whole: the template
+    /// of a like cache (module doc, "Like caches").
+    templates: Vec<Option<usize>>,
     entries: Vec<CacheEntry>,
 }
 
@@ -198,35 +465,49 @@ struct Known {
 /// `known.entries`; none if it has none. A cache some CPU read before names
 /// `cpu` in its shared list is taken from `known`; the others are read and
 /// added to it.
+///
+/// The kernel numbers a CPU's cache directories `index0`, `index1`, … with
+/// no gap (one per cache leaf it found), so they are taken in that order
+/// until the first that does not exist, instead of listing the directory:
+/// a cache a CPU read before names `cpu` costs no system call at all, and
+/// the end costs one failed open and one `stat` (which tells the end from
+/// an `indexI` without its `shared_cpu_list`, an error). At most
+/// [`MAX_CACHE_INDEXES`] are taken.
 fn read_caches(
-    dir: &Path,
+    dir: &Dir,
+    cpu_rel: &str,
     cpu: CpuId,
     online: &CpuSet,
     known: &mut Known,
 ) -> Result<Vec<usize>, Error> {
-    let listing = match std::fs::read_dir(dir) {
-        Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(sysfs_err(dir, e.to_string())),
-    };
-    let mut names: Vec<String> = listing
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.starts_with("index"))
-        .collect();
-    names.sort();
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let seen = known.by_index.get(&name).and_then(|m| m.get(&cpu));
-        if let Some(&i) = seen {
+    let mut out = Vec::new();
+    for index in 0..MAX_CACHE_INDEXES {
+        if let Some(&i) = known.by_index.get(index).and_then(|m| m.get(cpu)) {
             out.push(i);
             continue;
         }
-        let entry = read_cache(&dir.join(&name), cpu, online)?;
+        let template = known
+            .templates
+            .get(index)
+            .copied()
+            .flatten()
+            .map(|t| &known.entries[t]);
+        let Some((entry, whole)) = read_cache(dir, cpu_rel, index, cpu, online, template)? else {
+            break;
+        };
         let i = known.entries.len();
-        let by_cpu = known.by_index.entry(name).or_default();
+        if known.by_index.len() <= index {
+            let slots = known.slots;
+            known
+                .by_index
+                .resize_with(index + 1, || PerCpu::with_slots(slots));
+            known.templates.resize(index + 1, None);
+        }
+        if whole {
+            known.templates[index] = Some(i);
+        }
         for other in entry.shared.iter() {
-            by_cpu.entry(other).or_insert(i);
+            known.by_index[index].insert_if_absent(other, i);
         }
         out.push(i);
         known.entries.push(entry);
@@ -234,35 +515,69 @@ fn read_caches(
     Ok(out)
 }
 
-/// One `cache/indexI` directory of `cpu`.
-fn read_cache(index: &Path, cpu: CpuId, online: &CpuSet) -> Result<CacheEntry, Error> {
-    let level_path = index.join("level");
-    let level_text = read_text(&level_path)?;
-    let level: u8 = level_text
-        .parse()
-        .ok()
-        .filter(|&l| l >= 1)
-        .ok_or_else(|| sysfs_err(&level_path, format!("bad cache level {level_text:?}")))?;
-    let type_path = index.join("type");
-    let kind = read_text(&type_path)?;
-    if !matches!(kind.as_str(), "Data" | "Instruction" | "Unified") {
-        return Err(sysfs_err(&type_path, format!("bad cache type {kind:?}")));
-    }
-    let size_path = index.join("size");
-    let size_bytes = match read_optional(&size_path)? {
-        Some(text) => Some(parse_size(&text).map_err(|reason| sysfs_err(&size_path, reason))?),
+/// One `cache/indexI` directory of `cpu`, and whether all of its files
+/// were read; `None` if there is no such directory (the CPU's caches end
+/// before it). With a `template` (the last cache of the same index read
+/// whole) shared by as many CPUs and of the same size, the level and type
+/// are the template's (module doc, "Like caches").
+fn read_cache(
+    dir: &Dir,
+    cpu_rel: &str,
+    index: usize,
+    cpu: CpuId,
+    online: &CpuSet,
+    template: Option<&CacheEntry>,
+) -> Result<Option<(CacheEntry, bool)>, Error> {
+    let rel = |file: &str| format!("{cpu_rel}cache/index{index}/{file}");
+    let shared_rel = rel("shared_cpu_list");
+    let Some(shared_text) = dir.read_optional(&shared_rel)? else {
+        return if dir.exists(&format!("{cpu_rel}cache/index{index}"))? {
+            Err(sysfs_err(&dir.path(&shared_rel), "missing".into()))
+        } else {
+            Ok(None)
+        };
+    };
+    let mut shared = parse_cpulist(&dir.path(&shared_rel), &shared_text)?.intersection(online);
+    shared.insert(cpu);
+    let size_rel = rel("size");
+    let size_bytes = match dir.read_optional(&size_rel)? {
+        Some(text) => {
+            Some(parse_size(&text).map_err(|reason| sysfs_err(&dir.path(&size_rel), reason))?)
+        }
         None => None,
     };
-    let mut shared = read_cpulist(&index.join("shared_cpu_list"))?.intersection(online);
-    shared.insert(cpu);
-    Ok(CacheEntry {
-        cache: Cache {
-            level,
-            kind,
+    if let Some(t) = template.filter(|t| {
+        size_bytes.is_some() && t.cache.size_bytes == size_bytes && t.shared.len() == shared.len()
+    }) {
+        let cache = Cache {
+            level: t.cache.level,
+            kind: t.cache.kind.clone(),
             size_bytes,
-        },
-        shared,
-    })
+        };
+        return Ok(Some((CacheEntry { cache, shared }, false)));
+    }
+    let level_rel = rel("level");
+    let level_text = dir.read_text(&level_rel)?;
+    let level: u8 = level_text.parse().ok().filter(|&l| l >= 1).ok_or_else(|| {
+        sysfs_err(
+            &dir.path(&level_rel),
+            format!("bad cache level {level_text:?}"),
+        )
+    })?;
+    let type_rel = rel("type");
+    let kind = dir.read_text(&type_rel)?;
+    if !matches!(kind.as_str(), "Data" | "Instruction" | "Unified") {
+        return Err(sysfs_err(
+            &dir.path(&type_rel),
+            format!("bad cache type {kind:?}"),
+        ));
+    }
+    let cache = Cache {
+        level,
+        kind,
+        size_bytes,
+    };
+    Ok(Some((CacheEntry { cache, shared }, true)))
 }
 
 /// One domain per NUMA node with online CPUs; none if the kernel has no
@@ -310,38 +625,69 @@ fn read_text(path: &Path) -> Result<String, Error> {
 /// A file's text without surrounding whitespace, `None` if it does not
 /// exist. Bounded (see the module doc): anything but a regular file, or a
 /// file longer than [`MAX_FILE_BYTES`], is an error naming it.
+///
+/// An open, one read and a close for a sysfs attribute: a read that
+/// returns less than the [`READ_CHUNK`] it asked for ends the file (a
+/// sysfs attribute is served whole by one read of a page, a longer binary
+/// one a page per read; a regular file returns less only at its end), so
+/// no read is spent to see the end. The file's kind is looked at only when
+/// what was read is suspect (nothing, too much, an error): a FIFO opened
+/// without waiting reads empty at once, `/dev/zero` reads full pages up to
+/// the cap, and either is then named for what it is.
 fn read_optional(path: &Path) -> Result<Option<String>, Error> {
-    let file = match std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
+        .open(path);
+    read_opened(opened, path)
+}
+
+/// [`read_optional`] of a file already opened (or not) as `path`.
+fn read_opened(
+    opened: std::io::Result<std::fs::File>,
+    path: &Path,
+) -> Result<Option<String>, Error> {
+    let mut file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(sysfs_err(path, e.to_string())),
     };
-    let kind = file
-        .metadata()
-        .map_err(|e| sysfs_err(path, e.to_string()))?
-        .file_type();
-    if !kind.is_file() {
-        return Err(sysfs_err(
-            path,
-            format!(
-                "not a regular file (a {}), as sysfs files are",
-                describe(kind)
-            ),
-        ));
-    }
     let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| sysfs_err(path, e.to_string()))?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(sysfs_err(
-            path,
-            format!("longer than {MAX_FILE_BYTES} bytes, more than any sysfs file holds"),
-        ));
+    let mut chunk = [0u8; READ_CHUNK];
+    let suspect = loop {
+        match file.read(&mut chunk) {
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() > MAX_FILE_BYTES {
+                    break Some(format!(
+                        "longer than {MAX_FILE_BYTES} bytes, more than any sysfs file holds"
+                    ));
+                }
+                if n < READ_CHUNK {
+                    break bytes.is_empty().then(String::new);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    if let Some(reason) = suspect {
+        let kind = file
+            .metadata()
+            .map_err(|e| sysfs_err(path, e.to_string()))?
+            .file_type();
+        if !kind.is_file() {
+            return Err(sysfs_err(
+                path,
+                format!(
+                    "not a regular file (a {}), as sysfs files are",
+                    describe(kind)
+                ),
+            ));
+        }
+        if !reason.is_empty() {
+            return Err(sysfs_err(path, reason));
+        }
     }
     let text = String::from_utf8(bytes).map_err(|_| sysfs_err(path, "not UTF-8 text".into()))?;
     Ok(Some(text.trim().to_string()))

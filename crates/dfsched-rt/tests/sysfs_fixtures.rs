@@ -224,14 +224,24 @@ fn missing_or_garbled_files_are_errors_naming_the_file() {
     broken("sys/devices/system/cpu/online", None);
     broken("sys/devices/system/cpu/online", Some("0-x\n"));
     broken("sys/devices/system/cpu/online", Some("\n"));
-    broken("sys/devices/system/cpu/cpu1/cache/index2/level", None);
+    // CPU 0's caches are read whole (CPU 1's like ones take their level
+    // and type from them: see the tests below).
+    broken("sys/devices/system/cpu/cpu0/cache/index2/level", None);
     broken(
-        "sys/devices/system/cpu/cpu1/cache/index2/level",
+        "sys/devices/system/cpu/cpu0/cache/index2/level",
         Some("two\n"),
     );
     broken(
-        "sys/devices/system/cpu/cpu1/cache/index2/level",
+        "sys/devices/system/cpu/cpu0/cache/index2/level",
         Some("0\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu1/cache/index2/size",
+        Some("2Q\n"),
+    );
+    broken(
+        "sys/devices/system/cpu/cpu1/cache/index2/shared_cpu_list",
+        None,
     );
     broken(
         "sys/devices/system/cpu/cpu0/cache/index0/type",
@@ -255,6 +265,65 @@ fn missing_or_garbled_files_are_errors_naming_the_file() {
         Some("zz\n"),
     );
     broken("sys/devices/system/node/node0/cpulist", Some("0,,1\n"));
+}
+
+/// A cache of the same index, size and number of sharing CPUs as one read
+/// before is a like cache: its level and type are that one's, unread. So
+/// a second CPU's private caches cost two files each, not four.
+#[test]
+fn a_cache_like_one_read_before_takes_its_level_and_type_unread() {
+    let dir = TempDir::new("sysfs-like");
+    write_flat_llc(&dir, &set("0-1"));
+    let whole = read_topology(dir.path()).unwrap();
+    for index in 0..3 {
+        for file in ["level", "type"] {
+            std::fs::remove_file(dir.path().join(format!(
+                "sys/devices/system/cpu/cpu1/cache/index{index}/{file}"
+            )))
+            .unwrap();
+        }
+    }
+    assert_eq!(read_topology(dir.path()).unwrap(), whole);
+}
+
+/// A cache unlike the one read before at its index (another size, or
+/// shared by another number of CPUs: a hybrid part's other kind of core)
+/// is read whole, so its own level and type count, and a garbled one is
+/// an error naming it.
+#[test]
+fn a_cache_unlike_the_one_read_before_is_read_whole() {
+    let dir = TempDir::new("sysfs-unlike");
+    write_flat_llc(&dir, &set("0-1"));
+    let cpu1 =
+        |index: u32, file: &str| format!("sys/devices/system/cpu/cpu1/cache/index{index}/{file}");
+    // Unlike by its size: CPU 1's index 1 is a 64 KiB L1 data cache where
+    // CPU 0's is a 32 KiB instruction cache.
+    dir.write(&cpu1(1, "size"), "64K\n");
+    dir.write(&cpu1(1, "type"), "Data\n");
+    let t = read_topology(dir.path()).unwrap();
+    let leaf = t.domain(t.leaf(CpuId(1)).unwrap());
+    let l1: Vec<_> = leaf
+        .caches
+        .iter()
+        .filter(|c| c.level == 1)
+        .map(|c| (c.kind.as_str(), c.size_bytes))
+        .collect();
+    assert_eq!(l1, vec![("Data", Some(48 << 10)), ("Data", Some(64 << 10))]);
+    // Unlike by its sharing: the same size, two CPUs instead of one.
+    let dir = TempDir::new("sysfs-unlike-shared");
+    write_flat_llc(&dir, &set("0-3"));
+    for cpu in [2, 3] {
+        dir.write(
+            &format!("sys/devices/system/cpu/cpu{cpu}/cache/index2/shared_cpu_list"),
+            "2-3\n",
+        );
+        dir.write(
+            &format!("sys/devices/system/cpu/cpu{cpu}/cache/index2/level"),
+            "x\n",
+        );
+    }
+    let err = read_topology(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("cpu2/cache/index2/level"), "{err}");
 }
 
 #[test]
