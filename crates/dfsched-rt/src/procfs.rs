@@ -44,6 +44,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// Bytes offered to the first read of a `/proc` file: a page, more than a
+/// `PID/stat` or a small machine's `/proc/stat` holds.
+const READ_CHUNK: usize = 4096;
+
+/// The most bytes [`LoadSampler`] reads of one `/proc` file: `/proc/stat`
+/// of 8,192 CPUs is about 1 MiB; anything longer is not one of ours.
+const MAX_PROC_FILE_BYTES: usize = 4 << 20;
+
 /// Per-thread scheduler counters from `/proc/<pid>/task/<tid>/sched` (or
 /// `/proc/thread-self/sched`). All count since the thread started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -205,7 +213,7 @@ pub(crate) fn thread_runnable_now(pid: u32, tid: u64) -> Option<bool> {
 #[derive(Debug)]
 pub struct LoadSampler {
     proc_root: PathBuf,
-    text: String,
+    text: Vec<u8>,
     per_cpu: Vec<u32>,
     /// One process's runnable threads as `(cpu, nice)`, while it is scanned.
     threads: Vec<(usize, i8)>,
@@ -218,7 +226,7 @@ impl LoadSampler {
     pub fn new(proc_root: impl Into<PathBuf>) -> Self {
         LoadSampler {
             proc_root: proc_root.into(),
-            text: String::with_capacity(512),
+            text: Vec::with_capacity(READ_CHUNK),
             per_cpu: Vec::new(),
             threads: Vec::new(),
             files: 0,
@@ -307,14 +315,39 @@ impl LoadSampler {
         Ok(out)
     }
 
-    /// The text of a small file in the sampler's buffer.
+    /// The text of a small file in the sampler's buffer: an open, one read
+    /// and a close for a `/proc` file (std's `read_to_string` adds a
+    /// `statx`, an `lseek` and a read to see the end: twice the calls, on
+    /// every pass and for every process of a sweep). A `/proc` file is a
+    /// seq_file, which fills a read as far as it has text: a read that
+    /// returns less than it was offered is the end. At most
+    /// [`MAX_PROC_FILE_BYTES`].
     fn read_small(&mut self, path: &Path) -> Option<&str> {
         self.files += 1;
         self.text.clear();
-        File::open(path)
-            .and_then(|mut f| f.read_to_string(&mut self.text))
-            .ok()?;
-        Some(&self.text)
+        let mut file = File::open(path).ok()?;
+        loop {
+            if self.text.len() == self.text.capacity() {
+                if self.text.len() >= MAX_PROC_FILE_BYTES {
+                    return None;
+                }
+                self.text.reserve(self.text.capacity().max(READ_CHUNK));
+            }
+            let len = self.text.len();
+            let space = self.text.capacity() - len;
+            self.text.resize(len + space, 0);
+            match file.read(&mut self.text[len..]) {
+                Ok(n) => {
+                    self.text.truncate(len + n);
+                    if n < space {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.text.truncate(len),
+                Err(_) => return None,
+            }
+        }
+        std::str::from_utf8(&self.text).ok()
     }
 
     /// Calls `runnable(self, pid, threads)` once per process not skipped
@@ -389,6 +422,27 @@ impl LoadSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file of several pages is read whole (reads go on while they fill
+    /// what they were offered), an empty one as empty, this machine's
+    /// `/proc/stat` as the kernel prints it, and a missing one as `None`.
+    #[test]
+    fn read_small_reads_whole_files_of_any_size_up_to_the_cap() {
+        let dir = std::env::temp_dir().join(format!("dfsched-read-small-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long: String = (0..3000).map(|i| format!("{i} ")).collect();
+        assert!(long.len() > 3 * READ_CHUNK);
+        std::fs::write(dir.join("long"), &long).unwrap();
+        std::fs::write(dir.join("empty"), "").unwrap();
+        let mut s = LoadSampler::new(&dir);
+        assert_eq!(s.read_small(&dir.join("long")), Some(long.as_str()));
+        assert_eq!(s.read_small(&dir.join("empty")), Some(""));
+        assert_eq!(s.read_small(&dir.join("missing")), None);
+        let stat = s.read_small(Path::new("/proc/stat")).unwrap().to_string();
+        assert!(stat.starts_with("cpu ") && stat.ends_with('\n'), "{stat}");
+        assert_eq!(s.files_opened(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     const SCHED: &str = "cat (6343, #threads: 1)
 -------------------------------------------------------------------
