@@ -131,7 +131,9 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<()> {
 
     // 2. Under lackey: the trace on fd 3 (our pipe), the program's stdout
     // discarded, `exec` so that the child we hold is valgrind itself.
-    let script = "exec valgrind --tool=lackey --trace-mem=yes --trace-sched=yes --log-fd=3 \"$@\" 3>&1 1>/dev/null";
+    // `--vgdb=no`: no gdbserver, whose three FIFOs in /tmp a valgrind
+    // ended by our timeout (SIGKILL) would leave behind on every run.
+    let script = "exec valgrind --tool=lackey --vgdb=no --trace-mem=yes --trace-sched=yes --log-fd=3 \"$@\" 3>&1 1>/dev/null";
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(script)

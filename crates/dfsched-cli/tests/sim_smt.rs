@@ -349,3 +349,39 @@ fn profile_writes_per_thread_vectors_of_a_program_run_under_valgrind() {
     assert!(err.contains("1 thread(s)"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A profile whose valgrind run is ended by `--timeout` leaves nothing in
+/// the temporary directory (a killed valgrind would leave its gdbserver's
+/// three FIFOs there, `vgdb-pipe-*`, on every such run).
+#[test]
+fn a_profile_cut_short_by_its_timeout_leaves_no_vgdb_fifos() {
+    assert!(
+        Command::new("valgrind").arg("--version").output().is_ok(),
+        "premise: valgrind is installed (apt-get install valgrind)"
+    );
+    let dir = std::env::temp_dir().join(format!("dfsched-profile-tmo-{}", std::process::id()));
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // About 0.1 s natively, minutes under lackey: the second run is cut.
+    let out = Command::new(env!("CARGO_BIN_EXE_dfsched"))
+        .env("TMPDIR", &tmp)
+        .args(["profile", "--timeout", "3", "--out"])
+        .arg(dir.join("p.json"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the lackey run was not cut: {err}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?} ({err})");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -31,11 +31,27 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A per-process scratch directory for the compiled fixtures.
+/// A per-process scratch directory for the compiled fixtures, under the
+/// build's own temporary directory (`target/tmp`), never the machine's
+/// `/tmp`. Those of test processes that are gone are removed first, so
+/// runs do not pile up.
 pub fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("dfsched-run-test-{}", std::process::id()));
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        const PREFIX: &str = "run-fixtures-";
+        if let Ok(entries) = std::fs::read_dir(base) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let pid = name.to_str().and_then(|n| n.strip_prefix(PREFIX));
+                if let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) {
+                    if !Path::new(&format!("/proc/{pid}")).exists() {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
+        }
+        let dir = base.join(format!("{PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     })
