@@ -38,6 +38,7 @@ mod cmd_sim_smt;
 mod cmd_smt_pair;
 mod cmd_trace;
 mod predict;
+mod rules_file;
 mod run;
 mod topology;
 
