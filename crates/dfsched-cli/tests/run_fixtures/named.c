@@ -6,8 +6,10 @@
  *   named NAME...   one spinning thread per NAME; the threads of odd index
  *                   name themselves, the others are named by the main thread
  *                   right after pthread_create (both ways a program may use).
- *                   Prints "pid P", one "tid T" per thread, "ready"; runs
- *                   until stdin closes, then exits 0.
+ *                   Prints "pid P", one "tid T" per thread, "ready"; then
+ *                   for each line "spawn NAME" read from stdin starts one
+ *                   more spinning thread, named NAME by the main thread,
+ *                   and prints "tid T"; when stdin closes, exits 0.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -59,8 +61,20 @@ int main(int argc, char **argv)
     }
     printf("ready\n");
     fflush(stdout);
-    char buf[64];
-    while (fread(buf, 1, sizeof buf, stdin) > 0) {
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        if (strncmp(line, "spawn ", 6) != 0)
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        struct arg *b = calloc(1, sizeof *b);
+        pthread_t u;
+        if (!b || pthread_create(&u, NULL, spin, b) != 0 || pthread_setname_np(u, line + 6) != 0)
+            return 2;
+        pthread_detach(u);
+        while (atomic_load(&b->tid) == 0)
+            usleep(1000);
+        printf("tid %ld\n", atomic_load(&b->tid));
+        fflush(stdout);
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < n; i++)

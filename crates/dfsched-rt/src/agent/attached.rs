@@ -1,0 +1,349 @@
+//! `dfsched attach PID`: the agent places the threads of a process that
+//! runs without dfsched (no preload, no runtime inside it), from outside:
+//! its threads are read from `/proc/PID/task`, fed to an engine of its own
+//! as tasks, and placed with `sched_setaffinity(TID, …)`; `dfsched detach
+//! PID` gives each thread back the mask it had before.
+//!
+//! ```text
+//!  Attach{pid, policy, rules}  ─► Attached::new: facts, the rules' process choice,
+//!                                  an Engine (the policy), refresh() at once
+//!  every agent tick            ─► refresh(): /proc/PID/task
+//!                                    new tid    → TaskNew (allowed = the mask it had
+//!                                                 before we placed anything), rule DF
+//!                                    gone tid   → Exit
+//!                                    renamed    → the rules again (DF, leave alone)
+//!                                    mask not ours any more → Allowed (someone else's)
+//!                                  Balance; every Place carried out by tid
+//!  Detach{pid}, or the agent's stop ─► release(): each thread whose mask is still
+//!                                  ours gets its mask from before the attach back
+//! ```
+//!
+//! Invariants:
+//! - a thread's `before` is the mask it had when first seen, or, for a
+//!   thread created after the attach with a mask dfsched set (inherited
+//!   from its creator), the process's main thread's `before`: dfsched never
+//!   narrows a thread's allowed CPUs for good;
+//! - a mask found to differ from the one dfsched last set is someone
+//!   else's (the program, `taskset`): it becomes the thread's allowed set
+//!   and its `before`, and is what detach leaves;
+//! - the engine knows exactly the threads not left alone (`in_engine`).
+//!
+//! Who may: the agent checks that the requesting peer owns the process
+//! (`server.rs`), and the kernel that the agent may set its threads'
+//! masks (same uid, or root). Bounded: one `/proc/PID/task` listing and one
+//! mask read per thread per tick; a process that ends is dropped at the
+//! next tick.
+
+use crate::rules::{ProcessChoice, ProcessFacts, Rules, ThreadChoice};
+use crate::sys::SysOps;
+use dfsched_core::{
+    AppId, Config, CpuSet, Decision, DfId, Engine, Event, Nanos, Policy, TaskId, Topology,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One thread of an attached process.
+#[derive(Debug)]
+struct Thread {
+    /// The mask it had before dfsched placed it (what detach restores).
+    before: CpuSet,
+    /// The mask dfsched last set (or found).
+    last_set: CpuSet,
+    /// Its name when last matched.
+    name: String,
+    /// Whether the engine knows it (not left alone by a rule).
+    in_engine: bool,
+    /// Its DF came from a rule.
+    df: Option<u64>,
+}
+
+/// An attached process: its engine and its threads.
+pub struct Attached {
+    pid: u32,
+    proc_root: PathBuf,
+    engine: Engine,
+    topology: Topology,
+    rules: Option<Rules>,
+    facts: ProcessFacts,
+    /// The main thread's mask before the attach: the `before` of threads
+    /// created later with a mask dfsched set.
+    process_before: CpuSet,
+    threads: BTreeMap<u64, Thread>,
+    decisions: Vec<Decision>,
+    /// The policy it runs under.
+    pub policy: Policy,
+}
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attached")
+            .field("pid", &self.pid)
+            .field("policy", &self.policy)
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+/// What a refresh or a release came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Threads of the process seen.
+    pub threads: u32,
+    /// Masks set.
+    pub placed: u32,
+}
+
+/// Why a process cannot be attached, or is no longer.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The process is gone (or its `/proc` cannot be read).
+    #[error("process {0} is gone")]
+    Gone(u32),
+    /// The rules leave this process alone.
+    #[error("the rules leave process {0} alone (policy none): nothing to attach")]
+    LeftAlone(u32),
+    /// The engine refused its configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Thread ids of `pid` under `proc_root`, ascending.
+fn tids(proc_root: &Path, pid: u32) -> Result<Vec<u64>, AttachError> {
+    let dir = proc_root.join(pid.to_string()).join("task");
+    let mut out: Vec<u64> = std::fs::read_dir(&dir)
+        .map_err(|_| AttachError::Gone(pid))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn thread_name(proc_root: &Path, pid: u32, tid: u64) -> Option<String> {
+    std::fs::read_to_string(proc_root.join(format!("{pid}/task/{tid}/comm")))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
+impl Attached {
+    /// Takes process `pid` under `policy` (the rules' process choice
+    /// first, if rules are given) and places its threads at once.
+    pub fn new(
+        pid: u32,
+        proc_root: &Path,
+        topology: Topology,
+        policy: Policy,
+        rules: Option<Rules>,
+        sys: &dyn SysOps,
+    ) -> Result<(Attached, Counts), AttachError> {
+        let facts = ProcessFacts::read(proc_root, pid).ok_or(AttachError::Gone(pid))?;
+        let policy = match rules.as_ref().map(|r| r.process_choice(&facts)) {
+            Some(ProcessChoice::Off) => return Err(AttachError::LeftAlone(pid)),
+            Some(ProcessChoice::Policy(p)) => p,
+            Some(ProcessChoice::Default) | None => policy,
+        };
+        let config = Config {
+            policy,
+            // A move from outside is a pin, as in the runtime: threads in
+            // no group are left to the kernel.
+            move_unmanaged: false,
+            ..Config::default()
+        };
+        let engine = Engine::new(topology.clone(), config)
+            .map_err(|e| AttachError::Config(e.to_string()))?;
+        let process_before = sys
+            .get_affinity(u64::from(pid))
+            .map_err(|_| AttachError::Gone(pid))?;
+        let mut a = Attached {
+            pid,
+            proc_root: proc_root.to_path_buf(),
+            engine,
+            topology,
+            rules,
+            facts,
+            process_before,
+            threads: BTreeMap::new(),
+            decisions: Vec::new(),
+            policy,
+        };
+        let counts = a.refresh(sys, Nanos(0))?;
+        Ok((a, counts))
+    }
+
+    /// The process.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The engine's view of a thread (for tests).
+    pub fn thread_df(&self, tid: u64) -> Option<u64> {
+        self.engine.task(TaskId(tid))?.df.map(|d| d.0)
+    }
+
+    /// What the rules say of a thread named `name`.
+    fn choice(&self, name: &str) -> ThreadChoice {
+        self.rules.as_ref().map_or(ThreadChoice::Default, |r| {
+            r.thread_choice(&self.facts, name)
+        })
+    }
+
+    /// One look at the process (see the module doc); `now` for the
+    /// balancer's record. [`AttachError::Gone`] once it has ended.
+    pub fn refresh(&mut self, sys: &dyn SysOps, now: Nanos) -> Result<Counts, AttachError> {
+        let live = tids(&self.proc_root, self.pid)?;
+        let gone: Vec<u64> = self
+            .threads
+            .keys()
+            .filter(|t| live.binary_search(t).is_err())
+            .copied()
+            .collect();
+        for tid in gone {
+            if self.threads.remove(&tid).is_some_and(|t| t.in_engine) {
+                let _ = self
+                    .engine
+                    .handle(Event::Exit { task: TaskId(tid) }, &mut self.decisions);
+            }
+        }
+        let placed_masks: Vec<CpuSet> = self.threads.values().map(|t| t.last_set.clone()).collect();
+        for &tid in &live {
+            let Some(name) = thread_name(&self.proc_root, self.pid, tid) else {
+                continue; // it ended meanwhile
+            };
+            let Ok(mask) = sys.get_affinity(tid) else {
+                continue;
+            };
+            match self.threads.get_mut(&tid) {
+                None => {
+                    // A thread born of one we placed carries our mask: its
+                    // allowed CPUs are the process's, not that placement.
+                    let before = if placed_masks.contains(&mask) && tid != u64::from(self.pid) {
+                        self.process_before.clone()
+                    } else {
+                        mask.clone()
+                    };
+                    self.threads.insert(
+                        tid,
+                        Thread {
+                            before,
+                            last_set: mask,
+                            name: name.clone(),
+                            in_engine: false,
+                            df: None,
+                        },
+                    );
+                    self.rematch(tid, &name);
+                }
+                Some(t) => {
+                    if mask != t.last_set {
+                        // Someone else's mask: the thread's allowed CPUs now.
+                        t.before = mask.clone();
+                        t.last_set = mask.clone();
+                        if t.in_engine {
+                            let allowed = mask.intersection(self.topology.cpus());
+                            if !allowed.is_empty() {
+                                let _ = self.engine.handle(
+                                    Event::Allowed {
+                                        task: TaskId(tid),
+                                        allowed,
+                                    },
+                                    &mut self.decisions,
+                                );
+                            }
+                        }
+                    }
+                    if t.name != name {
+                        t.name = name.clone();
+                        self.rematch(tid, &name);
+                    }
+                }
+            }
+        }
+        let _ = self
+            .engine
+            .handle(Event::Balance { now }, &mut self.decisions);
+        let mut counts = Counts {
+            threads: self.threads.len() as u32,
+            placed: 0,
+        };
+        for d in std::mem::take(&mut self.decisions) {
+            let Decision::Place { task, cpus } = d else {
+                continue;
+            };
+            let Some(t) = self.threads.get_mut(&task.0) else {
+                continue;
+            };
+            if sys.set_affinity(task.0, &cpus).is_ok() {
+                t.last_set = cpus;
+                counts.placed += 1;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Matches thread `tid` (known, named `name`) against the rules and
+    /// updates the engine to what they say.
+    fn rematch(&mut self, tid: u64, name: &str) {
+        let choice = self.choice(name);
+        let t = self.threads.get_mut(&tid).expect("the caller knows it");
+        let task = TaskId(tid);
+        if choice == ThreadChoice::Leave {
+            if t.in_engine {
+                let _ = self
+                    .engine
+                    .handle(Event::Exit { task }, &mut self.decisions);
+                t.in_engine = false;
+                t.df = None;
+            }
+            return;
+        }
+        if !t.in_engine {
+            let allowed = t.before.intersection(self.topology.cpus());
+            if allowed.is_empty() {
+                return;
+            }
+            let new = Event::TaskNew {
+                task,
+                app: AppId(0),
+                allowed,
+                cpu: None,
+            };
+            if self.engine.handle(new, &mut self.decisions).is_err() {
+                return;
+            }
+            t.in_engine = true;
+        }
+        let next = match choice {
+            ThreadChoice::Df(d) => Some(d),
+            ThreadChoice::Default | ThreadChoice::Leave => None,
+        };
+        if next == t.df {
+            return;
+        }
+        let hint = Event::Hint {
+            task,
+            app: AppId(0),
+            cur: t.df.map(DfId),
+            next: next.map(DfId),
+        };
+        if self.engine.handle(hint, &mut self.decisions).is_ok() {
+            t.df = next;
+        }
+    }
+
+    /// Gives every thread whose mask is still the one dfsched set its mask
+    /// from before the attach back; threads whose mask someone else set
+    /// keep it.
+    pub fn release(&self, sys: &dyn SysOps) -> Counts {
+        let mut counts = Counts {
+            threads: self.threads.len() as u32,
+            placed: 0,
+        };
+        for (&tid, t) in &self.threads {
+            let ours = sys.get_affinity(tid).is_ok_and(|m| m == t.last_set);
+            if ours && t.last_set != t.before && sys.set_affinity(tid, &t.before).is_ok() {
+                counts.placed += 1;
+            }
+        }
+        counts
+    }
+}
