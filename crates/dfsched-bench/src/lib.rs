@@ -48,6 +48,7 @@
 
 pub mod calibrate;
 pub mod chat;
+pub mod compare;
 pub mod cothread;
 pub mod cothreads;
 pub mod df;

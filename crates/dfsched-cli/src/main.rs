@@ -15,6 +15,7 @@
 //! dfsched [-v…] run [--policy P] [--rules FILE] … -- PROGRAM [ARGS…]
 //! dfsched [-v…] attach PID [--policy P] [--rules FILE] [--socket PATH] [--json]
 //! dfsched [-v…] detach PID [--socket PATH] [--json]
+//! dfsched [-v…] compare [--repeat N] [--policies LIST] [--json] [--export-json F] [--export-markdown F] -- CMD [ARGS…]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -33,6 +34,7 @@ mod bench_overhead;
 mod bench_spin;
 mod calibrate;
 mod cmd_attach;
+mod cmd_compare;
 mod cmd_model;
 mod cmd_profile;
 mod cmd_sim;
@@ -97,6 +99,10 @@ enum Command {
     /// Give an attached process's threads the masks they had before
     /// `dfsched attach` back.
     Detach(cmd_attach::DetachArgs),
+    /// Try dfsched on your own command: plain and under each policy, in
+    /// interleaved paired rounds, with ratios and intervals.
+    #[command(long_about = cmd_compare::COMPARE_LONG_ABOUT)]
+    Compare(cmd_compare::CompareArgs),
     /// Measure this machine's costs and write a machine profile for the
     /// simulator.
     #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
@@ -231,6 +237,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => cmd_attach::run_attach(args),
         Command::Detach(args) => cmd_attach::run_detach(args),
+        Command::Compare(args) => cmd_compare::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
