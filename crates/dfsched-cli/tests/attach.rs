@@ -18,24 +18,9 @@ mod support;
 use agent_support::{AgentGuard, TempDir, BIN};
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{clean, compile, scratch, thread_masks, two_cpus, Running};
-
-fn named_program() -> Option<PathBuf> {
-    static P: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        compile(
-            "gcc",
-            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"],
-            "named.c",
-            &[],
-            "named_attach_c",
-        )
-    })
-    .clone()
-}
+use support::{clean, named_program, scratch, thread_masks, two_cpus, Running};
 
 const RULES: &str = r#"
 [[rule]]

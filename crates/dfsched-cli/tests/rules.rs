@@ -19,22 +19,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{compile, run_cmd, scratch, thread_masks, two_cpus, Running};
-
-/// The fixture, compiled once.
-fn named_program() -> Option<PathBuf> {
-    static P: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        compile(
-            "gcc",
-            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"],
-            "named.c",
-            &[],
-            "named_c",
-        )
-    })
-    .clone()
-}
+use support::{named_program, run_cmd, scratch, thread_masks, two_cpus, Running};
 
 /// Writes `text` as a rules file in the scratch directory.
 fn rules_file(name: &str, text: &str) -> PathBuf {
