@@ -3,7 +3,9 @@
 //! commands, with dfsched's paired ratios).
 //!
 //! ```text
-//!  round r (of --repeat N): every mode once, the order rotated by r
+//!  round r (of --repeat N): every mode once, in the order every benchmark
+//!                  uses (runner::round_order: shuffled from (seed, r)),
+//!                  through the shared round driver (runner::Rounds)
 //!     plain:  CMD ARGS
 //!     P:      dfsched run --policy P -- CMD ARGS
 //!  one run:   spawn (stdin, stdout, stderr: /dev/null unless shown)
@@ -43,6 +45,9 @@
 //! [`crate::stats::PairedRatio`]); a run that exits non-zero is reported
 //! with its status and left out of every figure.
 
+use crate::machine::Machine;
+use crate::params::BenchMode;
+use crate::runner::{Progress, Rounds};
 use crate::stats::{MedianInterval, PairedRatio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -63,6 +68,26 @@ pub const CONFIDENCE: f64 = 0.95;
 /// The most rounds accepted.
 pub const MAX_REPEAT: usize = 10_000;
 
+/// A mode of the comparison: the command plain, or under a policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CompareMode {
+    /// The command alone.
+    Plain,
+    /// `dfsched run --policy none`: the library preloaded, dfsched off.
+    None,
+    /// `dfsched run --policy co-thread`.
+    CoThread,
+    /// `dfsched run --policy data-affinity`.
+    DataAffinity,
+}
+
+crate::params::bench_modes!(CompareMode, CompareError::Params {
+    Plain => "plain",
+    None => "none",
+    CoThread => "co-thread",
+    DataAffinity => "data-affinity",
+});
+
 /// What to compare.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompareParams {
@@ -78,6 +103,8 @@ pub struct CompareParams {
     pub sample_ms: u64,
     /// Let the command's stdout and stderr through (else /dev/null).
     pub show_output: bool,
+    /// Seed of the mode order in each round.
+    pub seed: u64,
 }
 
 /// Why a comparison did not run or complete.
@@ -133,10 +160,16 @@ impl CompareParams {
         Ok(())
     }
 
-    /// Every mode, baseline first.
-    pub fn modes(&self) -> Vec<String> {
-        std::iter::once(PLAIN.to_string())
-            .chain(self.policies.iter().cloned())
+    /// Every mode, baseline first (the policies checked by
+    /// [`CompareParams::validate`]; an unknown one is left out).
+    pub fn modes(&self) -> Vec<CompareMode> {
+        std::iter::once(CompareMode::Plain)
+            .chain(
+                self.policies
+                    .iter()
+                    .filter_map(|p| p.parse().ok())
+                    .filter(|m| *m != CompareMode::Plain),
+            )
             .collect()
     }
 
@@ -200,7 +233,7 @@ impl CompareRun {
 
 /// One mode's figures over its successful runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareMode {
+pub struct CompareModeReport {
     /// `plain` or a policy.
     pub mode: String,
     /// Runs that exited 0.
@@ -226,6 +259,8 @@ pub struct CompareMode {
 pub struct CompareReport {
     /// The command compared.
     pub command: Vec<String>,
+    /// Where it ran.
+    pub machine: Machine,
     /// Rounds run.
     pub repeat: usize,
     /// Milliseconds between /proc samples (0: none).
@@ -233,31 +268,69 @@ pub struct CompareReport {
     /// How the ratio's interval is made.
     pub interval_method: String,
     /// Per mode, plain first.
-    pub modes: Vec<CompareMode>,
+    pub modes: Vec<CompareModeReport>,
     /// Every run, in the order run.
     pub runs: Vec<CompareRun>,
 }
 
-/// Runs the comparison; `progress(done, total, run)` after each run.
+/// Runs the comparison; `progress` after each run (as every benchmark's).
 pub fn run(
     params: &CompareParams,
-    mut progress: impl FnMut(usize, usize, &CompareRun),
+    progress: &mut dyn FnMut(&Progress),
 ) -> Result<CompareReport, CompareError> {
     params.validate()?;
     let modes = params.modes();
-    let total = modes.len() * params.repeat;
-    let mut runs = Vec::with_capacity(total);
-    for round in 0..params.repeat {
-        // Rotated, so that no mode always runs first (after an idle gap)
-        // or right after the same other mode.
-        for i in 0..modes.len() {
-            let mode = &modes[(round + i) % modes.len()];
-            let r = run_once(params, mode, round)?;
-            runs.push(r);
-            progress(runs.len(), total, runs.last().expect("just pushed"));
-        }
-    }
+    let mut rounds = Rounds::new(1, modes.len() * params.repeat, progress);
+    let runs = rounds.run_case(
+        0,
+        (&modes, params.repeat, params.seed),
+        |mode, round| run_once(params, mode.name(), round),
+        |r| r.wall_s,
+    )?;
     Ok(report(params, runs))
+}
+
+/// `dfsched compare` on the shared contract ([`crate::suite::Benchmark`]):
+/// each case is one command compared.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CompareBench;
+
+impl crate::suite::Benchmark for CompareBench {
+    type Params = CompareParams;
+    type Report = CompareReport;
+    type Error = CompareError;
+    const FAILED: &'static str = "dfsched compare failed";
+
+    fn run_cases(
+        &self,
+        cases: &[CompareParams],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<CompareReport>, CompareError> {
+        for c in cases {
+            c.validate()?;
+        }
+        cases.iter().map(|c| run(c, progress)).collect()
+    }
+
+    fn is_usage(e: &CompareError) -> bool {
+        e.is_usage()
+    }
+
+    fn machine(r: &CompareReport) -> &Machine {
+        &r.machine
+    }
+
+    fn label(r: &CompareReport) -> String {
+        format!("`{}`", r.command.join(" "))
+    }
+
+    fn render(r: &CompareReport) -> String {
+        table(r)
+    }
+
+    fn render_grid(g: &crate::GridOf<CompareReport>) -> String {
+        g.cells.iter().map(table).collect::<Vec<_>>().join("\n")
+    }
 }
 
 /// The report of `runs` (see the module doc for what each figure is).
@@ -266,6 +339,7 @@ pub fn report(params: &CompareParams, runs: Vec<CompareRun>) -> CompareReport {
     let modes = params
         .modes()
         .into_iter()
+        .map(|mode| mode.name().to_string())
         .map(|mode| {
             let mine: Vec<&&CompareRun> = ok.iter().filter(|r| r.mode == mode).collect();
             let walls: Vec<f64> = mine.iter().map(|r| r.wall_s).collect();
@@ -285,7 +359,7 @@ pub fn report(params: &CompareParams, runs: Vec<CompareRun>) -> CompareReport {
                 .filter(|r| r.threads_seen > 0)
                 .filter_map(|r| Some(r.migrations? as f64 / r.threads_seen as f64))
                 .collect();
-            CompareMode {
+            CompareModeReport {
                 ok_runs: mine.len(),
                 wall_s: Summary::of(&walls),
                 ratio,
@@ -297,7 +371,9 @@ pub fn report(params: &CompareParams, runs: Vec<CompareRun>) -> CompareReport {
             }
         })
         .collect();
+    let allowed = dfsched::sys::get_affinity(0).unwrap_or_default();
     CompareReport {
+        machine: Machine::describe(&allowed),
         command: params
             .command
             .iter()
@@ -451,6 +527,122 @@ fn reap(pid: u32) -> std::io::Result<(i32, libc::rusage)> {
     }
 }
 
+/// One row's cells: mode, runs, wall median, min–max, ratio, interval,
+/// switches, migrations per thread.
+fn rows(report: &CompareReport) -> Vec<[String; 8]> {
+    let dash = || "-".to_string();
+    report
+        .modes
+        .iter()
+        .map(|m| {
+            let wall = m.wall_s;
+            [
+                m.mode.clone(),
+                format!("{}/{}", m.ok_runs, report.repeat),
+                wall.map_or_else(dash, |w| format!("{:.4} s", w.median)),
+                wall.map_or_else(dash, |w| format!("{:.4} – {:.4}", w.min, w.max)),
+                match (&m.ratio, m.mode == PLAIN) {
+                    (_, true) => "1".into(),
+                    (Some(r), _) => format!("{:.3}", r.median),
+                    (None, _) => dash(),
+                },
+                m.ratio_interval.map_or_else(dash, |i| {
+                    format!(
+                        "{:.3} – {:.3} ({:.1} %)",
+                        i.low,
+                        i.high,
+                        100.0 * i.confidence
+                    )
+                }),
+                m.switches.map_or_else(dash, |s| format!("{:.0}", s.median)),
+                m.migrations_per_thread
+                    .map_or_else(dash, |v| format!("{v:.2}")),
+            ]
+        })
+        .collect()
+}
+
+/// The table's column headers.
+const HEADERS: [&str; 8] = [
+    "mode",
+    "runs ok",
+    "wall median",
+    "min – max (s)",
+    "ratio to plain",
+    "interval (coverage)",
+    "ctx switches/run",
+    "migrations/thread",
+];
+
+/// The line above the table.
+fn title(report: &CompareReport) -> String {
+    format!(
+        "`{}`: {} rounds, interleaved; ratio = wall time / plain's in the same round \
+         (median; sign-test interval of the median)\n",
+        report.command.join(" "),
+        report.repeat
+    )
+}
+
+/// The report as a table for people.
+pub fn table(report: &CompareReport) -> String {
+    let rows = rows(report);
+    let mut widths = HEADERS.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (c, w) in cells.iter().zip(widths) {
+            s.push_str(c);
+            s.push_str(&" ".repeat(w - c.chars().count() + 2));
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = title(report);
+    out += &line(&HEADERS.map(String::from));
+    for r in &rows {
+        out += &line(r);
+    }
+    out += &failures(report);
+    out
+}
+
+/// The runs that failed, one line each (empty if none).
+fn failures(report: &CompareReport) -> String {
+    report
+        .runs
+        .iter()
+        .filter(|r| r.status != 0)
+        .map(|r| {
+            format!(
+                "round {} {}: exit {} (left out)\n",
+                r.round + 1,
+                r.mode,
+                r.status
+            )
+        })
+        .collect()
+}
+
+/// The report as a Markdown table.
+pub fn markdown(report: &CompareReport) -> String {
+    let mut out = title(report) + "\n";
+    out += &format!("| {} |\n", HEADERS.join(" | "));
+    out += &format!("|{}\n", "---|".repeat(HEADERS.len()));
+    for r in rows(report) {
+        out += &format!("| {} |\n", r.join(" | "));
+    }
+    let failed = failures(report);
+    if !failed.is_empty() {
+        out += "\n";
+        out += &failed;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,6 +655,7 @@ mod tests {
             dfsched: PathBuf::from("/nonexistent/dfsched"),
             sample_ms: 10,
             show_output: false,
+            seed: 1,
         }
     }
 
@@ -487,7 +680,7 @@ mod tests {
             (params(&["true"], &["none", "none"]), "named twice"),
             (params(&["true"], &[]), "names no policy"),
         ] {
-            let e = run(&p, |_, _, _| panic!("ran")).unwrap_err();
+            let e = run(&p, &mut |_| panic!("ran")).unwrap_err();
             assert!(e.is_usage() && e.to_string().contains(msg), "{e}");
         }
         let mut zero = params(&["true"], &["none"]);
@@ -525,6 +718,13 @@ mod tests {
         assert_eq!(c.switches.unwrap().median, 15.0);
         assert_eq!(c.migrations_per_thread, Some(2.0));
         assert_eq!(r.runs.len(), 7);
+        let text = table(&r);
+        assert!(
+            text.contains("round 4 co-thread: exit 3 (left out)"),
+            "{text}"
+        );
+        let md = markdown(&r);
+        assert!(md.contains("| co-thread | 3/3 | 1.1000 s |"), "{md}");
     }
 
     #[test]
