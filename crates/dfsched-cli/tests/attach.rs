@@ -10,7 +10,6 @@
 //! machine heavily loaded, so a DF group's home is one CPU. Waits are for
 //! a state, bounded at 30 s (correctness, not timing).
 
-#[allow(dead_code)]
 mod agent_support;
 #[path = "run_fixtures/support.rs"]
 mod support;

@@ -609,7 +609,10 @@ pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *cons
     let rc = unsafe { std::mem::transmute::<*mut c_void, F>(real)(thread, name) };
     if rc == 0 && active() {
         let saved = errno();
-        let _ = std::panic::catch_unwind(|| crate::global::thread_renamed(thread as u64));
+        // pthread_t is an unsigned long: u64 here, u32 on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
+        let pthread = u64::from(thread);
+        let _ = std::panic::catch_unwind(|| crate::global::thread_renamed(pthread));
         set_errno(saved);
     }
     rc

@@ -147,7 +147,9 @@ impl Inner {
         st.stats.threads_attached += 1;
         if self.has_thread_rules() {
             // SAFETY: pthread_self has no preconditions.
-            let pthread = unsafe { libc::pthread_self() } as u64;
+            // pthread_t is an unsigned long: u64 here, u32 on 32-bit targets.
+            #[allow(clippy::useless_conversion)]
+            let pthread = u64::from(unsafe { libc::pthread_self() });
             if let Some(ruled) = self.apply_thread_rules(&mut st, tid, pthread, Some(tid)) {
                 outcome = Some(ruled);
             }
