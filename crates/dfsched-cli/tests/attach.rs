@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{clean, named_program, scratch, thread_masks, two_cpus, Running};
+use support::{clean, named_program, run_cmd, scratch, thread_masks, two_cpus, Running};
 
 const RULES: &str = r#"
 [[rule]]
@@ -220,5 +220,26 @@ fn attach_refuses_another_users_process_and_a_bad_rules_file() {
     );
     let out = dfsched("detach", &[&me_pid], &dir.sock());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not attached"));
+    drop(agent);
+}
+
+#[test]
+fn attach_refuses_a_process_under_dfsched_run() {
+    let Some(prog) = named_program() else {
+        return;
+    };
+    let dir = TempDir::new("attach-preloaded");
+    let agent = AgentGuard::start(&dir.sock(), &[]);
+    // Its own runtime places it (no balancer, so nothing moves meanwhile).
+    let running = Running::start(run_cmd(
+        &["--balance-interval-ms", "0"],
+        &prog,
+        &["worker-1"],
+    ));
+    let out = dfsched("attach", &[&running.pid.to_string()], &dir.sock());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("runs under dfsched run"), "{stderr}");
+    assert!(running.finish().success());
     drop(agent);
 }

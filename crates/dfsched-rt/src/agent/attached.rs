@@ -60,6 +60,8 @@ struct Thread {
 /// An attached process: its engine and its threads.
 pub struct Attached {
     pid: u32,
+    /// The uid that attached it (and owned it then).
+    uid: u32,
     proc_root: PathBuf,
     engine: Engine,
     topology: Topology,
@@ -126,10 +128,12 @@ fn thread_name(proc_root: &Path, pid: u32, tid: u64) -> Option<String> {
 }
 
 impl Attached {
-    /// Takes process `pid` under `policy` (the rules' process choice
-    /// first, if rules are given) and places its threads at once.
+    /// Takes process `pid` for `uid` (who owns it: the caller checked)
+    /// under `policy` (the rules' process choice first, if rules are
+    /// given) and places its threads at once.
     pub fn new(
         pid: u32,
+        uid: u32,
         proc_root: &Path,
         topology: Topology,
         policy: Policy,
@@ -156,6 +160,7 @@ impl Attached {
             .map_err(|_| AttachError::Gone(pid))?;
         let mut a = Attached {
             pid,
+            uid,
             proc_root: proc_root.to_path_buf(),
             engine,
             topology,
@@ -173,6 +178,11 @@ impl Attached {
     /// The process.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The uid that attached it.
+    pub fn uid(&self) -> u32 {
+        self.uid
     }
 
     /// The engine's view of a thread (for tests).

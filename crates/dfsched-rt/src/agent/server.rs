@@ -564,6 +564,7 @@ fn attach(shared: &Shared, uid: u32, a: AttachRequest) -> ReplyLine {
     }
     match Attached::new(
         target,
+        uid,
         &shared.config.proc_root,
         shared.config.topology.clone(),
         a.policy,
@@ -646,8 +647,34 @@ fn check_target(shared: &Shared, uid: u32, target: u32) -> Option<ReplyLine> {
             ErrorKind::Denied,
             format!("process {target} belongs to uid {owner}, not to the asking uid {uid}"),
         )),
+        Some(_) if preloaded(&shared.config.proc_root, target) => Some(ReplyLine::error(
+            ErrorKind::Invalid,
+            format!(
+                "process {target} runs under dfsched run (libdfsched.so preloaded): its own \
+                 runtime places it"
+            ),
+        )),
         Some(_) => None,
     }
+}
+
+/// Whether process `pid` was started with dfsched's preload
+/// (`DFSCHED_PRELOAD=1` in its environment, as `dfsched run` sets): its own
+/// runtime places its threads, and a second placer would fight it. The
+/// environment is read as the process started (a few KiB, bounded).
+fn preloaded(proc_root: &Path, pid: u32) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(proc_root.join(format!("{pid}/environ"))) else {
+        return false;
+    };
+    let mut env = Vec::new();
+    if file.take(1 << 20).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    env.split(|b| *b == 0).any(|kv| {
+        kv.strip_prefix(b"DFSCHED_PRELOAD=")
+            .is_some_and(|v| matches!(v, b"1" | b"true" | b"yes" | b"on"))
+    })
 }
 
 /// Checks a report and records it as the process's latest load: the state,
