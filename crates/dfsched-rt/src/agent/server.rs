@@ -196,7 +196,8 @@ struct Shared {
     /// released, never with it.
     scan: Mutex<SharedScan>,
     /// Processes placed from outside (`attached.rs`), by pid. Held across
-    /// their `/proc` reads and affinity calls, never with the state lock.
+    /// their `/proc` reads and affinity calls; never taken while the state
+    /// lock is held, nor the state lock while it is.
     attached: Mutex<BTreeMap<u32, Attached>>,
     /// When the agent started: the attached engines' clock origin.
     started: Instant,
@@ -878,7 +879,10 @@ fn tick_loop(shared: &Shared) {
     let mut outside = OutsideCache::default();
     let mut last = Instant::now();
     loop {
-        let lone = shared.lock().procs.len() < 2 && shared.attached_lock().is_empty();
+        // Two statements: the state lock is never held while the
+        // attached processes' lock is taken.
+        let few = shared.lock().procs.len() < 2;
+        let lone = few && shared.attached_lock().is_empty();
         // Alone: every LONE_TICK (or the configured tick, if longer); a
         // poke (a second registration) brings the next tick back to the
         // configured cadence, never earlier than it.
