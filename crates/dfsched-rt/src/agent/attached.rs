@@ -357,3 +357,196 @@ impl Attached {
         counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::rules::{Action, Glob, Rule};
+    use std::sync::Mutex;
+
+    /// Masks by tid, as a kernel would keep them.
+    struct FakeSys(Mutex<BTreeMap<u64, CpuSet>>);
+
+    impl SysOps for FakeSys {
+        fn get_affinity(&self, tid: u64) -> Result<CpuSet, Error> {
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .get(&tid)
+                .cloned()
+                .expect("a known tid"))
+        }
+        fn set_affinity(&self, tid: u64, cpus: &CpuSet) -> Result<(), Error> {
+            self.0.lock().unwrap().insert(tid, cpus.clone());
+            Ok(())
+        }
+    }
+
+    /// A `/proc` with process 100 (uid 1000) and threads named `names`
+    /// (tids 100, 101, …).
+    struct FakeProc(PathBuf);
+
+    impl FakeProc {
+        fn new(tag: &str, names: &[&str]) -> FakeProc {
+            let root =
+                std::env::temp_dir().join(format!("dfsched-attached-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(root.join("100/task")).unwrap();
+            std::fs::write(
+                root.join("100/status"),
+                "Name:\tx\nUid:\t1000\t1000\t1000\t1000\n",
+            )
+            .unwrap();
+            std::fs::write(root.join("100/comm"), "server\n").unwrap();
+            let p = FakeProc(root);
+            for (i, n) in names.iter().enumerate() {
+                p.name(100 + i as u64, n);
+            }
+            p
+        }
+        fn name(&self, tid: u64, name: &str) {
+            let dir = self.0.join(format!("100/task/{tid}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("comm"), format!("{name}\n")).unwrap();
+        }
+    }
+
+    impl Drop for FakeProc {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    fn rules() -> Rules {
+        let rule = |thread: &str, action| Rule {
+            comm: None,
+            exe: None,
+            cgroup: None,
+            uid: None,
+            thread: Some(Glob::new(thread).unwrap()),
+            action,
+        };
+        Rules {
+            rules: vec![
+                rule("gc*", Action::Leave),
+                rule(
+                    "w-*",
+                    Action::Df(crate::rules::DfChoice::Suffix { base: 0 }),
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn renamed_threads_change_df_or_are_left_alone_and_release_restores_their_masks() {
+        let proc_ = FakeProc::new("rename", &["server", "w-1", "w-2"]);
+        let sys = FakeSys(Mutex::new((100..103).map(|t| (t, set("0-3"))).collect()));
+        let topo = Topology::test(1, 1, 4, 1);
+        let (mut a, counts) = Attached::new(
+            100,
+            1000,
+            &proc_.0,
+            topo,
+            Policy::DataAffinity,
+            Some(rules()),
+            &sys,
+        )
+        .unwrap();
+        assert_eq!(counts.threads, 3);
+        assert_eq!((a.thread_df(101), a.thread_df(102)), (Some(1), Some(2)));
+        assert_eq!(a.thread_df(100), None);
+        // w-2 becomes w-1: it joins DF 1, on w-1's CPUs.
+        proc_.name(102, "w-1");
+        a.refresh(&sys, Nanos(1)).unwrap();
+        assert_eq!(a.thread_df(102), Some(1));
+        assert_eq!(
+            sys.get_affinity(101).unwrap(),
+            sys.get_affinity(102).unwrap()
+        );
+        // w-1 becomes gc: out of the engine.
+        proc_.name(101, "gc");
+        a.refresh(&sys, Nanos(2)).unwrap();
+        assert_eq!(a.thread_df(101), None);
+        // A new thread, created with the mask dfsched set on its creator,
+        // gets the process's mask as its own allowed set.
+        let placed = sys.get_affinity(102).unwrap();
+        assert_ne!(placed, set("0-3"), "premise: w-1 is placed narrower");
+        sys.set_affinity(103, &placed).unwrap();
+        proc_.name(103, "w-1");
+        a.refresh(&sys, Nanos(3)).unwrap();
+        assert_eq!(a.thread_df(103), Some(1));
+        // A thread that ended is forgotten.
+        std::fs::remove_dir_all(proc_.0.join("100/task/103")).unwrap();
+        assert_eq!(a.refresh(&sys, Nanos(4)).unwrap().threads, 3);
+        // Release: every mask still ours goes back to 0-3.
+        a.release(&sys);
+        for t in 100..103 {
+            assert_eq!(sys.get_affinity(t).unwrap(), set("0-3"), "tid {t}");
+        }
+    }
+
+    #[test]
+    fn a_mask_someone_else_set_is_kept_by_release() {
+        let proc_ = FakeProc::new("foreign", &["server", "w-1"]);
+        let sys = FakeSys(Mutex::new((100..102).map(|t| (t, set("0-3"))).collect()));
+        let topo = Topology::test(1, 1, 4, 1);
+        let (mut a, _) = Attached::new(
+            100,
+            1000,
+            &proc_.0,
+            topo,
+            Policy::DataAffinity,
+            Some(rules()),
+            &sys,
+        )
+        .unwrap();
+        sys.set_affinity(101, &set("2-3")).unwrap(); // taskset, say
+        a.refresh(&sys, Nanos(1)).unwrap();
+        a.release(&sys);
+        assert_eq!(sys.get_affinity(101).unwrap(), set("2-3"));
+    }
+
+    #[test]
+    fn a_process_the_rules_leave_alone_is_not_attached() {
+        let proc_ = FakeProc::new("off", &["server"]);
+        let sys = FakeSys(Mutex::new([(100, set("0-3"))].into()));
+        let off = Rules {
+            rules: vec![Rule {
+                comm: Some(Glob::new("server").unwrap()),
+                exe: None,
+                cgroup: None,
+                uid: None,
+                thread: None,
+                action: Action::Leave,
+            }],
+        };
+        let r = Attached::new(
+            100,
+            1000,
+            &proc_.0,
+            Topology::test(1, 1, 4, 1),
+            Policy::CoThread,
+            Some(off),
+            &sys,
+        );
+        assert!(matches!(r, Err(AttachError::LeftAlone(100))));
+        assert!(matches!(
+            Attached::new(
+                7,
+                1000,
+                &proc_.0,
+                Topology::test(1, 1, 4, 1),
+                Policy::CoThread,
+                None,
+                &sys
+            ),
+            Err(AttachError::Gone(7))
+        ));
+    }
+}
