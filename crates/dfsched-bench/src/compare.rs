@@ -39,6 +39,9 @@
 //! - **threads seen**: distinct threads found in the samples, for the
 //!   per-thread mean of migrations.
 //!
+//! A run past `timeout` gets SIGKILL, with every descendant found under it
+//! in `/proc`, and is reported as timed out (status 128 + 9) and left out.
+//!
 //! Invariants: every run of a round happens before any run of the next
 //! (paired rounds); a mode's ratio exists only for rounds where both it and
 //! plain exited 0 and plain took a positive time (see
@@ -105,6 +108,10 @@ pub struct CompareParams {
     pub show_output: bool,
     /// Seed of the mode order in each round.
     pub seed: u64,
+    /// A run still going after this long is killed (SIGKILL to the command
+    /// and every descendant found) and reported as timed out; `None`: no
+    /// limit.
+    pub timeout: Option<Duration>,
 }
 
 /// Why a comparison did not run or complete.
@@ -222,6 +229,9 @@ pub struct CompareRun {
     pub migrations: Option<u64>,
     /// Distinct threads seen in the samples.
     pub threads_seen: u64,
+    /// Killed at the timeout (its status is then 128 + 9).
+    #[serde(default)]
+    pub timed_out: bool,
 }
 
 impl CompareRun {
@@ -446,8 +456,10 @@ fn run_once(params: &CompareParams, mode: &str, round: usize) -> Result<CompareR
             }
         })
     });
+    let watchdog = params.timeout.map(|limit| Watchdog::start(pid, limit));
     let waited = wait_exited(pid);
     let wall_s = start.elapsed().as_secs_f64();
+    let timed_out = watchdog.is_some_and(Watchdog::stop);
     stop.store(true, Ordering::Relaxed);
     if let Some(s) = sampler {
         let _ = s.join();
@@ -475,7 +487,84 @@ fn run_once(params: &CompareParams, mode: &str, round: usize) -> Result<CompareR
         involuntary_switches: usage.ru_nivcsw.max(0) as u64,
         migrations: (params.sample_ms > 0).then(|| seen.values().sum()),
         threads_seen: seen.len() as u64,
+        timed_out,
     })
+}
+
+/// Kills a run that outlives its limit: a thread that waits for the limit
+/// or for [`Watchdog::stop`], whichever comes first.
+struct Watchdog {
+    /// Set by `stop`; the thread waits on it.
+    done: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    /// The thread; its result says whether it killed.
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Watchdog {
+    /// Watches child `pid` (not reaped while watched, so its pid stays
+    /// its own) for `limit`.
+    fn start(pid: u32, limit: Duration) -> Watchdog {
+        let done = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let theirs = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let (flag, wake) = &*theirs;
+            let deadline = Instant::now() + limit;
+            let mut stopped = flag
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            while !*stopped {
+                let now = Instant::now();
+                if now >= deadline {
+                    kill_tree(pid);
+                    return true;
+                }
+                stopped = wake
+                    .wait_timeout(stopped, deadline - now)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+            false
+        });
+        Watchdog { done, thread }
+    }
+
+    /// The run has ended: stops the watch; whether it killed the run.
+    fn stop(self) -> bool {
+        let (flag, wake) = &*self.done;
+        *flag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        wake.notify_all();
+        self.thread.join().unwrap_or(false)
+    }
+}
+
+/// SIGKILL to `root` and every descendant found under it in `/proc`
+/// (descendants first, so none is orphaned to run on).
+fn kill_tree(root: u32) {
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let pid = found[i];
+        i += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            if let Ok(children) = std::fs::read_to_string(t.path().join("children")) {
+                found.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    for pid in found.into_iter().rev() {
+        // SAFETY: kill has no memory effects; a pid that ended meanwhile
+        // gets ESRCH, ignored.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
 }
 
 /// Waits until child `pid` has exited, leaving it a zombie
@@ -542,7 +631,7 @@ fn rows(report: &CompareReport) -> Vec<[String; 8]> {
                 wall.map_or_else(dash, |w| format!("{:.4} s", w.median)),
                 wall.map_or_else(dash, |w| format!("{:.4} – {:.4}", w.min, w.max)),
                 match (&m.ratio, m.mode == PLAIN) {
-                    (_, true) => "1".into(),
+                    (_, true) if m.ok_runs > 0 => "1".into(),
                     (Some(r), _) => format!("{:.3}", r.median),
                     (None, _) => dash(),
                 },
@@ -617,12 +706,12 @@ fn failures(report: &CompareReport) -> String {
         .iter()
         .filter(|r| r.status != 0)
         .map(|r| {
-            format!(
-                "round {} {}: exit {} (left out)\n",
-                r.round + 1,
-                r.mode,
-                r.status
-            )
+            let why = if r.timed_out {
+                "timed out, killed".to_string()
+            } else {
+                format!("exit {}", r.status)
+            };
+            format!("round {} {}: {why} (left out)\n", r.round + 1, r.mode)
         })
         .collect()
 }
@@ -656,6 +745,7 @@ mod tests {
             sample_ms: 10,
             show_output: false,
             seed: 1,
+            timeout: None,
         }
     }
 
@@ -669,6 +759,7 @@ mod tests {
             involuntary_switches: 5,
             migrations: Some(6),
             threads_seen: 3,
+            timed_out: false,
         }
     }
 
@@ -741,6 +832,15 @@ mod tests {
         assert!(r.migrations.is_some());
         let failed = run_once(&params(&["sh", "-c", "exit 7"], &["none"]), PLAIN, 0).unwrap();
         assert_eq!(failed.status, 7);
+        // A run past its limit is killed, with its children.
+        let mut slow = params(&["sh", "-c", "sleep 30 & sleep 30; wait"], &["none"]);
+        slow.timeout = Some(Duration::from_millis(300));
+        let r = run_once(&slow, PLAIN, 0).unwrap();
+        assert!(r.timed_out && r.status == 128 + 9, "{r:?}");
+        assert!(
+            r.wall_s < 10.0,
+            "killed at the limit, not after the sleeps: {r:?}"
+        );
         let missing = run_once(&params(&["/nonexistent/x"], &["none"]), PLAIN, 0);
         assert!(matches!(missing, Err(CompareError::Spawn { .. })));
     }

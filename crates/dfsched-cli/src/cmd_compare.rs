@@ -64,6 +64,11 @@ pub struct CompareArgs {
     #[arg(short, long)]
     quiet: bool,
 
+    /// Kill a run still going after SECS seconds (SIGKILL to the command
+    /// and its descendants) and report it as timed out; default: no limit.
+    #[arg(long, value_name = "SECS")]
+    timeout_s: Option<f64>,
+
     /// Seed of the mode order in each round.
     #[arg(long, value_name = "N", default_value_t = dfsched_bench::params::DEFAULT_SEED)]
     seed: u64,
@@ -100,6 +105,18 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         sample_ms: args.sample_ms,
         show_output: args.show_output,
         seed: args.seed,
+        timeout: match args.timeout_s {
+            None => None,
+            Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+                Some(std::time::Duration::from_secs_f64(s))
+            }
+            Some(s) => {
+                return Err(Failure::usage(
+                    &["compare"],
+                    format!("--timeout-s must be above 0 and at most 86400, not {s}"),
+                ))
+            }
+        },
     };
     params
         .validate()

@@ -143,6 +143,7 @@ fn compare_refuses_bad_options_as_usage_errors() {
         &["--policies", "fast", "--", "true"][..],
         &["--policies", "none,none", "--", "true"],
         &["--repeat", "0", "--", "true"],
+        &["--timeout-s", "-1", "--", "true"],
         &[],
     ] {
         let out = compare(args);
