@@ -28,6 +28,14 @@
 //!   and its `before`, and is what detach leaves;
 //! - the engine knows exactly the threads not left alone (`in_engine`).
 //!
+//! What it does not see (yet): the engine of an attached process knows its
+//! threads only, not the load of other processes (no `ExternalLoad`
+//! event), and a thread's runnable state is not tracked (every thread
+//! counts as runnable), so homes follow the process's own thread count:
+//! a co-thread group is packed onto one CPU only when its own threads make
+//! the load heavy. Programs under `dfsched run` get both from their
+//! runtime.
+//!
 //! Who may: the agent checks that the requesting peer owns the process
 //! (`server.rs`), and the kernel that the agent may set its threads'
 //! masks (same uid, or root). Bounded: one `/proc/PID/task` listing and one
