@@ -79,6 +79,15 @@
  *                                    load, until it runs or hints again;
  *                                    0 = every registered thread counts as
  *                                    runnable until it exits (2; 0..100)
+ *   DFSCHED_RULES=JSON               rules giving this process its policy and
+ *                                    each thread a DF or "leave alone" by
+ *                                    command name, executable, cgroup, user
+ *                                    and thread name, first match wins;
+ *                                    written by `dfsched run --rules FILE`
+ *                                    from a TOML file (none). Threads are
+ *                                    matched when created and again when
+ *                                    renamed with pthread_setname_np, which
+ *                                    the library then interposes too
  *   DFSCHED_SYSFS_ROOT=DIR           where sys/devices/system/... is read (/)
  *   DFSCHED_AGENT=auto|off|PATH      the `dfsched agent` to share the load
  *                                    view with (its Unix socket); auto: the

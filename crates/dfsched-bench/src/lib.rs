@@ -48,6 +48,7 @@
 
 pub mod calibrate;
 pub mod chat;
+pub mod compare;
 pub mod cothread;
 pub mod cothreads;
 pub mod df;
@@ -62,6 +63,7 @@ pub mod report;
 pub mod runner;
 pub mod spin;
 pub mod stats;
+pub mod suite;
 pub mod workers;
 
 pub use grid::Grid;
@@ -69,7 +71,8 @@ pub use machine::Machine;
 pub use os::OsError;
 pub use params::{parse_modes, Mode, ParamError, Params};
 pub use report::{BenchReport, GridReport, ModeReport, Ratios};
-pub use runner::{run_cases, Progress, RunRecord, ThreadRecord};
+pub use runner::{run_cases, DfBench, Progress, RunRecord, ThreadRecord};
+pub use suite::{Benchmark, GridOf};
 
 /// Why a benchmark did not complete.
 #[derive(Debug, thiserror::Error)]

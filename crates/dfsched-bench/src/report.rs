@@ -169,16 +169,8 @@ impl BenchReport {
     }
 }
 
-/// A grid of cases.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct GridReport {
-    /// Which grid (`paper`).
-    pub grid: String,
-    /// Where it ran.
-    pub machine: Machine,
-    /// One report per cell, in the order they ran.
-    pub cells: Vec<BenchReport>,
-}
+/// A grid of DF cases (the one grid shape: [`crate::suite::GridOf`]).
+pub type GridReport = crate::suite::GridOf<BenchReport>;
 
 /// One line describing the parameters.
 pub fn describe_params(p: &Params) -> String {

@@ -511,3 +511,42 @@ mod tests {
         assert_eq!(round_order(&[Mode::Split], 1, 5), vec![Mode::Split]);
     }
 }
+
+/// `bench df` on the shared contract ([`crate::suite::Benchmark`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DfBench;
+
+impl crate::suite::Benchmark for DfBench {
+    type Params = Params;
+    type Report = BenchReport;
+    type Error = BenchError;
+    const FAILED: &'static str = "the DF benchmark failed";
+
+    fn run_cases(
+        &self,
+        cases: &[Params],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<BenchReport>, BenchError> {
+        run_cases(cases, progress)
+    }
+
+    fn is_usage(e: &BenchError) -> bool {
+        matches!(e, BenchError::Params(_))
+    }
+
+    fn machine(r: &BenchReport) -> &Machine {
+        &r.machine
+    }
+
+    fn label(r: &BenchReport) -> String {
+        crate::report::describe_params(&r.params)
+    }
+
+    fn render(r: &BenchReport) -> String {
+        crate::report::render_report(r)
+    }
+
+    fn render_grid(g: &crate::GridReport) -> String {
+        crate::report::render_grid(g)
+    }
+}

@@ -1,5 +1,6 @@
-//! Statistics of a handful of runs: median, minimum, maximum, and the
-//! sample standard deviation.
+//! Statistics of a handful of runs: median, minimum, maximum, the sample
+//! standard deviation, paired ratios, and a distribution-free interval for
+//! a median ([`MedianInterval`], the sign test's).
 //!
 //! Benchmarks here repeat each mode a few times on a shared, noisy machine;
 //! the median is the headline figure because one disturbed run cannot move
@@ -193,9 +194,86 @@ impl PairedRatio {
     }
 }
 
+/// A distribution-free confidence interval for the median of a sample:
+/// two of its order statistics. JSON: `{low, high, confidence}`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MedianInterval {
+    /// The lower end: the k-th smallest value.
+    pub low: f64,
+    /// The upper end: the k-th largest value.
+    pub high: f64,
+    /// The interval's coverage, exact whatever the distribution:
+    /// `1 − 2·P(B ≤ k−1)`, `B ~ Binomial(n, ½)`.
+    pub confidence: f64,
+}
+
+impl MedianInterval {
+    /// The sign-test (order-statistics) interval for the median of
+    /// `values`: `[x₍k₎, x₍n−k+1₎]` with the largest `k` whose coverage is
+    /// at least `level` (0.95 for a 95 % interval). Needs no assumption on
+    /// the distribution, only independent draws with one median. With too
+    /// few values for `level` (n ≤ 5 for 95 %) it is `[min, max]` with its
+    /// own, lower, coverage `1 − 2^(1−n)`: said, never hidden. `None` when
+    /// empty or a value is NaN.
+    pub fn sign_test(values: &[f64], level: f64) -> Option<MedianInterval> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        // cdf[j] = P(B ≤ j), B ~ Binomial(n, ½), from the binomial
+        // coefficients in f64 (exact well past any repeat count used here).
+        let mut cdf = Vec::with_capacity(n + 1);
+        let (mut coef, mut acc) = (1.0f64, 0.0f64);
+        let total = 2f64.powi(n as i32);
+        for j in 0..=n {
+            acc += coef / total;
+            cdf.push(acc);
+            coef = coef * (n - j) as f64 / (j + 1) as f64;
+        }
+        let coverage = |k: usize| 1.0 - 2.0 * cdf[k - 1];
+        let mut k = 1;
+        while k < n.div_ceil(2) && coverage(k + 1) >= level {
+            k += 1;
+        }
+        Some(MedianInterval {
+            low: v[k - 1],
+            high: v[n - k],
+            confidence: coverage(k).max(0.0),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sign_interval_takes_the_widest_order_statistics_it_needs() {
+        // n = 5: no pair reaches 95 %; [min, max] covers 1 - 2/32.
+        let five = MedianInterval::sign_test(&[1.3, 0.9, 1.0, 1.1, 1.2], 0.95).unwrap();
+        assert_eq!((five.low, five.high), (0.9, 1.3));
+        assert!((five.confidence - 0.9375).abs() < 1e-12);
+        // n = 10: P(B <= 1) = 11/1024, so k = 2 covers 1 - 22/1024; k = 3
+        // would cover 1 - 112/1024 < 95 %.
+        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        let i = MedianInterval::sign_test(&ten, 0.95).unwrap();
+        assert_eq!((i.low, i.high), (2.0, 9.0));
+        assert!((i.confidence - (1.0 - 22.0 / 1024.0)).abs() < 1e-12);
+        // One value: itself, with no confidence to speak of.
+        let one = MedianInterval::sign_test(&[2.0], 0.95).unwrap();
+        assert_eq!((one.low, one.high, one.confidence), (2.0, 2.0, 0.0));
+        assert_eq!(MedianInterval::sign_test(&[], 0.95), None);
+        // Many values: the interval narrows around the median.
+        let many: Vec<f64> = (1..=101).map(f64::from).collect();
+        let m = MedianInterval::sign_test(&many, 0.95).unwrap();
+        assert!(
+            m.low > 35.0 && m.high < 67.0 && m.confidence >= 0.95,
+            "{m:?}"
+        );
+        assert_eq!(m.low + m.high, 102.0, "symmetric order statistics");
+    }
 
     /// (mode, round, figure): the shape every benchmark's run reduces to.
     type Run = (&'static str, usize, f64);

@@ -11,8 +11,7 @@ use dfsched_bench::params::{
     DEFAULT_DFS, DEFAULT_DF_BYTES, DEFAULT_ITERATIONS, DEFAULT_REPEAT, DEFAULT_SEED,
     DEFAULT_STRIDE_BYTES, DEFAULT_SWITCH_EVERY, DEFAULT_THREADS,
 };
-use dfsched_bench::report::{render_grid, render_report};
-use dfsched_bench::{parse_modes, run_cases, BenchError, Grid, GridReport, Mode, Params, Progress};
+use dfsched_bench::{parse_modes, Benchmark, DfBench, Grid, Mode, Params, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -191,40 +190,59 @@ pub fn run(args: DfArgs) -> Result<(), Failure> {
         Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
         None => None,
     };
-    let mut progress = ProgressLine::new(args.quiet);
-    let reports = run_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
-        Failure::bench(
-            DF_PATH,
-            matches!(e, BenchError::Params(_)),
-            e,
-            "the DF benchmark failed",
-        )
-    })?;
+    let reports = run_bench(&DfBench, DF_PATH, &cases, args.quiet)?;
+    let grid = args.grid.map(|GridArg::Paper| Grid::Paper.as_str());
+    print_bench::<DfBench>(
+        reports,
+        grid,
+        args.json,
+        predictor.as_ref().map(|p| move |r: &_| p.df(r)),
+    )
+}
+
+/// Runs `cases` of `bench` (shared by every benchmark command), with the
+/// progress line on stderr unless `quiet`: one report per case. A refusal
+/// of the parameters is a usage error of the subcommand at `path`.
+pub(crate) fn run_bench<B: Benchmark>(
+    bench: &B,
+    path: &'static [&'static str],
+    cases: &[B::Params],
+    quiet: bool,
+) -> Result<Vec<B::Report>, Failure> {
+    let mut progress = ProgressLine::new(quiet);
+    let reports = bench
+        .run_cases(cases, &mut |p| progress.show(p))
+        .map_err(|e| Failure::bench(path, B::is_usage(&e), e, B::FAILED))?;
     progress.finish();
-    let predictions = match &predictor {
-        Some(p) => Some(
-            reports
-                .iter()
-                .map(|r| p.df(r))
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        ),
+    Ok(reports)
+}
+
+/// Prints a benchmark's reports (shared by every benchmark command): one
+/// case's, or the grid `grid` of them (the one grid shape,
+/// [`dfsched_bench::GridOf`]), as JSON or text; with `predict`, each
+/// case's prediction beside it (see [`print_predicted`]).
+pub(crate) fn print_bench<B: Benchmark>(
+    reports: Vec<B::Report>,
+    grid: Option<&str>,
+    json: bool,
+    predict: Option<impl Fn(&B::Report) -> anyhow::Result<crate::predict::Prediction>>,
+) -> Result<(), Failure> {
+    let predictions = match &predict {
+        Some(p) => Some(reports.iter().map(p).collect::<anyhow::Result<Vec<_>>>()?),
         None => None,
     };
-    let labels: Vec<String> = reports
-        .iter()
-        .map(|r| dfsched_bench::report::describe_params(&r.params))
-        .collect();
-    match args.grid {
-        None => print_predicted(&reports[0], args.json, render_report, predictions, None),
-        Some(grid) => {
-            let grid = GridReport {
-                grid: match grid {
-                    GridArg::Paper => Grid::Paper.as_str().to_string(),
-                },
-                machine: reports[0].machine.clone(),
-                cells: reports,
-            };
-            print_predicted(&grid, args.json, render_grid, predictions, Some(labels))
+    match grid {
+        None => {
+            let one = reports
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("the benchmark ran no case"))?;
+            print_predicted(one, json, B::render, predictions, None)
+        }
+        Some(name) => {
+            let labels: Vec<String> = reports.iter().map(B::label).collect();
+            let grid =
+                B::grid(name, reports).ok_or_else(|| anyhow::anyhow!("the grid ran no cell"))?;
+            print_predicted(&grid, json, B::render_grid, predictions, Some(labels))
         }
     }
 }

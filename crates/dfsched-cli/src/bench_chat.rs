@@ -2,13 +2,12 @@
 //! benchmark (Pinter & Zalmanovici §5.1). The benchmark itself is
 //! [`dfsched_bench::chat`]; progress lines are `bench df`'s.
 
-use crate::bench::{print_predicted, ProgressLine};
+use crate::bench::{print_bench, run_bench};
 use crate::Failure;
 use clap::{Args, ValueEnum};
-use dfsched_bench::chat::report::{render_chat_grid, render_chat_report};
 use dfsched_bench::chat::{
-    paper_grid, parse_chat_modes, run_chat_cases, ChatError, ChatGridReport, ChatMode, ChatParams,
-    DEFAULT_MESSAGES, DEFAULT_REPEAT, DEFAULT_ROOMS, DEFAULT_SEED,
+    paper_grid, parse_chat_modes, ChatBench, ChatMode, ChatParams, DEFAULT_MESSAGES,
+    DEFAULT_REPEAT, DEFAULT_ROOMS, DEFAULT_SEED,
 };
 
 /// Where `bench chat` sits in the command tree, for usage errors.
@@ -162,52 +161,14 @@ pub fn run(args: ChatArgs) -> Result<(), Failure> {
         Some(p) => Some(crate::predict::Predictor::load(p.as_deref())?),
         None => None,
     };
-    let mut progress = ProgressLine::new(args.quiet);
-    let reports = run_chat_cases(&cases, &mut |p| progress.show(p)).map_err(|e| {
-        Failure::bench(
-            CHAT_PATH,
-            matches!(e, ChatError::Params(_)),
-            e,
-            "the Chat benchmark failed",
-        )
-    })?;
-    progress.finish();
-    let predictions = match &predictor {
-        Some(p) => Some(
-            reports
-                .iter()
-                .map(|r| p.chat(r))
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
-    let labels: Vec<String> = reports
-        .iter()
-        .map(|r| format!("{} rooms, {} messages", r.params.rooms, r.params.messages))
-        .collect();
-    match args.grid {
-        None => print_predicted(
-            &reports[0],
-            args.json,
-            render_chat_report,
-            predictions,
-            None,
-        ),
-        Some(ChatGridArg::Paper) => {
-            let grid = ChatGridReport {
-                grid: "paper".to_string(),
-                machine: reports[0].machine.clone(),
-                cells: reports,
-            };
-            print_predicted(
-                &grid,
-                args.json,
-                render_chat_grid,
-                predictions,
-                Some(labels),
-            )
-        }
-    }
+    let reports = run_bench(&ChatBench, CHAT_PATH, &cases, args.quiet)?;
+    let grid = args.grid.map(|ChatGridArg::Paper| "paper");
+    print_bench::<ChatBench>(
+        reports,
+        grid,
+        args.json,
+        predictor.as_ref().map(|p| move |r: &_| p.chat(r)),
+    )
 }
 
 #[cfg(test)]

@@ -2,14 +2,13 @@
 //! Table I) and its hidden worker `dfsched bench cothreads-worker`, which
 //! the benchmark runs once per process by re-executing this binary.
 
-use crate::bench::{print_predicted, ProgressLine};
+use crate::bench::{print_bench, run_bench};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::cothreads::{
-    describe_co_params, idle_exit_secs, paper_grid, parse_co_modes, render_co_grid,
-    render_co_report, run_cothread_cases, worker_main, AgentSetting, CoAgent, CoGridReport, CoMode,
-    CoParams, CoThreadsError, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES,
+    idle_exit_secs, paper_grid, parse_co_modes, worker_main, AgentSetting, CoAgent, CoMode,
+    CoParams, CoThreadsBench, PrivateAgent, WorkerArgs, WorkerCommand, DEFAULT_PROCESSES,
     DEFAULT_REPEAT, DEFAULT_SECONDS, DEFAULT_SHARED_BYTES, DEFAULT_THREADS,
 };
 
@@ -251,46 +250,23 @@ pub fn run(args: CothreadsArgs) -> Result<(), Failure> {
         args: vec!["bench".into(), "cothreads-worker".into()],
         co_thread_env: vec![("DFSCHED_AGENT".into(), agent_info.env_value())],
     };
-    let mut progress = ProgressLine::new(args.quiet);
-    let reports = run_cothread_cases(&cases, &worker, &agent_info, &mut |p| progress.show(p))
-        .map_err(|e| {
-            Failure::bench(
-                PATH,
-                matches!(e, CoThreadsError::Params(_)),
-                e,
-                "the co-thread benchmark failed",
-            )
-        })?;
-    progress.finish();
+    let bench = CoThreadsBench {
+        worker: &worker,
+        agent: &agent_info,
+    };
+    let reports = run_bench(&bench, PATH, &cases, args.quiet)?;
     if let Some(a) = agent {
         if let Err(e) = a.stop() {
             eprintln!("dfsched bench cothreads: stopping the private agent: {e}");
         }
     }
-    let predictions = match &predictor {
-        Some(p) => Some(
-            reports
-                .iter()
-                .map(|r| p.cothreads(r))
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
-    let labels: Vec<String> = reports
-        .iter()
-        .map(|r| describe_co_params(&r.params))
-        .collect();
-    match args.grid {
-        None => print_predicted(&reports[0], args.json, render_co_report, predictions, None),
-        Some(CoGridArg::Paper) => {
-            let grid = CoGridReport {
-                grid: "paper".into(),
-                machine: reports[0].machine.clone(),
-                cells: reports,
-            };
-            print_predicted(&grid, args.json, render_co_grid, predictions, Some(labels))
-        }
-    }
+    let grid = args.grid.map(|CoGridArg::Paper| "paper");
+    print_bench::<CoThreadsBench>(
+        reports,
+        grid,
+        args.json,
+        predictor.as_ref().map(|p| move |r: &_| p.cothreads(r)),
+    )
 }
 
 /// Runs the hidden worker: one process of the benchmark.

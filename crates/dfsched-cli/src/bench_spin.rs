@@ -3,14 +3,13 @@
 //! finding the worker program, progress and output; the benchmark itself is
 //! `dfsched_bench::spin`, the worker `src/bin/dfsched-spin-worker.rs`.
 
-use crate::bench::{print_report, ProgressLine};
+use crate::bench::{print_bench, run_bench};
 use crate::Failure;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use dfsched_bench::spin::{
-    locate_worker, paper_grid, parse_spin_modes, render_spin_grid, render_spin_report,
-    run_spin_cases, SpinCommands, SpinError, SpinGridReport, SpinMode, SpinParams,
-    DEFAULT_PROCESSES, DEFAULT_REPEAT, DEFAULT_SECONDS,
+    locate_worker, paper_grid, parse_spin_modes, SpinBench, SpinCommands, SpinError, SpinMode,
+    SpinParams, SpinReport, DEFAULT_PROCESSES, DEFAULT_REPEAT, DEFAULT_SECONDS,
 };
 use std::path::PathBuf;
 
@@ -175,22 +174,20 @@ pub fn run(args: SpinArgs) -> Result<(), Failure> {
         worker: locate_worker(args.worker.as_deref(), dir).map_err(Failure::from_spin)?,
         dfsched: exe.clone(),
     };
-    let mut progress = ProgressLine::new(args.quiet);
-    let reports =
-        run_spin_cases(&cases, &commands, &mut |p| progress.show(p)).map_err(Failure::from_spin)?;
-    progress.finish();
-    match args.grid {
-        None => print_report(&reports[0], args.json, render_spin_report),
-        Some(SpinGridArg::Paper) => {
-            let grid = SpinGridReport {
-                grid: "paper".into(),
-                machine: reports[0].machine.clone(),
-                cells: reports,
-            };
-            print_report(&grid, args.json, render_spin_grid)
-        }
-    }
+    let reports = run_bench(
+        &SpinBench {
+            commands: &commands,
+        },
+        PATH,
+        &cases,
+        args.quiet,
+    )?;
+    let grid = args.grid.map(|SpinGridArg::Paper| "paper");
+    print_bench::<SpinBench>(reports, grid, args.json, NO_PREDICTION)
 }
+
+/// `bench spin` has no simulator prediction.
+const NO_PREDICTION: Option<fn(&SpinReport) -> anyhow::Result<crate::predict::Prediction>> = None;
 
 impl Failure {
     /// A benchmark error: bad parameters are usage errors, the rest

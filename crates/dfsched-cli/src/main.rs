@@ -12,6 +12,10 @@
 //! dfsched [-v…] profile [--out FILE] [--interval N] … -- PROG [ARGS…]
 //! dfsched [-v…] smt-pair --profile FILE --pid PID [--once] [--dry-run]
 //! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
+//! dfsched [-v…] run [--policy P] [--rules FILE] … -- PROGRAM [ARGS…]
+//! dfsched [-v…] attach PID [--policy P] [--rules FILE] [--socket PATH] [--json]
+//! dfsched [-v…] detach PID [--socket PATH] [--json]
+//! dfsched [-v…] compare [--repeat N] [--policies LIST] [--json] [--export-json F] [--export-markdown F] -- CMD [ARGS…]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -29,6 +33,8 @@ mod bench_cothreads;
 mod bench_overhead;
 mod bench_spin;
 mod calibrate;
+mod cmd_attach;
+mod cmd_compare;
 mod cmd_model;
 mod cmd_profile;
 mod cmd_sim;
@@ -38,6 +44,7 @@ mod cmd_sim_smt;
 mod cmd_smt_pair;
 mod cmd_trace;
 mod predict;
+mod rules_file;
 mod run;
 mod topology;
 
@@ -85,6 +92,17 @@ enum Command {
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
+    /// Place the threads of a running process from outside (through the
+    /// agent), and keep them placed until `dfsched detach`.
+    #[command(long_about = cmd_attach::ATTACH_LONG_ABOUT)]
+    Attach(cmd_attach::AttachArgs),
+    /// Give an attached process's threads the masks they had before
+    /// `dfsched attach` back.
+    Detach(cmd_attach::DetachArgs),
+    /// Try dfsched on your own command: plain and under each policy, in
+    /// interleaved paired rounds, with ratios and intervals.
+    #[command(long_about = cmd_compare::COMPARE_LONG_ABOUT)]
+    Compare(cmd_compare::CompareArgs),
     /// Measure this machine's costs and write a machine profile for the
     /// simulator.
     #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
@@ -217,6 +235,9 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(args).map_err(Failure::Run),
         Command::SmtPair(args) => cmd_smt_pair::run(args).map_err(Failure::Run),
         Command::Run(args) => run::run(args),
+        Command::Attach(args) => cmd_attach::run_attach(args),
+        Command::Detach(args) => cmd_attach::run_detach(args),
+        Command::Compare(args) => cmd_compare::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     };
     match result {

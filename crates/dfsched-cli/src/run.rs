@@ -2,12 +2,13 @@
 //! `LD_PRELOAD` of `libdfsched.so`.
 //!
 //! ```text
-//! dfsched run --policy co-thread -- ./server --port 8080
+//! dfsched run --policy co-thread [--rules FILE] -- ./server --port 8080
 //!   1. find libdfsched.so: --lib, then $DFSCHED_LIB, then next to this
 //!      binary (the newer of DIR/libdfsched.so and cargo's DIR/deps/), then
 //!      DIR/../lib/
 //!   2. the child's environment: LD_PRELOAD=<lib>[:<LD_PRELOAD>],
-//!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given;
+//!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given
+//!      (--rules: the file checked, DFSCHED_RULES=its JSON);
 //!      checked as the runtime will read it (nothing runs if it is bad)
 //!   3. the agent: unless dfsched is off for the program (policy none,
 //!      DFSCHED_DISABLE, no balancer, DFSCHED_AGENT=off / --no-agent), make
@@ -60,6 +61,25 @@ Policies:
   data-affinity  threads that give no DF are left where the kernel puts them
                  (the balancer may move them); hinted threads are grouped by DF
   none           dfsched does nothing: the program runs as without it
+
+Rules (--rules FILE, TOML): unmodified programs steered by what can be \
+seen of them. Each [[rule]] has matchers (comm, exe, cgroup, user: the \
+process; thread: a thread's name; globs with * and ?) and one action: \
+policy = \"co-thread\"|\"data-affinity\"|\"none\" (per process: a rule \
+without thread), df = N or df = \"suffix\" (the thread's DF: df_base, \
+default 1, plus the last number in its name, so worker-3 gets DF 4 and \
+threads with the same number share a DF group), or leave = true (never \
+placed). First match wins: the rules are tried in order and the first \
+whose matchers all match decides; for the process's policy only rules \
+without thread count. Threads are matched when created and again when \
+renamed with pthread_setname_np. Example:
+  [[rule]]
+  thread = \"gc-*\"
+  leave = true
+  [[rule]]
+  thread = \"worker-*\"
+  df = \"suffix\"
+A bad file is refused with its line, and nothing runs.
 
 libdfsched.so is looked for, in order: --lib PATH; $DFSCHED_LIB; next to the \
 dfsched binary (the newer of DIR/libdfsched.so and DIR/deps/libdfsched.so, \
@@ -163,6 +183,13 @@ pub struct RunArgs {
     #[arg(long)]
     no_agent: bool,
 
+    /// A rules file (TOML): each process's policy and each thread's DF or
+    /// "leave alone", by command name, executable, cgroup, user and
+    /// thread name; first match wins (see RULES above). Checked before
+    /// anything runs; handed to the program as DFSCHED_RULES.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+
     /// The libdfsched.so to preload (else $DFSCHED_LIB, else next to this
     /// binary).
     #[arg(long, value_name = "PATH")]
@@ -193,7 +220,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         Ok(lib) => lib,
         Err(msg) => fail(EXIT_FAILED, &msg),
     };
-    let vars = dfsched_vars(&args);
+    let mut vars = dfsched_vars(&args);
+    if let Some(path) = &args.rules {
+        match crate::rules_file::load(path) {
+            Ok(rules) => vars.push(("DFSCHED_RULES", rules.to_json())),
+            Err(msg) => fail(EXIT_FAILED, &format!("{msg}; nothing was run")),
+        }
+    }
     // The runtime in the program will read the inherited DFSCHED_*
     // variables with ours on top: check them now, as it will, so a bad one
     // is said here and nothing runs.

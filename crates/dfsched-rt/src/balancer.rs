@@ -210,6 +210,8 @@ mod tests {
                     stale: false,
                     idle: Track::default(),
                     lent: None,
+                    pthread: 0,
+                    rule_df: false,
                 },
             );
         }
@@ -363,6 +365,8 @@ mod tests {
             stale: false,
             idle: Track::default(),
             lent: None,
+            pthread: 0,
+            rule_df: false,
         };
         st.tasks.insert(77, rec);
         let before = Track::default();

@@ -20,6 +20,7 @@
 //! | `DFSCHED_AGENT_TIMEOUT_MS` | the budget of one exchange with the agent in a balancer pass, connect included (see [`crate::agent::LINK_TIMEOUT`] for the default's reasons); a view later than this is read at the next pass, one later still is a failure and the link backs off | `50` | `1..=10000` |
 //! | `DFSCHED_AGENT_LONE_PASSES` | while the agent's view names this process as its only registered one, exchange with the agent once every this many passes and sample the outside load itself between (see [`crate::agent::LONE_PASSES`]); `1` = every pass | `10` | `1..=1000` |
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
+//! | `DFSCHED_RULES` | rules that pick the process's policy and each thread's DF by command name, executable, cgroup, user and thread name, first match wins (see [`crate::rules`]); written by `dfsched run --rules FILE` from a TOML file | none | the rules as JSON (`{"rules":[…]}`) |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
@@ -86,6 +87,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_AGENT_TRUST_ROOT",
     "DFSCHED_AGENT_TIMEOUT_MS",
     "DFSCHED_AGENT_LONE_PASSES",
+    "DFSCHED_RULES",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
 ];
@@ -157,6 +159,11 @@ pub struct RuntimeConfig {
     /// [`crate::agent::LONE_PASSES`] (10); `1..=`[`MAX_AGENT_LONE_PASSES`],
     /// 1 = every pass.
     pub agent_lone_passes: u32,
+    /// Rules for this process's threads (`DFSCHED_RULES`; see
+    /// [`crate::rules`]): a thread's DF or "leave alone" from its name.
+    /// The process's own choice from them is applied by
+    /// [`RuntimeConfig::with_process_rules`]. Default none.
+    pub rules: Option<crate::rules::Rules>,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -183,6 +190,7 @@ impl Default for RuntimeConfig {
             agent_trust: crate::agent::Trust::OwnUid,
             agent_timeout_ms: crate::agent::LINK_TIMEOUT.as_millis() as u64,
             agent_lone_passes: crate::agent::LONE_PASSES,
+            rules: None,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
         }
@@ -207,6 +215,22 @@ impl RuntimeConfig {
             vars.push((name.to_string(), value));
         }
         Self::from_vars(vars)
+    }
+
+    /// [`RuntimeConfig::from_env`] with its rules' choice for this process
+    /// applied ([`RuntimeConfig::with_process_rules`]): what the global
+    /// runtime starts with.
+    pub fn for_this_process() -> Result<RuntimeConfig, Error> {
+        let cfg = Self::from_env()?;
+        if cfg.rules.is_none() {
+            return Ok(cfg);
+        }
+        Ok(
+            match crate::rules::ProcessFacts::read("/proc".as_ref(), std::process::id()) {
+                Some(facts) => cfg.with_process_rules(&facts),
+                None => cfg,
+            },
+        )
     }
 
     /// The defaults with the given `(name, value)` variables applied, as
@@ -359,6 +383,9 @@ impl RuntimeConfig {
             // Read by `dfsched run`; accepted here so that a program run with
             // it in its environment still starts.
             "DFSCHED_LIB" => {}
+            "DFSCHED_RULES" => {
+                self.rules = Some(crate::rules::Rules::from_json(value).map_err(&bad)?);
+            }
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {
                     return Err(bad("must be a directory path, not empty".into()));
@@ -373,6 +400,25 @@ impl RuntimeConfig {
             }
         }
         Ok(())
+    }
+
+    /// `self` with its rules' choice for process `facts` applied (see
+    /// [`crate::rules`]): the first process rule's policy, or dfsched off.
+    /// Without rules, or when no rule decides, `self` as it is.
+    pub fn with_process_rules(mut self, facts: &crate::rules::ProcessFacts) -> RuntimeConfig {
+        use crate::rules::ProcessChoice;
+        let Some(rules) = &self.rules else {
+            return self;
+        };
+        match rules.process_choice(facts) {
+            ProcessChoice::Policy(policy) => {
+                self.policy = policy;
+                self.engine.policy = policy;
+            }
+            ProcessChoice::Off => self.enabled = false,
+            ProcessChoice::Default => {}
+        }
+        self
     }
 
     /// Checks every field. [`crate::Runtime::start`] calls this and starts

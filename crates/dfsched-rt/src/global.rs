@@ -59,8 +59,9 @@ fn start_slot() -> &'static Slot {
         crate::fork::unlock_start();
         return slot;
     }
-    let outcome = std::panic::catch_unwind(|| RuntimeConfig::from_env().and_then(Runtime::start))
-        .unwrap_or_else(|_| Err(Error::Internal("panic while starting the runtime".into())));
+    let outcome =
+        std::panic::catch_unwind(|| RuntimeConfig::for_this_process().and_then(Runtime::start))
+            .unwrap_or_else(|_| Err(Error::Internal("panic while starting the runtime".into())));
     let slot: &'static Slot = Box::leak(Box::new(Slot {
         generation: crate::fork::generation(),
         outcome,
@@ -109,6 +110,15 @@ pub(crate) fn lend_allowed() -> bool {
 pub(crate) fn end_lend() {
     if let Some(rt) = running() {
         rt.end_lend();
+    }
+}
+
+/// A thread known by `pthread` was renamed (the interposed
+/// `pthread_setname_np`): the running global runtime's rules match it
+/// again. Never starts a runtime.
+pub(crate) fn thread_renamed(pthread: u64) {
+    if let Some(rt) = running() {
+        rt.thread_renamed(pthread);
     }
 }
 

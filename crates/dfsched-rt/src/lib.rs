@@ -171,6 +171,7 @@ mod global;
 pub mod idle;
 pub mod preload;
 pub mod procfs;
+pub mod rules;
 mod runtime;
 pub mod signals;
 pub mod smt_pair;

@@ -82,6 +82,11 @@
 //!   caller sees the real call's result and `errno`, whatever dfsched's
 //!   steps did. Rust's `std::process::Command` uses `posix_spawnp` when it
 //!   can, and `fork` + `execvp` otherwise: covered either way.
+//! - **Names.** `pthread_setname_np` is interposed so that rules on
+//!   thread names (`DFSCHED_RULES`, see [`crate::rules`]) see a thread's
+//!   new name at once: after the real call succeeds, the runtime matches
+//!   the thread again (`runtime/rules.rs`). Without rules it only passes
+//!   through; the real call's result is returned either way.
 //! - A thread that ends through `pthread_exit` or cancellation unwinds
 //!   through the trampoline, which is why it is `extern "C-unwind"` and holds
 //!   nothing that needs dropping while the program's start routine runs.
@@ -157,7 +162,7 @@ fn init() {
         if !wanted || !in_shared_object() {
             return;
         }
-        match RuntimeConfig::from_env() {
+        match RuntimeConfig::for_this_process() {
             Ok(cfg) if !cfg.enabled => return,
             Ok(_) => {}
             Err(e) => {
@@ -329,10 +334,11 @@ fn exec_without_placement() {
 
 /// Cached addresses of the real functions interposed besides
 /// `pthread_create`, in [`INTERPOSED`] order.
-static REAL: [AtomicPtr<c_void>; 8] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 8];
+static REAL: [AtomicPtr<c_void>; 9] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 9];
 /// The functions interposed besides `pthread_create`, by name: the exec
-/// functions (indices 0–3), then those that start a program (4–7).
-const INTERPOSED: [&std::ffi::CStr; 8] = [
+/// functions (indices 0–3), then those that start a program (4–7), then
+/// `pthread_setname_np` (8).
+const INTERPOSED: [&std::ffi::CStr; 9] = [
     c"execve",
     c"execv",
     c"execvp",
@@ -341,6 +347,7 @@ const INTERPOSED: [&std::ffi::CStr; 8] = [
     c"posix_spawnp",
     c"system",
     c"popen",
+    c"pthread_setname_np",
 ];
 
 /// The next definition of function `which` (an index in [`INTERPOSED`])
@@ -582,4 +589,31 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
     type F = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
     // SAFETY: libc's popen, with this signature; the caller's arguments.
     with_allowed_cpus(|| unsafe { std::mem::transmute::<*mut c_void, F>(real)(command, mode) })
+}
+
+/// Interposes `pthread_setname_np(3)` (see the module doc: names). Returns
+/// the real call's result, or `ENOSYS` if there is none.
+///
+/// # Safety
+/// As `pthread_setname_np(3)`: `thread` is a live thread of this process
+/// and `name` a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *const c_char) -> c_int {
+    let real = real_fn(8);
+    if real.is_null() {
+        return libc::ENOSYS;
+    }
+    type F = unsafe extern "C" fn(libc::pthread_t, *const c_char) -> c_int;
+    // SAFETY: libc's pthread_setname_np, with this signature; the caller's
+    // arguments.
+    let rc = unsafe { std::mem::transmute::<*mut c_void, F>(real)(thread, name) };
+    if rc == 0 && active() {
+        let saved = errno();
+        // pthread_t is an unsigned long: u64 here, u32 on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
+        let pthread = u64::from(thread);
+        let _ = std::panic::catch_unwind(|| crate::global::thread_renamed(pthread));
+        set_errno(saved);
+    }
+    rc
 }

@@ -37,6 +37,7 @@
 
 mod pass;
 mod place;
+mod rules;
 mod spawn;
 mod threads;
 
@@ -94,6 +95,9 @@ pub(crate) struct Inner {
     /// The link to `dfsched agent` (used outside `state`; see
     /// `agent/link.rs`).
     pub(crate) agent: Mutex<crate::agent::link::Link>,
+    /// This process's facts for the rules (`runtime/rules.rs`), read once
+    /// at start; `None` without rules.
+    pub(crate) process: Option<crate::rules::ProcessFacts>,
 }
 
 /// Owns the balancer thread; dropping the last `Runtime` clone shuts down.
@@ -177,6 +181,9 @@ impl Runtime {
                 config.external_window,
             )),
             agent: Mutex::new(crate::agent::link::Link::new(&config)),
+            process: config.rules.as_ref().and_then(|_| {
+                crate::rules::ProcessFacts::read("/proc".as_ref(), std::process::id())
+            }),
             config,
         });
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
@@ -343,6 +350,12 @@ impl Runtime {
     /// The configuration the runtime started with.
     pub fn config(&self) -> &RuntimeConfig {
         &self.owner.inner.config
+    }
+
+    /// A thread of this process known by `pthread` (a `pthread_t`) was
+    /// renamed: the rules match it again (`runtime/rules.rs`).
+    pub(crate) fn thread_renamed(&self, pthread: u64) {
+        self.owner.inner.thread_renamed(pthread);
     }
 
     /// The shared part, for the agent link's accessors.

@@ -4,7 +4,8 @@
 //! that a balancer pass (`balancer.rs`) can be run on one in a unit test.
 //!
 //! Invariants (kept by the runtime, `runtime.rs`): `tasks` holds exactly
-//! the threads the engine knows; `decisions` holds the engine's decisions
+//! the threads the engine knows, and `left_alone` registered threads it
+//! does not (never one tid in both); `decisions` holds the engine's decisions
 //! not yet carried out, and is empty whenever the mutex is released.
 
 use crate::idle::Track;
@@ -65,6 +66,22 @@ pub(crate) struct TaskRec {
     /// (`runtime/spawn.rs`), while that call runs: placements of it then only
     /// update `last_set`, which the call's end sets.
     pub(crate) lent: Option<CpuSet>,
+    /// Its `pthread_t` (as an integer), by which `pthread_setname_np`
+    /// names it; 0 when unknown (a thread registered by its own hint).
+    pub(crate) pthread: u64,
+    /// Its DF was given by a rule (`runtime/rules.rs`), not by its own
+    /// hint: a rename that no rule gives a DF takes it away again.
+    pub(crate) rule_df: bool,
+}
+
+/// A thread a rule left alone (`runtime/rules.rs`): out of the engine, its
+/// record kept so that a rename can bring it back.
+#[derive(Debug)]
+pub(crate) struct LeftAlone {
+    /// Its record as it was when it left the engine.
+    pub(crate) rec: TaskRec,
+    /// Its application.
+    pub(crate) app: u64,
 }
 
 /// Everything behind a runtime's mutex.
@@ -85,6 +102,12 @@ pub(crate) struct State {
     pub(crate) retired_fast_hints: u64,
     /// The next application id; ids below it exist.
     pub(crate) next_app: u64,
+    /// Threads of ours that the rules leave alone, by tid: registered with
+    /// this runtime (their thread-local says so) but not in the engine.
+    pub(crate) left_alone: HashMap<u64, LeftAlone, BuildHasherDefault<TidHasher>>,
+    /// Registered and left-alone threads by `pthread_t`, for the rules'
+    /// look-up on a rename (filled only when there are rules).
+    pub(crate) pthreads: HashMap<u64, u64, BuildHasherDefault<TidHasher>>,
 }
 
 impl State {
@@ -108,6 +131,8 @@ impl State {
             stats: RuntimeStats::default(),
             retired_fast_hints: 0,
             next_app: 1,
+            left_alone: HashMap::default(),
+            pthreads: HashMap::default(),
         }
     }
 }

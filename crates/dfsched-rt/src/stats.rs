@@ -171,6 +171,12 @@ pub struct RuntimeStats {
     /// Threads registered by [`crate::Runtime::attach`] (and, under
     /// `LD_PRELOAD`, at their creation) rather than by a hint.
     pub threads_attached: u64,
+    /// DFs given to threads by a rule on their name (`DFSCHED_RULES`; see
+    /// [`crate::rules`]).
+    pub rule_dfs: u64,
+    /// Threads a rule left alone: taken out of the engine, their allowed
+    /// CPUs given back.
+    pub rule_left_alone: u64,
     /// Registered threads whose exit dfsched noticed (thread-local drop).
     pub threads_exited: u64,
     /// Registered threads found gone when placing them (`ESRCH`) and

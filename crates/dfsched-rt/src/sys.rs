@@ -33,6 +33,31 @@ pub fn gettid() -> u64 {
     tid as u64
 }
 
+/// The calling thread's name as the kernel keeps it (`comm`, at most 15
+/// bytes), without a file read.
+pub fn own_thread_name() -> Option<String> {
+    let mut buf = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (the name and its NUL)
+    // into the buffer, which has 17 and stays alive across the call.
+    let rc = unsafe { libc::prctl(libc::PR_GET_NAME, buf.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    let len = buf.iter().position(|b| *b == 0).unwrap_or(16);
+    Some(String::from_utf8_lossy(&buf[..len]).into_owned())
+}
+
+/// Thread `tid`'s name (`/proc/PID/task/TID/comm`; the calling thread's
+/// own by `prctl`), if it can be read.
+pub fn thread_name(pid: u32, tid: u64) -> Option<String> {
+    if pid == std::process::id() && tid == gettid() {
+        return own_thread_name();
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
 /// Converts a thread id to the kernel's `pid_t`, refusing ids it cannot name.
 fn pid_of(op: AffinityOp, tid: u64) -> Result<libc::pid_t, Error> {
     libc::pid_t::try_from(tid).map_err(|_| Error::Affinity {

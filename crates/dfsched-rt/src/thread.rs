@@ -15,8 +15,10 @@
 //!   engine change together under the runtime's mutex, except when the
 //!   runtime dropped a thread it found gone: the stale registration is then
 //!   forgotten on the thread's next slow-path call);
-//! - `df` is the DF the engine has for the thread: only the thread's own
-//!   hints change it (balancer moves and splits keep the DF);
+//! - `df` (in the slot shared with the runtime) is the DF the engine has
+//!   for the thread: only the thread's own hints and a rule naming its DF
+//!   (`runtime/rules.rs`, under the runtime's mutex) change it (balancer
+//!   moves and splits keep the DF);
 //! - nothing here panics: the thread-local may already be destroyed (hints
 //!   from other thread-local destructors), which callers see as
 //!   [`Error::ThreadExiting`], and the exit hook swallows every failure, as a
@@ -27,9 +29,17 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-/// A counter with a single writer (its thread) and any number of readers.
+/// A thread's slot shared with the runtime: its fast-path hint count (a
+/// single writer, the thread) and its current DF (written under the
+/// runtime's mutex, by the thread's own hints or by a rule that names the
+/// thread's DF from another thread: `runtime/rules.rs`).
 #[derive(Debug, Default)]
-pub(crate) struct FastCounter(AtomicU64);
+pub(crate) struct FastCounter {
+    /// Fast-path hints.
+    count: AtomicU64,
+    /// The DF the engine has for the thread; 0 = none.
+    df: AtomicU64,
+}
 
 impl FastCounter {
     /// Adds one. Only the owning thread calls this, so a plain load and
@@ -37,13 +47,27 @@ impl FastCounter {
     /// `Relaxed` is enough because readers only need some recent value.
     #[inline]
     pub(crate) fn bump(&self) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.count
+            .store(self.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// The current count.
     pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The thread's DF (0 = none). `Relaxed`: a rule's change made from
+    /// another thread is seen at the thread's next hint at the latest
+    /// through the mutex; a fast-path hint racing with it is the program's
+    /// own word against the rule's, and either order is a valid one.
+    #[inline]
+    pub(crate) fn df(&self) -> u64 {
+        self.df.load(Ordering::Relaxed)
+    }
+
+    /// Sets the thread's DF (under the runtime's mutex).
+    pub(crate) fn set_df(&self, df: u64) {
+        self.df.store(df, Ordering::Relaxed);
     }
 }
 
@@ -66,8 +90,6 @@ struct Registration {
     tid: u64,
     /// Our application.
     app: u64,
-    /// Our current DF; 0 = none.
-    df: u64,
     /// Our fast-path hint count; the runtime holds the other reference.
     fast: Arc<FastCounter>,
 }
@@ -143,8 +165,9 @@ pub(crate) fn fast_path(
                 });
             };
             let app = app.unwrap_or(reg.app);
-            let cur = cur.unwrap_or(reg.df);
-            if app == reg.app && cur == reg.df && next == cur {
+            let df = reg.fast.df();
+            let cur = cur.unwrap_or(df);
+            if app == reg.app && cur == df && next == cur {
                 reg.fast.bump();
                 return Ok(Fast::Hit);
             }
@@ -174,7 +197,6 @@ pub(crate) fn register(
             runtime,
             tid,
             app,
-            df: 0,
             fast,
         });
     })
@@ -184,7 +206,7 @@ pub(crate) fn register(
 pub(crate) fn set_df(runtime_id: u64, df: u64) -> Result<(), Error> {
     with_regs(|regs| {
         if let Some(r) = regs.iter_mut().find(|r| r.runtime_id == runtime_id) {
-            r.df = df;
+            r.fast.set_df(df);
         }
     })
 }
@@ -216,7 +238,7 @@ pub(crate) fn current(runtime_id: u64) -> Option<(u64, u64)> {
             let regs = t.regs.try_borrow().ok()?;
             regs.iter()
                 .find(|r| r.runtime_id == runtime_id)
-                .map(|r| (r.app, r.df))
+                .map(|r| (r.app, r.fast.df()))
         })
         .ok()
         .flatten()

@@ -57,7 +57,7 @@ use crate::cothread;
 use serde::{Deserialize, Serialize};
 
 pub use report::{ChatGridReport, ChatModeReport, ChatRatios, ChatReport};
-pub use run::{run_chat_cases, ChatRun};
+pub use run::{run_chat_cases, ChatBench, ChatRun};
 
 /// Users per room, as in the paper.
 pub const USERS_PER_ROOM: usize = 20;

@@ -146,16 +146,8 @@ impl ChatReport {
     }
 }
 
-/// A grid of Chat cases.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ChatGridReport {
-    /// Which grid (`paper`).
-    pub grid: String,
-    /// Where it ran.
-    pub machine: Machine,
-    /// One report per cell, in the order they ran.
-    pub cells: Vec<ChatReport>,
-}
+/// A grid of Chat cases (the one grid shape: [`crate::suite::GridOf`]).
+pub type ChatGridReport = crate::suite::GridOf<ChatReport>;
 
 /// One line describing a case.
 pub fn describe_chat_params(p: &ChatParams) -> String {

@@ -425,3 +425,42 @@ mod tests {
         }
     }
 }
+
+/// `bench chat` on the shared contract ([`crate::suite::Benchmark`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChatBench;
+
+impl crate::suite::Benchmark for ChatBench {
+    type Params = ChatParams;
+    type Report = ChatReport;
+    type Error = ChatError;
+    const FAILED: &'static str = "the Chat benchmark failed";
+
+    fn run_cases(
+        &self,
+        cases: &[ChatParams],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<ChatReport>, ChatError> {
+        run_chat_cases(cases, progress)
+    }
+
+    fn is_usage(e: &ChatError) -> bool {
+        matches!(e, ChatError::Params(_))
+    }
+
+    fn machine(r: &ChatReport) -> &Machine {
+        &r.machine
+    }
+
+    fn label(r: &ChatReport) -> String {
+        format!("{} rooms, {} messages", r.params.rooms, r.params.messages)
+    }
+
+    fn render(r: &ChatReport) -> String {
+        super::report::render_chat_report(r)
+    }
+
+    fn render_grid(g: &super::ChatGridReport) -> String {
+        super::report::render_chat_grid(g)
+    }
+}

@@ -548,6 +548,51 @@ fn run_once(
     })
 }
 
+/// `bench cothreads` on the shared contract ([`crate::suite::Benchmark`]):
+/// the worker program and the agent its runs use.
+#[derive(Clone, Copy, Debug)]
+pub struct CoThreadsBench<'a> {
+    /// How to start one worker process.
+    pub worker: &'a WorkerCommand,
+    /// The agent the co-thread runs share.
+    pub agent: &'a CoAgent,
+}
+
+impl crate::suite::Benchmark for CoThreadsBench<'_> {
+    type Params = CoParams;
+    type Report = CoReport;
+    type Error = CoThreadsError;
+    const FAILED: &'static str = "the co-thread benchmark failed";
+
+    fn run_cases(
+        &self,
+        cases: &[CoParams],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<CoReport>, CoThreadsError> {
+        run_cothread_cases(cases, self.worker, self.agent, progress)
+    }
+
+    fn is_usage(e: &CoThreadsError) -> bool {
+        matches!(e, CoThreadsError::Params(_))
+    }
+
+    fn machine(r: &CoReport) -> &Machine {
+        &r.machine
+    }
+
+    fn label(r: &CoReport) -> String {
+        describe_co_params(&r.params)
+    }
+
+    fn render(r: &CoReport) -> String {
+        render_co_report(r)
+    }
+
+    fn render_grid(g: &CoGridReport) -> String {
+        render_co_grid(g)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,16 +125,8 @@ impl CoReport {
     }
 }
 
-/// A grid of cases.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CoGridReport {
-    /// Which grid (`paper`).
-    pub grid: String,
-    /// Where.
-    pub machine: Machine,
-    /// One report per cell.
-    pub cells: Vec<CoReport>,
-}
+/// A grid of co-thread cases (the one grid shape: [`crate::suite::GridOf`]).
+pub type CoGridReport = crate::suite::GridOf<CoReport>;
 
 /// One line describing a case.
 pub fn describe_co_params(p: &CoParams) -> String {

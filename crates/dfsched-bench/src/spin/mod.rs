@@ -316,6 +316,49 @@ pub fn run_spin_cases(
     Ok(reports)
 }
 
+/// `bench spin` on the shared contract ([`crate::suite::Benchmark`]): the
+/// programs its runs start.
+#[derive(Clone, Copy, Debug)]
+pub struct SpinBench<'a> {
+    /// The worker and `dfsched` binaries.
+    pub commands: &'a SpinCommands,
+}
+
+impl crate::suite::Benchmark for SpinBench<'_> {
+    type Params = SpinParams;
+    type Report = SpinReport;
+    type Error = SpinError;
+    const FAILED: &'static str = "the spin benchmark failed";
+
+    fn run_cases(
+        &self,
+        cases: &[SpinParams],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<SpinReport>, SpinError> {
+        run_spin_cases(cases, self.commands, progress)
+    }
+
+    fn is_usage(e: &SpinError) -> bool {
+        matches!(e, SpinError::Params(_))
+    }
+
+    fn machine(r: &SpinReport) -> &Machine {
+        &r.machine
+    }
+
+    fn label(r: &SpinReport) -> String {
+        report::describe_spin_params(&r.params)
+    }
+
+    fn render(r: &SpinReport) -> String {
+        render_spin_report(r)
+    }
+
+    fn render_grid(g: &SpinGridReport) -> String {
+        render_spin_grid(g)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

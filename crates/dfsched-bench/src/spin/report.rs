@@ -202,16 +202,8 @@ impl SpinReport {
     }
 }
 
-/// A grid of cases.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SpinGridReport {
-    /// Which grid (`paper`).
-    pub grid: String,
-    /// Where.
-    pub machine: Machine,
-    /// One report per cell.
-    pub cells: Vec<SpinReport>,
-}
+/// A grid of spin cases (the one grid shape: [`crate::suite::GridOf`]).
+pub type SpinGridReport = crate::suite::GridOf<SpinReport>;
 
 /// One line describing a case.
 pub fn describe_spin_params(p: &SpinParams) -> String {

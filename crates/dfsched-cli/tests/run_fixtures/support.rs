@@ -139,6 +139,22 @@ pub fn rust_program() -> Option<PathBuf> {
     .clone()
 }
 
+/// tests/run_fixtures/named.c (threads named by `pthread_setname_np`, no
+/// dfsched in it), compiled once per test process.
+pub fn named_program() -> Option<PathBuf> {
+    static P: OnceLock<Option<PathBuf>> = OnceLock::new();
+    P.get_or_init(|| {
+        compile(
+            "gcc",
+            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"],
+            "named.c",
+            &[],
+            "named_c",
+        )
+    })
+    .clone()
+}
+
 /// The CPUs this test may use.
 pub fn allowed() -> BTreeSet<u32> {
     dfsched::sys::get_affinity(0)

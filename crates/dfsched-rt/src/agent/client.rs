@@ -17,8 +17,8 @@
 //! that long.
 
 use super::proto::{
-    encode, read_line_capped, LineRead, Reply, ReplyLine, Report, Request, RequestLine, Status,
-    View, MAX_LINE_BYTES, PROTOCOL_VERSION,
+    encode, read_line_capped, AttachReply, AttachRequest, LineRead, Reply, ReplyLine, Report,
+    Request, RequestLine, Status, View, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
 use super::sock::{self, Deadlined, Trust};
 use super::AgentError;
@@ -359,6 +359,23 @@ impl Client {
     pub fn status(&mut self) -> Result<Status, AgentError> {
         match self.request(&Request::Status)? {
             Reply::Status(s) => Ok(*s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Asks the agent to place process `pid` from outside
+    /// ([`Request::Attach`]).
+    pub fn attach(&mut self, req: AttachRequest) -> Result<AttachReply, AgentError> {
+        match self.request(&Request::Attach(req))? {
+            Reply::Attached(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Asks the agent to give an attached process's masks back.
+    pub fn detach(&mut self, pid: u32) -> Result<AttachReply, AgentError> {
+        match self.request(&Request::Detach { pid })? {
+            Reply::Detached(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }

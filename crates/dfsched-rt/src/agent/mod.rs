@@ -53,6 +53,9 @@
 //!   queue, the peer's credentials, deadline-bound reads and writes, the
 //!   client's directory check.
 //! - `link.rs`: the runtime's side, run from its balancer pass.
+//! - `attached.rs`: `dfsched attach PID`: a process without dfsched in it,
+//!   placed from outside by the agent (its own engine, its threads from
+//!   `/proc`), until `dfsched detach PID` gives its masks back.
 //!
 //! Only `link.rs`, `client.rs`, `proto.rs` and `sock.rs` are reachable from
 //! the C ABI: the server's files are the `dfsched` command's, and the linker
@@ -117,6 +120,7 @@
 //! and users are not left with a daemon for good; the next `dfsched run`
 //! starts another.
 
+pub mod attached;
 mod client;
 mod limits;
 pub(crate) mod link;
@@ -133,7 +137,9 @@ pub use limits::{
 pub use link::{
     AgentMode, LinkStatus, LINK_TIMEOUT, LONE_PASSES, MAX_BACKOFF_PASSES, RETRY_PASSES,
 };
-pub use proto::{ErrorKind, ProcessStatus, Report, SetStatus, Status, View};
+pub use proto::{
+    AttachReply, AttachRequest, ErrorKind, ProcessStatus, Report, SetStatus, Status, View,
+};
 pub use scan::DEFAULT_SCAN_FRESH_MS;
 pub use server::{Agent, AgentConfig};
 pub use sock::{connect_timeout, Trust};

@@ -104,6 +104,43 @@ pub enum Request {
     Status,
     /// Ends the agent (allowed to a peer of the agent's own uid or root).
     Stop,
+    /// `dfsched attach`: place the threads of a running process from
+    /// outside, and keep them placed (`attached.rs`). The peer must own
+    /// the process; one not already under dfsched.
+    Attach(AttachRequest),
+    /// `dfsched detach`: give an attached process's threads their masks
+    /// from before the attach back, and stop placing them.
+    Detach {
+        /// The process.
+        pid: u32,
+    },
+}
+
+/// What [`Request::Attach`] asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachRequest {
+    /// The process.
+    pub pid: u32,
+    /// Its policy unless a rule says otherwise.
+    pub policy: dfsched_core::Policy,
+    /// Rules for it and its threads (see `crate::rules`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<crate::rules::Rules>,
+}
+
+/// The answer to [`Request::Attach`] and [`Request::Detach`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachReply {
+    /// The process.
+    pub pid: u32,
+    /// The policy it was placed under.
+    pub policy: dfsched_core::Policy,
+    /// Its threads seen.
+    pub threads: u32,
+    /// Masks set: placements (attach) or masks given back (detach).
+    pub placed: u32,
 }
 
 /// A runtime's load report.
@@ -158,6 +195,10 @@ pub enum Reply {
     Status(Box<Status>),
     /// The answer to [`Request::Stop`]: the agent is ending.
     Stopping,
+    /// The answer to [`Request::Attach`]: the process is placed.
+    Attached(AttachReply),
+    /// The answer to [`Request::Detach`]: its masks are given back.
+    Detached(AttachReply),
     /// The request was refused; nothing changed.
     Error(ErrorReply),
 }

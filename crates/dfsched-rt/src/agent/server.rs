@@ -20,7 +20,12 @@
 //!        also held by an unregistered process do not count (sharing.rs;
 //!        that finding is reused for up to 1 s while nothing changes)
 //!     4. each set keeps its id and home while it lives (sharing.rs)
+//!     5. each attached process (`dfsched attach`, attached.rs) refreshed:
+//!        new and renamed threads matched and placed, ended ones dropped
 //! ```
+//!
+//! Attached processes keep the agent alive: the idle exit waits until none
+//! is left, and while one is the tick runs at its configured interval.
 //!
 //! Whom it serves: its own uid; a root agent root only, unless
 //! `serve_other_uids` (`--serve-all-users`). Every request is checked
@@ -44,13 +49,15 @@
 //! one). An agent that ends in order (stop, idle exit) removes its socket
 //! and its lock file.
 
+use super::attached::Attached;
 use super::limits::{
     check_load, max_load_milli, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_UID,
 };
 use super::proto::{
-    encode, parse_request, read_line_capped, Counters, ErrorKind, LineRead, ProcessStatus, Reply,
-    ReplyLine, Report, Request, SetStatus, Status, View, MAX_LINE_BYTES,
+    encode, parse_request, read_line_capped, AttachReply, AttachRequest, Counters, ErrorKind,
+    LineRead, ProcessStatus, Reply, ReplyLine, Report, Request, SetStatus, Status, View,
+    MAX_LINE_BYTES,
 };
 use super::scan::{self, Scanned, SharedScan};
 use super::sharing;
@@ -188,6 +195,12 @@ struct Shared {
     /// The shared `/proc` scan (scan.rs); taken after the state lock is
     /// released, never with it.
     scan: Mutex<SharedScan>,
+    /// Processes placed from outside (`attached.rs`), by pid. Held across
+    /// their `/proc` reads and affinity calls; never taken while the state
+    /// lock is held, nor the state lock while it is.
+    attached: Mutex<BTreeMap<u32, Attached>>,
+    /// When the agent started: the attached engines' clock origin.
+    started: Instant,
     stop: AtomicBool,
     /// The tick thread sleeps on this between ticks; `request_stop` sets
     /// the flag under its mutex and notifies, so a stop never waits for a
@@ -250,6 +263,8 @@ impl Agent {
                     ..State::default()
                 }),
                 scan: Mutex::new(SharedScan::new(&config.proc_root)),
+                attached: Mutex::new(BTreeMap::new()),
+                started: Instant::now(),
                 stop: AtomicBool::new(false),
                 tick_sleep: (Mutex::new(TickWake::default()), Condvar::new()),
                 config,
@@ -306,6 +321,10 @@ impl Agent {
         // and takes a new one (`bind_private`).
         let _ = std::fs::remove_file(super::lock_path(&self.shared.config.socket));
         let _ = ticker.join();
+        // Ending: every attached process gets its masks back.
+        for (_, process) in std::mem::take(&mut *self.shared.attached_lock()) {
+            process.release(&crate::sys::RealSys);
+        }
         Ok(())
     }
 }
@@ -382,8 +401,15 @@ impl Shared {
         let Some(limit) = self.config.idle_exit else {
             return false;
         };
+        if !self.attached_lock().is_empty() {
+            return false;
+        }
         let st = self.lock();
         st.open == 0 && st.idle_since.is_some_and(|t| t.elapsed() >= limit)
+    }
+
+    fn attached_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Attached>> {
+        self.attached.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn request_stop(&self) {
@@ -507,7 +533,149 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
             ErrorKind::Denied,
             format!("only uid {} or root may stop this agent", shared.uid),
         ),
+        Request::Attach(a) => attach(shared, uid, a),
+        Request::Detach { pid: target } => detach(shared, uid, target),
     }
+}
+
+/// `dfsched attach`: checks who asks for what, then places the process's
+/// threads at once (`attached.rs`).
+fn attach(shared: &Shared, uid: u32, a: AttachRequest) -> ReplyLine {
+    let target = a.pid;
+    if let Some(refusal) = check_target(shared, uid, target) {
+        return refusal;
+    }
+    if shared.lock().procs.values().any(|p| p.pid == target) {
+        return ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("process {target} is already under dfsched (it reports to this agent)"),
+        );
+    }
+    if let Some(rules) = &a.rules {
+        if let Err(e) = rules.check() {
+            return ReplyLine::error(ErrorKind::Invalid, format!("bad rules: {e}"));
+        }
+    }
+    let mut attached = shared.attached_lock();
+    if attached.contains_key(&target) {
+        return ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("process {target} is already attached (dfsched detach {target} first)"),
+        );
+    }
+    match Attached::new(
+        target,
+        uid,
+        &shared.config.proc_root,
+        shared.config.topology.clone(),
+        a.policy,
+        a.rules,
+        &crate::sys::RealSys,
+    ) {
+        Ok((process, counts)) => {
+            let reply = AttachReply {
+                pid: target,
+                policy: process.policy,
+                threads: counts.threads,
+                placed: counts.placed,
+            };
+            attached.insert(target, process);
+            drop(attached);
+            // Placed from now on at the configured tick, not the lone one.
+            let (flag, wake) = &shared.tick_sleep;
+            flag.lock().unwrap_or_else(PoisonError::into_inner).poked = true;
+            wake.notify_all();
+            tracing::info!(
+                pid = target,
+                threads = counts.threads,
+                "dfsched agent: attached"
+            );
+            ReplyLine::new(Reply::Attached(reply))
+        }
+        Err(e) => ReplyLine::error(ErrorKind::Invalid, e.to_string()),
+    }
+}
+
+/// `dfsched detach`: gives the masks back and forgets the process.
+fn detach(shared: &Shared, uid: u32, target: u32) -> ReplyLine {
+    let mut attached = shared.attached_lock();
+    let Some(process) = attached.get(&target) else {
+        return ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("process {target} is not attached"),
+        );
+    };
+    // Owned by the asker now (it may have ended: then nothing to give back,
+    // and anyone served may forget it).
+    let owner = owner_of(&shared.config.proc_root, target, uid);
+    if owner.is_some_and(|o| o != uid) && uid != 0 {
+        return ReplyLine::error(
+            ErrorKind::Denied,
+            format!("process {target} belongs to uid {} now", owner.unwrap_or(0)),
+        );
+    }
+    let counts = process.release(&crate::sys::RealSys);
+    let policy = process.policy;
+    attached.remove(&target);
+    tracing::info!(
+        pid = target,
+        restored = counts.placed,
+        "dfsched agent: detached"
+    );
+    ReplyLine::new(Reply::Detached(AttachReply {
+        pid: target,
+        policy,
+        threads: counts.threads,
+        placed: counts.placed,
+    }))
+}
+
+/// Why `uid` may not attach `target`, if it may not: the process must
+/// exist, belong to `uid`, and be neither the agent nor pid 1.
+fn check_target(shared: &Shared, uid: u32, target: u32) -> Option<ReplyLine> {
+    if target == shared.pid || target <= 1 {
+        return Some(ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("process {target} cannot be attached"),
+        ));
+    }
+    match owner_of(&shared.config.proc_root, target, uid) {
+        None => Some(ReplyLine::error(
+            ErrorKind::Invalid,
+            format!("no process {target}"),
+        )),
+        Some(owner) if owner != uid => Some(ReplyLine::error(
+            ErrorKind::Denied,
+            format!("process {target} belongs to uid {owner}, not to the asking uid {uid}"),
+        )),
+        Some(_) if preloaded(&shared.config.proc_root, target) => Some(ReplyLine::error(
+            ErrorKind::Invalid,
+            format!(
+                "process {target} runs under dfsched run (libdfsched.so preloaded): its own \
+                 runtime places it"
+            ),
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Whether process `pid` was started with dfsched's preload
+/// (`DFSCHED_PRELOAD=1` in its environment, as `dfsched run` sets): its own
+/// runtime places its threads, and a second placer would fight it. The
+/// environment is read as the process started (a few KiB, bounded).
+fn preloaded(proc_root: &Path, pid: u32) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(proc_root.join(format!("{pid}/environ"))) else {
+        return false;
+    };
+    let mut env = Vec::new();
+    if file.take(1 << 20).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    env.split(|b| *b == 0).any(|kv| {
+        kv.strip_prefix(b"DFSCHED_PRELOAD=")
+            .is_some_and(|v| matches!(v, b"1" | b"true" | b"yes" | b"on"))
+    })
 }
 
 /// Checks a report and records it as the process's latest load: the state,
@@ -711,7 +879,10 @@ fn tick_loop(shared: &Shared) {
     let mut outside = OutsideCache::default();
     let mut last = Instant::now();
     loop {
-        let lone = shared.lock().procs.len() < 2;
+        // Two statements: the state lock is never held while the
+        // attached processes' lock is taken.
+        let few = shared.lock().procs.len() < 2;
+        let lone = few && shared.attached_lock().is_empty();
         // Alone: every LONE_TICK (or the configured tick, if longer); a
         // poke (a second registration) brings the next tick back to the
         // configured cadence, never earlier than it.
@@ -748,6 +919,35 @@ fn tick_loop(shared: &Shared) {
             return;
         }
         tick(shared, &mut outside);
+        refresh_attached(shared);
+    }
+}
+
+/// Tick step 5: each attached process refreshed; those that ended are
+/// dropped.
+fn refresh_attached(shared: &Shared) {
+    let mut attached = shared.attached_lock();
+    if attached.is_empty() {
+        return;
+    }
+    let now = dfsched_core::Nanos(shared.started.elapsed().as_nanos() as u64);
+    attached.retain(
+        |&pid, process| match process.refresh(&crate::sys::RealSys, now) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::info!(pid, error = %e, "dfsched agent: an attached process is dropped");
+                false
+            }
+        },
+    );
+    let empty = attached.is_empty();
+    drop(attached);
+    if empty {
+        // The idle exit counts from now.
+        let mut st = shared.lock();
+        if st.open == 0 {
+            st.idle_since = Some(Instant::now());
+        }
     }
 }
 

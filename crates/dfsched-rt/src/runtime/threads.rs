@@ -83,9 +83,11 @@ impl Inner {
         };
         if let Err(e) = st.handle(event) {
             if matches!(e, CoreError::UnknownTask(_)) {
-                // The runtime dropped this thread (it looked gone, ESRCH):
-                // forget the stale registration so the next call starts anew.
+                // The runtime dropped this thread (it looked gone, ESRCH),
+                // or a rule left it alone: forget the stale registration so
+                // the next call starts anew.
                 let _ = thread::forget(self.id);
+                self.forget_left_alone(&mut st, tid);
             }
             return refuse(&mut st, e.into());
         }
@@ -138,11 +140,20 @@ impl Inner {
         let mask = self.sys.get_affinity(0);
         let cpu = crate::sys::current_cpu();
         let mut st = self.lock()?;
-        let outcome = match self.register(&mut st, tid, 0, mask, cpu) {
+        let mut outcome = match self.register(&mut st, tid, 0, mask, cpu) {
             Ok(outcome) => outcome,
             Err(e) => return refuse(&mut st, e),
         };
         st.stats.threads_attached += 1;
+        if self.has_thread_rules() {
+            // SAFETY: pthread_self has no preconditions.
+            // pthread_t is an unsigned long: u64 here, u32 on 32-bit targets.
+            #[allow(clippy::useless_conversion)]
+            let pthread = u64::from(unsafe { libc::pthread_self() });
+            if let Some(ruled) = self.apply_thread_rules(&mut st, tid, pthread, Some(tid)) {
+                outcome = Some(ruled);
+            }
+        }
         match outcome {
             None | Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
@@ -190,6 +201,8 @@ impl Inner {
                 stale: false,
                 idle: crate::idle::Track::default(),
                 lent: None,
+                pthread: 0,
+                rule_df: false,
             },
         );
         st.stats.threads_registered += 1;
@@ -252,6 +265,9 @@ impl Inner {
         match st.tasks.remove(&tid) {
             Some(rec) => {
                 st.retired_fast_hints += rec.fast.get();
+                if rec.pthread != 0 {
+                    st.pthreads.remove(&rec.pthread);
+                }
                 true
             }
             None => false,
@@ -269,6 +285,7 @@ impl thread::ExitListener for Inner {
             return;
         };
         if !self.forget_task(&mut st, tid) {
+            self.forget_left_alone(&mut st, tid);
             return;
         }
         st.stats.threads_exited += 1;
