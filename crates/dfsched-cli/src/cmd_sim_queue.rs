@@ -229,7 +229,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         write_reload_csv(&csv, &curves)?;
         let svg = a.out.join("fig4.svg");
         plot_reload(&svg, &curves)?;
-        println!("wrote {} and {}", csv.display(), svg.display());
+        say_wrote(&csv, &svg)?;
         return Ok(());
     }
     let fig = figures::figure(a.number)?;
@@ -252,7 +252,19 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     write_sweep_csv(&csv, &fig, &points, &results)?;
     let svg = a.out.join(format!("fig{}.svg", a.number));
     plot_sweep(&svg, &fig, &opts, &points, &results)?;
-    println!("wrote {} and {}", csv.display(), svg.display());
+    say_wrote(&csv, &svg)
+}
+
+/// Says which files a figure went to, on stdout (a closed pipe is an error
+/// the caller ends quietly on, not a panic as in `println!`).
+fn say_wrote(csv: &std::path::Path, svg: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(
+        std::io::stdout().lock(),
+        "wrote {} and {}",
+        csv.display(),
+        svg.display()
+    )?;
     Ok(())
 }
 

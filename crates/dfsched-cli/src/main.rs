@@ -243,11 +243,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Whether `e` comes from writing to a pipe whose reader has gone.
+/// Whether `e` comes from writing to a pipe whose reader has gone: an
+/// `io::Error` anywhere in its chain, or one inside a `serde_json::Error`
+/// (whose `source()` skips the `io::Error` it wraps, so the chain alone
+/// misses `--json | head`).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
     })
 }
 
@@ -263,8 +269,11 @@ fn init_tracing(verbose: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     // A second install can only fail if something else installed one first;
     // logging then goes there, which is fine.
+    // Colour only on a terminal: a log captured to a file or a pipe (CI,
+    // `2> log`) must read as plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }
