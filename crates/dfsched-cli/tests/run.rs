@@ -611,6 +611,52 @@ fn a_bad_policy_or_variable_runs_nothing() {
 }
 
 #[test]
+fn a_misspelt_option_is_a_usage_error_not_a_program() {
+    let marker = scratch().join("ran-misspelt");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let o = clean(Command::new(dfsched()))
+        .args(["run", "--polcy", "data-affinity", "--", "sh", "-c", &touch])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--polcy") && err.contains("--policy"), "{err}");
+    assert!(!marker.exists(), "the program ran despite the bad option");
+    // The program's own options after it are still its own.
+    let o = run_cmd(&[], Path::new("sh"), &["-c", "echo $0 $1", "--x", "-y"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "--x -y");
+}
+
+#[test]
+fn a_lib_that_is_not_a_shared_library_is_refused() {
+    for lib in ["/etc/passwd"] {
+        let o = run_cmd(&["--lib", lib], Path::new("true"), &[])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{lib}: {err}");
+        assert!(
+            err.contains(lib) && err.contains("not a shared library"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_option_value_is_named_as_the_option() {
+    let o = run_cmd(&["--imbalance-pct", "0"], Path::new("true"), &[])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--imbalance-pct"), "{err}");
+    assert!(!err.contains("DFSCHED_IMBALANCE_PCT"), "{err}");
+}
+
+#[test]
 fn the_child_gets_ld_preload_first_and_the_policy_variables() {
     let mut cmd = run_cmd(
         &["--policy", "data-affinity", "--heavy-load-milli", "1500"],
