@@ -210,7 +210,15 @@ fn main() -> ExitCode {
             bench: BenchCommand::OverheadOthers(flags),
         } => bench_overhead::run_others(flags),
         Command::Topology(args) => topology::run(args),
-        Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
+        Command::Sim(args) => cmd_sim::run(args).map_err(|e| {
+            // Parameters the simulator refuses up front are bad input.
+            match e.downcast_ref::<dfsched_sim::df_bench::DfBenchError>() {
+                Some(p @ dfsched_sim::df_bench::DfBenchError::Param { .. }) => {
+                    Failure::usage(&["sim", "df-bench"], p)
+                }
+                _ => Failure::Run(e),
+            }
+        }),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),

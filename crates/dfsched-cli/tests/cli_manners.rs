@@ -65,3 +65,40 @@ fn log_lines_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     );
     assert!(!err.contains('\x1b'), "colour codes on a pipe: {err:?}");
 }
+
+/// `dfsched ARGS`, killed if it has not ended within `secs` (a refusal
+/// that is missing must fail the test, not hang it or fill the memory).
+fn dfsched_within(args: &[&str], secs: u64) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sim_df_bench_refuses_what_cannot_run_up_front_with_the_limit() {
+    for (args, limit) in [
+        (&["--threads", "1000000000"][..], "100000"),
+        (&["--df-bytes", "1000000000000000"][..], "1073741824"),
+        (
+            &["--df-bytes", "1000000000"][..],
+            "1000000000 line accesses",
+        ),
+    ] {
+        let out = dfsched_within(&[&["sim", "df-bench"], args].concat(), 30);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(limit), "{args:?}: {err}");
+    }
+}
