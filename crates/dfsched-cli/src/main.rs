@@ -37,6 +37,7 @@ mod cmd_sim_rq;
 mod cmd_sim_smt;
 mod cmd_smt_pair;
 mod cmd_trace;
+mod plot;
 mod predict;
 mod run;
 mod topology;
