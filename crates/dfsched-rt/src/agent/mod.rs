@@ -125,6 +125,7 @@ mod scan;
 mod server;
 pub mod sharing;
 mod sock;
+pub mod top;
 
 pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
 pub use limits::{

@@ -55,6 +55,7 @@ use super::proto::{
 use super::scan::{self, Scanned, SharedScan};
 use super::sharing;
 use super::sock::{peer_cred, Deadlined};
+use super::top::{CpuTop, Detail, ProcessTop, TopView, WATCH_FOR};
 use super::AgentError;
 use dfsched_core::rules::Home;
 use dfsched_core::{CpuId, CpuSet, DomainId, Topology};
@@ -148,6 +149,9 @@ struct Proc {
     load_milli: Vec<(CpuId, u64)>,
     allowed: CpuSet,
     own_socket_inode: Option<u64>,
+    /// Its latest detail and when it came (`top.rs`), kept between reports
+    /// without one.
+    detail: Option<(Box<Detail>, Instant)>,
 }
 
 /// A live sharing set.
@@ -177,6 +181,9 @@ struct State {
     open_by_uid: BTreeMap<u32, u32>,
     /// Since when no connection has been open (`None` while one is).
     idle_since: Option<Instant>,
+    /// Until when views ask watchable runtimes for details: a `top`
+    /// request's time plus [`WATCH_FOR`].
+    watched_until: Option<Instant>,
 }
 
 /// The shared part of a running agent.
@@ -502,6 +509,7 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
             Err(refusal) => refusal,
         },
         Request::Status => ReplyLine::new(Reply::Status(Box::new(status(shared)))),
+        Request::Top => ReplyLine::new(Reply::Top(Box::new(top(shared, uid)))),
         Request::Stop if uid == shared.uid || uid == 0 => ReplyLine::new(Reply::Stopping),
         Request::Stop => ReplyLine::error(
             ErrorKind::Denied,
@@ -531,9 +539,17 @@ fn record(
             ),
         ));
     }
+    if let Some(d) = &r.detail {
+        d.check(cpus)
+            .map_err(|why| ReplyLine::error(ErrorKind::Invalid, why))?;
+    }
     // The pid is the peer's own (SO_PEERCRED), and `handle` checked that it
     // still belongs to the peer's uid.
     let mut st = shared.lock();
+    let detail = match r.detail {
+        Some(d) => Some((d, Instant::now())),
+        None => st.procs.get_mut(&id).and_then(|p| p.detail.take()),
+    };
     let new = st
         .procs
         .insert(
@@ -544,6 +560,7 @@ fn record(
                 load_milli: load,
                 allowed: r.allowed.intersection(cpus),
                 own_socket_inode: r.own_socket_inode,
+                detail,
             },
         )
         .is_none();
@@ -560,6 +577,7 @@ fn record(
 fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
     let weighed = r.weighed;
     let own_sample = r.own_sample;
+    let watchable = r.watchable;
     let mut st = match record(shared, id, pid, uid, r) {
         Ok(st) => st,
         Err(refusal) => return refusal,
@@ -590,6 +608,7 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         registered: registered.iter().copied().collect(),
         home: set.map(|s| s.home.cpus.clone()),
         set: set.map(|s| s.id),
+        watch: watchable && st.watched_until.is_some_and(|t| Instant::now() < t),
     };
     if own_sample {
         // The client samples for itself (proto.rs, `own_sample`).
@@ -626,6 +645,78 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         }
     }
     ReplyLine::new(Reply::View(Box::new(view)))
+}
+
+/// The answer to `top` from a peer of `uid`: the processes of that uid
+/// (root: all) with their details, and the load per CPU; from now on, for
+/// [`WATCH_FOR`], views ask watchable runtimes for details.
+fn top(shared: &Shared, uid: u32) -> TopView {
+    let now = Instant::now();
+    let (mut processes, ours, registered) = {
+        let mut st = shared.lock();
+        st.watched_until = Some(now + WATCH_FOR);
+        let set_of = |pid: u32| {
+            st.sets
+                .iter()
+                .find(|s| s.members.contains(&pid))
+                .map(|s| s.id)
+        };
+        let mut ours: BTreeMap<CpuId, u64> = BTreeMap::new();
+        for p in st.procs.values() {
+            for &(cpu, m) in &p.load_milli {
+                let e = ours.entry(cpu).or_default();
+                *e = e.saturating_add(m);
+            }
+        }
+        let processes: Vec<ProcessTop> = st
+            .procs
+            .values()
+            .filter(|p| uid == 0 || p.uid == uid)
+            .map(|p| ProcessTop {
+                pid: p.pid,
+                uid: p.uid,
+                comm: None,
+                load_milli: p.load_milli.clone(),
+                set: set_of(p.pid),
+                detail: p.detail.as_ref().map(|(d, _)| (**d).clone()),
+                detail_age_ms: p.detail.as_ref().map(|(_, at)| {
+                    u64::try_from(now.duration_since(*at).as_millis()).unwrap_or(u64::MAX)
+                }),
+            })
+            .collect();
+        let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
+        (processes, ours, registered)
+    };
+    // Outside the state lock: /proc reads, and the scan's lock.
+    for p in &mut processes {
+        p.comm = std::fs::read_to_string(shared.config.proc_root.join(format!("{}/comm", p.pid)))
+            .ok()
+            .map(|c| c.trim_end().chars().take(64).collect());
+    }
+    let others: Option<BTreeMap<CpuId, u64>> = {
+        let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
+        scan.for_client(shared.pid, &registered, false).map(|f| {
+            f.counted
+                .into_iter()
+                .map(|(cpu, n)| (cpu, u64::from(n) * 1000))
+                .collect()
+        })
+    };
+    TopView {
+        agent_pid: shared.pid,
+        cpus: shared
+            .config
+            .topology
+            .cpus()
+            .iter()
+            .map(|cpu| CpuTop {
+                cpu,
+                ours_milli: ours.get(&cpu).copied().unwrap_or(0),
+                others_milli: others.as_ref().map(|o| o.get(&cpu).copied().unwrap_or(0)),
+            })
+            .collect(),
+        processes,
+    }
 }
 
 fn status(shared: &Shared) -> Status {
