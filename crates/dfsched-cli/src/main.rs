@@ -11,7 +11,8 @@
 //! dfsched [-v…] trace import --out FILE [--skip N] [--accesses N] < lackey.txt
 //! dfsched [-v…] profile [--out FILE] [--interval N] … -- PROG [ARGS…]
 //! dfsched [-v…] smt-pair --profile FILE --pid PID [--once] [--dry-run]
-//! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop]
+//! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop] [--metrics ADDR]
+//! dfsched [-v…] top [--socket PATH] [--once [--json]] [--sort KEY] [--filter TEXT]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -40,6 +41,7 @@ mod cmd_trace;
 mod plot;
 mod predict;
 mod run;
+mod top;
 mod topology;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
@@ -83,6 +85,10 @@ enum Command {
     /// Pin a running process's threads so that complementary activity
     /// profiles share SMT siblings (needs SMT; see `dfsched profile`).
     SmtPair(cmd_smt_pair::SmtPairArgs),
+    /// A live view of every program under dfsched, through the agent: per
+    /// CPU our load and others', per process and group their policy, home,
+    /// members, moves and last balancer pass.
+    Top(top::TopArgs),
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
@@ -226,6 +232,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(args).map_err(Failure::Run),
         Command::SmtPair(args) => cmd_smt_pair::run(args).map_err(Failure::Run),
         Command::Run(args) => run::run(args),
+        Command::Top(args) => top::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
