@@ -53,6 +53,9 @@
 //!   queue, the peer's credentials, deadline-bound reads and writes, the
 //!   client's directory check.
 //! - `link.rs`: the runtime's side, run from its balancer pass.
+//! - `top.rs`: what `dfsched top` shows: a runtime's detail (groups,
+//!   homes, last pass), sent only while watched, and the agent's view.
+//! - `metrics.rs`: the `--metrics` endpoint (Prometheus/OpenMetrics text).
 //!
 //! Only `link.rs`, `client.rs`, `proto.rs` and `sock.rs` are reachable from
 //! the C ABI: the server's files are the `dfsched` command's, and the linker
@@ -120,6 +123,7 @@
 mod client;
 mod limits;
 pub(crate) mod link;
+pub mod metrics;
 pub mod proto;
 mod scan;
 mod server;
@@ -408,6 +412,8 @@ pub struct SpawnOptions {
     pub max_connections_per_uid: u32,
     /// `--idle-timeout-ms`. Default [`DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout_ms: u64,
+    /// `--metrics`: the metrics endpoint (`metrics.rs`). Default none.
+    pub metrics: Option<metrics::MetricsAddr>,
 }
 
 impl Default for SpawnOptions {
@@ -420,6 +426,7 @@ impl Default for SpawnOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
             idle_timeout_ms: DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+            metrics: None,
         }
     }
 }
@@ -444,6 +451,9 @@ impl SpawnOptions {
         }
         if self.serve_other_uids {
             out.push("--serve-all-users".to_string());
+        }
+        if let Some(m) = &self.metrics {
+            out.extend(["--metrics".to_string(), m.to_string()]);
         }
         out
     }

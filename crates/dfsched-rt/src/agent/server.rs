@@ -48,6 +48,7 @@ use super::limits::{
     check_load, max_load_milli, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_UID,
 };
+use super::metrics::{self, MetricsAddr, METRICS_WATCH_FOR};
 use super::proto::{
     encode, parse_request, read_line_capped, Counters, ErrorKind, LineRead, ProcessStatus, Reply,
     ReplyLine, Report, Request, SetStatus, Status, View, MAX_LINE_BYTES,
@@ -112,6 +113,9 @@ pub struct AgentConfig {
     /// may give a CPU, and the largest sum over its CPUs. Default
     /// 1000 × `/proc/sys/kernel/pid_max` ([`max_load_milli`]).
     pub max_load_milli: u64,
+    /// Serve the counters in the Prometheus/OpenMetrics text format here
+    /// (`--metrics`; `metrics.rs`). Default none.
+    pub metrics: Option<MetricsAddr>,
 }
 
 /// How long the agent waits to write one reply: replies are small and the
@@ -137,6 +141,7 @@ impl AgentConfig {
             max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_load_milli: max_load_milli(Path::new("/proc")),
+            metrics: None,
         })
     }
 }
@@ -224,6 +229,8 @@ const LONE_TICK: Duration = Duration::from_secs(1);
 pub struct Agent {
     shared: Arc<Shared>,
     listener: UnixListener,
+    /// The metrics endpoint, if asked for.
+    metrics: Option<metrics::Listener>,
     /// Held (with `flock`) for the agent's lifetime: the kernel releases it
     /// when the process dies, so a crashed agent never blocks the next one.
     _lock: std::fs::File,
@@ -247,7 +254,13 @@ impl Agent {
             ));
         }
         let (listener, lock) = super::bind_private(&config.socket, config.serve_other_uids)?;
+        let metrics = config
+            .metrics
+            .as_ref()
+            .map(metrics::Listener::bind)
+            .transpose()?;
         Ok(Agent {
+            metrics,
             shared: Arc::new(Shared {
                 uid: super::geteuid(),
                 pid: std::process::id(),
@@ -266,9 +279,41 @@ impl Agent {
         })
     }
 
+    /// The metrics endpoint's TCP address, if it listens on one (the port
+    /// chosen for a port 0).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics
+            .as_ref()
+            .and_then(metrics::Listener::local_addr)
+    }
+
     /// Serves until a `stop` request or the idle exit; then removes the
     /// socket and the lock file and returns.
-    pub fn run(self) -> Result<(), AgentError> {
+    pub fn run(mut self) -> Result<(), AgentError> {
+        let metrics_thread = match self.metrics.take() {
+            None => None,
+            Some(listener) => {
+                let shared = Arc::clone(&self.shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("dfsched-agent-metrics".into())
+                        .spawn(move || {
+                            metrics::serve(
+                                &listener,
+                                shared.uid,
+                                || shared.stop.load(Ordering::Acquire),
+                                |openmetrics| {
+                                    let view = top(&shared, 0, METRICS_WATCH_FOR);
+                                    metrics::render(&status(&shared), &view, openmetrics)
+                                },
+                            )
+                        })
+                        .map_err(|e| {
+                            AgentError::Setup(format!("starting the metrics thread: {e}"))
+                        })?,
+                )
+            }
+        };
         let shared = Arc::clone(&self.shared);
         let ticker = std::thread::Builder::new()
             .name("dfsched-agent-tick".into())
@@ -313,6 +358,9 @@ impl Agent {
         // and takes a new one (`bind_private`).
         let _ = std::fs::remove_file(super::lock_path(&self.shared.config.socket));
         let _ = ticker.join();
+        if let Some(m) = metrics_thread {
+            let _ = m.join();
+        }
         Ok(())
     }
 }
@@ -509,7 +557,7 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
             Err(refusal) => refusal,
         },
         Request::Status => ReplyLine::new(Reply::Status(Box::new(status(shared)))),
-        Request::Top => ReplyLine::new(Reply::Top(Box::new(top(shared, uid)))),
+        Request::Top => ReplyLine::new(Reply::Top(Box::new(top(shared, uid, WATCH_FOR)))),
         Request::Stop if uid == shared.uid || uid == 0 => ReplyLine::new(Reply::Stopping),
         Request::Stop => ReplyLine::error(
             ErrorKind::Denied,
@@ -649,12 +697,13 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
 
 /// The answer to `top` from a peer of `uid`: the processes of that uid
 /// (root: all) with their details, and the load per CPU; from now on, for
-/// [`WATCH_FOR`], views ask watchable runtimes for details.
-fn top(shared: &Shared, uid: u32) -> TopView {
+/// `watch_for` (or longer if already so), views ask watchable runtimes
+/// for details.
+fn top(shared: &Shared, uid: u32, watch_for: Duration) -> TopView {
     let now = Instant::now();
     let (mut processes, ours, registered) = {
         let mut st = shared.lock();
-        st.watched_until = Some(now + WATCH_FOR);
+        st.watched_until = st.watched_until.max(Some(now + watch_for));
         let set_of = |pid: u32| {
             st.sets
                 .iter()
