@@ -169,6 +169,7 @@ pub mod ffi;
 mod fork;
 mod global;
 pub mod idle;
+mod log;
 pub mod preload;
 pub mod procfs;
 mod runtime;
