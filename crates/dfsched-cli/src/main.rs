@@ -30,6 +30,7 @@ mod bench_cothreads;
 mod bench_overhead;
 mod bench_spin;
 mod calibrate;
+mod cmd_generate;
 mod cmd_model;
 mod cmd_profile;
 mod cmd_sim;
@@ -51,7 +52,7 @@ use std::process::ExitCode;
 /// run where that data already is.
 #[derive(Debug, Parser)]
 #[command(name = "dfsched", version, propagate_version = true)]
-struct Cli {
+pub(crate) struct Cli {
     /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
@@ -96,6 +97,9 @@ enum Command {
     /// simulator.
     #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
     Calibrate(calibrate::CalibrateArgs),
+    /// Manual pages and shell completions (run by scripts/install.sh).
+    #[command(hide = true)]
+    Generate(cmd_generate::GenerateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -234,6 +238,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Top(args) => top::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Generate(args) => cmd_generate::run(args).map_err(Failure::Run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

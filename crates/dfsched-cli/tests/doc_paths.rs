@@ -23,6 +23,8 @@ const MADE_BY_COMMANDS: &[&str] = &[
     "cargo/",         // the VM bench's own build, under target/vmbench/
     "boot/vmlinuz-*", // a path inside the Debian kernel package
     "w.c",            // the README's C example, saved by the reader
+    "PREFIX/",        // where scripts/install.sh installs
+    "/run/",          // a runtime directory (metrics socket example)
 ];
 
 /// The Markdown files a reader is pointed to.
@@ -117,4 +119,24 @@ fn the_check_finds_a_missing_path() {
         .filter(|c| is_repo_path(c))
         .collect();
     assert_eq!(found, ["notes/prio.sh", "../shared/DESIGN.md"]);
+}
+
+#[test]
+fn the_licenses_the_manifests_declare_are_in_the_repository() {
+    let root = repo_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("license = \"MIT OR Apache-2.0\""),
+        "the premise: the workspace declares MIT OR Apache-2.0"
+    );
+    let mit = std::fs::read_to_string(root.join("LICENSE-MIT")).unwrap();
+    assert!(
+        mit.contains("Permission is hereby granted, free of charge"),
+        "LICENSE-MIT"
+    );
+    let apache = std::fs::read_to_string(root.join("LICENSE-APACHE")).unwrap();
+    assert!(
+        apache.contains("Apache License") && apache.contains("Version 2.0, January 2004"),
+        "LICENSE-APACHE"
+    );
 }
