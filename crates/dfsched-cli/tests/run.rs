@@ -632,7 +632,11 @@ fn a_misspelt_option_is_a_usage_error_not_a_program() {
 
 #[test]
 fn a_lib_that_is_not_a_shared_library_is_refused() {
-    for lib in ["/etc/passwd"] {
+    // A text file, and a file named like the library but too short for an
+    // ELF header.
+    let short = scratch().join("libshort.so");
+    std::fs::write(&short, b"\x7fELF").unwrap();
+    for lib in ["/etc/passwd", short.to_str().unwrap()] {
         let o = run_cmd(&["--lib", lib], Path::new("true"), &[])
             .output()
             .unwrap();
