@@ -66,6 +66,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -144,7 +145,8 @@ impl Listener {
                 }
                 let _ = std::fs::remove_file(p);
                 let l = UnixListener::bind(p).map_err(|e| setup("bind", e))?;
-                super::server::chmod(p, 0o600)?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| setup("chmod 0600", e))?;
                 Ok(Listener::Unix(l, p.clone()))
             }
         }
