@@ -734,23 +734,45 @@ fn top(shared: &Shared, uid: u32, watch_for: Duration) -> TopView {
             })
             .collect();
         let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
-        (processes, ours, registered)
+        let loads: scan::Registered = st
+            .procs
+            .values()
+            .map(|p| (p.pid, p.load_milli.clone()))
+            .collect();
+        (processes, ours, (registered, loads))
     };
+    let (registered, loads) = registered;
     // Outside the state lock: /proc reads, and the scan's lock.
     for p in &mut processes {
         p.comm = std::fs::read_to_string(shared.config.proc_root.join(format!("{}/comm", p.pid)))
             .ok()
             .map(|c| c.trim_end().chars().take(64).collect());
     }
-    let others: Option<BTreeMap<CpuId, u64>> = {
+    // A sample within the freshness bound, as a report takes one (runtimes
+    // that sample for themselves leave the agent none to reuse).
+    let fresh = Duration::from_millis(shared.config.scan_fresh_ms);
+    let (scanned, others) = {
         let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
-        scan.for_client(shared.pid, &registered, false).map(|f| {
-            f.counted
-                .into_iter()
-                .map(|(cpu, n)| (cpu, u64::from(n) * 1000))
-                .collect()
-        })
+        let scanned = scan.get(fresh, || {
+            let mut skip = loads;
+            skip.entry(shared.pid).or_default();
+            skip
+        });
+        let others: Option<BTreeMap<CpuId, u64>> =
+            scan.for_client(shared.pid, &registered, false).map(|f| {
+                f.counted
+                    .into_iter()
+                    .map(|(cpu, n)| (cpu, u64::from(n) * 1000))
+                    .collect()
+            });
+        (scanned, others)
     };
+    // The scan's lock is released: the state's may be taken (lock order).
+    if !matches!(scanned, Scanned::Reused) {
+        let mut st = shared.lock();
+        st.counters.scans += 1;
+        st.counters.scan_errors += u64::from(matches!(scanned, Scanned::Failed));
+    }
     TopView {
         agent_pid: shared.pid,
         cpus: shared
