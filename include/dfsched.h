@@ -101,6 +101,11 @@
  *   DFSCHED_AGENT_LONE_PASSES=N      while the agent serves this process
  *                                    alone, exchange every N passes and
  *                                    sample for itself between (10; 1..1000)
+ *   DFSCHED_LOG=LEVEL                the runtime's own events on stderr, one
+ *                                    line each: off|error|warn|info|debug|trace
+ *                                    (off)
+ *   DFSCHED_STATS=PATH               at exit, write dfsched_stats_json() to
+ *                                    PATH; %p in it becomes the pid (none)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.

@@ -130,6 +130,14 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
     idle_timeout_ms: u64,
 
+    /// Serve the agent's counters and every process's load, groups and
+    /// moves in the Prometheus text format (OpenMetrics when asked) over
+    /// HTTP at ADDR: a loopback HOST:PORT (127.0.0.1:9477) or an absolute
+    /// Unix socket path (mode 0600; only this user and root may read it).
+    /// Metric names and types: `dfsched::agent::metrics`, and the README.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["status", "stop"])]
+    metrics: Option<agent::metrics::MetricsAddr>,
+
     /// With --status or --stop: also talk to an agent run by root (in a
     /// root-owned directory no one else may write), as
     /// DFSCHED_AGENT_TRUST_ROOT=1 lets programs do.
@@ -187,8 +195,12 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         config.max_connections = args.max_connections;
         config.max_connections_per_uid = args.max_connections_per_uid;
         config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
+        config.metrics = args.metrics.clone();
         let agent = Agent::bind(config).context("dfsched agent")?;
         tracing::info!(socket = %socket.display(), pid = std::process::id(), "dfsched agent listening");
+        if let Some(m) = &args.metrics {
+            tracing::info!(metrics = %m, "dfsched agent serving metrics");
+        }
         agent.run().context("dfsched agent")?;
         return Ok(());
     }
@@ -201,6 +213,7 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         max_connections: args.max_connections,
         max_connections_per_uid: args.max_connections_per_uid,
         idle_timeout_ms: args.idle_timeout_ms,
+        metrics: args.metrics.clone(),
     };
     // This process exits now: the agent is left to init, not reaped here.
     let agent = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;

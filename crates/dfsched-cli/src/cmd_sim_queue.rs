@@ -8,6 +8,7 @@
 //! take them does not matter), with a progress bar on stderr, and the
 //! results go to CSV and SVG files in `--out`.
 
+use crate::plot::{self, Curve, Panel, Point};
 use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
 use dfsched_core::dispatch::queue::QueuePolicy;
@@ -229,7 +230,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         write_reload_csv(&csv, &curves)?;
         let svg = a.out.join("fig4.svg");
         plot_reload(&svg, &curves)?;
-        println!("wrote {} and {}", csv.display(), svg.display());
+        say_wrote(&csv, &svg)?;
         return Ok(());
     }
     let fig = figures::figure(a.number)?;
@@ -252,7 +253,19 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     write_sweep_csv(&csv, &fig, &points, &results)?;
     let svg = a.out.join(format!("fig{}.svg", a.number));
     plot_sweep(&svg, &fig, &opts, &points, &results)?;
-    println!("wrote {} and {}", csv.display(), svg.display());
+    say_wrote(&csv, &svg)
+}
+
+/// Says which files a figure went to, on stdout (a closed pipe is an error
+/// the caller ends quietly on, not a panic as in `println!`).
+fn say_wrote(csv: &std::path::Path, svg: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(
+        std::io::stdout().lock(),
+        "wrote {} and {}",
+        csv.display(),
+        svg.display()
+    )?;
     Ok(())
 }
 
@@ -364,29 +377,39 @@ fn write_reload_csv(path: &Path, curves: &[ReloadCurve]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A curve: its legend and points.
-type Curve = (String, Vec<(f64, f64)>);
-
-/// A panel: its caption, x label, y label and curves.
-type Panel = (String, &'static str, &'static str, Vec<Curve>);
-
 fn plot_reload(path: &Path, curves: &[ReloadCurve]) -> anyhow::Result<()> {
     let series: Vec<Curve> = curves
         .iter()
-        .map(|c| {
-            let pts = c.ratios.iter().enumerate().map(|(i, &r)| (i as f64, r));
-            (c.label.clone(), pts.collect())
+        .map(|c| Curve {
+            label: c.label.clone(),
+            points: c
+                .ratios
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| Point {
+                    x: i as f64,
+                    y: r,
+                    hw: None,
+                })
+                .collect(),
         })
         .collect();
-    let root = plotters::prelude::SVGBackend::new(path, (900, 560));
-    let panel = (String::new(), "intervening tasks I", "R(I)", series);
-    draw_panels(
-        root,
+    let panel = Panel {
+        name: String::new(),
+        x_desc: "intervening tasks I",
+        y_desc: "R(I)",
+        curves: series,
+    };
+    plot::draw_svg(
+        path,
+        (900, 600),
         "Fig. 4: expected cache-reload miss ratio R(I)",
         &[panel],
     )
 }
 
+/// The sweep's curves, one panel per load, each point a mean with its
+/// 98 % half-width (the CSV's `*_hw98`) as an error bar.
 fn plot_sweep(
     path: &Path,
     fig: &Figure,
@@ -394,102 +417,42 @@ fn plot_sweep(
     points: &[SweepPoint],
     results: &[ClosedNetworkResult],
 ) -> anyhow::Result<()> {
-    let y_name = match fig.measure {
+    let y_desc = match fig.measure {
         Measure::ResponseSecondMoment => "T² (second moment of response time)",
         _ => "throughput X",
     };
     let panels: Vec<Panel> = [("light", opts.light_tasks), ("heavy", opts.heavy_tasks)]
         .into_iter()
-        .map(|(load, n)| {
-            let curves = fig
+        .map(|(load, n)| Panel {
+            name: format!("{load} load, N = {n}"),
+            x_desc: "C (footprint reload time)",
+            y_desc,
+            curves: fig
                 .series
                 .iter()
                 .enumerate()
-                .map(|(i, s)| {
-                    let pts = points
+                .map(|(i, s)| Curve {
+                    label: s.label.clone(),
+                    points: points
                         .iter()
                         .zip(results)
                         .filter(|(p, _)| p.series == i && p.load == load)
                         .map(|(p, r)| {
-                            let y = match fig.measure {
-                                Measure::ResponseSecondMoment => r.response_second_moment.mean,
-                                _ => r.throughput.mean,
+                            let e = match fig.measure {
+                                Measure::ResponseSecondMoment => &r.response_second_moment,
+                                _ => &r.throughput,
                             };
-                            (p.params.reload_time, y)
-                        });
-                    (s.label.clone(), pts.collect())
+                            Point {
+                                x: p.params.reload_time,
+                                y: e.mean,
+                                hw: e.half_width_98,
+                            }
+                        })
+                        .collect(),
                 })
-                .collect();
-            (
-                format!("{load} load, N = {n}"),
-                "C (footprint reload time)",
-                y_name,
-                curves,
-            )
+                .collect(),
         })
         .collect();
-    let root = plotters::prelude::SVGBackend::new(path, (1200, 520));
     let title = format!("Fig. {}: {}", fig.number, fig.title);
-    draw_panels(root, &title, &panels)
-}
-
-/// Draws side-by-side line charts, one per panel: (name, x label, y label,
-/// curves).
-fn draw_panels(
-    root: plotters::prelude::SVGBackend<'_>,
-    title: &str,
-    panels: &[Panel],
-) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let area = root.into_drawing_area();
-    area.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let area = area
-        .titled(title, ("sans-serif", 18))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let cells = area.split_evenly((1, panels.len()));
-    for (cell, (name, xl, yl, curves)) in cells.iter().zip(panels) {
-        let all = curves.iter().flat_map(|(_, p)| p.iter());
-        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for &(x, y) in all {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y0 = y0.min(y);
-            y1 = y1.max(y);
-        }
-        if x0 > x1 {
-            continue;
-        }
-        let pad = ((y1 - y0) * 0.05).max(1e-9);
-        let mut chart = ChartBuilder::on(cell)
-            .caption(name.as_str(), ("sans-serif", 14))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(50)
-            .build_cartesian_2d(x0..x1.max(x0 + 1e-9), (y0 - pad)..(y1 + pad))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc(*xl)
-            .y_desc(*yl)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (k, (label, pts)) in curves.iter().enumerate() {
-            let color = Palette99::pick(k).to_rgba();
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    area.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
+    plot::draw_svg(path, (1200, 600), &title, &panels)
 }

@@ -16,6 +16,8 @@
 //! dfsched [-v…] attach PID [--policy P] [--rules FILE] [--socket PATH] [--json]
 //! dfsched [-v…] detach PID [--socket PATH] [--json]
 //! dfsched [-v…] compare [--repeat N] [--policies LIST] [--json] [--export-json F] [--export-markdown F] -- CMD [ARGS…]
+//! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop] [--metrics ADDR]
+//! dfsched [-v…] top [--socket PATH] [--once [--json]] [--sort KEY] [--filter TEXT]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -35,6 +37,7 @@ mod bench_spin;
 mod calibrate;
 mod cmd_attach;
 mod cmd_compare;
+mod cmd_generate;
 mod cmd_model;
 mod cmd_profile;
 mod cmd_sim;
@@ -43,9 +46,11 @@ mod cmd_sim_rq;
 mod cmd_sim_smt;
 mod cmd_smt_pair;
 mod cmd_trace;
+mod plot;
 mod predict;
 mod rules_file;
 mod run;
+mod top;
 mod topology;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
@@ -55,7 +60,7 @@ use std::process::ExitCode;
 /// run where that data already is.
 #[derive(Debug, Parser)]
 #[command(name = "dfsched", version, propagate_version = true)]
-struct Cli {
+pub(crate) struct Cli {
     /// Log to stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
@@ -89,6 +94,10 @@ enum Command {
     /// Pin a running process's threads so that complementary activity
     /// profiles share SMT siblings (needs SMT; see `dfsched profile`).
     SmtPair(cmd_smt_pair::SmtPairArgs),
+    /// A live view of every program under dfsched, through the agent: per
+    /// CPU our load and others', per process and group their policy, home,
+    /// members, moves and last balancer pass.
+    Top(top::TopArgs),
     /// Run an unmodified program under dfsched (LD_PRELOAD of libdfsched.so).
     #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
@@ -107,6 +116,9 @@ enum Command {
     /// simulator.
     #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
     Calibrate(calibrate::CalibrateArgs),
+    /// Manual pages and shell completions (run by scripts/install.sh).
+    #[command(hide = true)]
+    Generate(cmd_generate::GenerateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,7 +240,15 @@ fn main() -> ExitCode {
             bench: BenchCommand::OverheadOthers(flags),
         } => bench_overhead::run_others(flags),
         Command::Topology(args) => topology::run(args),
-        Command::Sim(args) => cmd_sim::run(args).map_err(Failure::Run),
+        Command::Sim(args) => cmd_sim::run(args).map_err(|e| {
+            // Parameters the simulator refuses up front are bad input.
+            match e.downcast_ref::<dfsched_sim::df_bench::DfBenchError>() {
+                Some(p @ dfsched_sim::df_bench::DfBenchError::Param { .. }) => {
+                    Failure::usage(&["sim", "df-bench"], p)
+                }
+                _ => Failure::Run(e),
+            }
+        }),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
@@ -238,7 +258,9 @@ fn main() -> ExitCode {
         Command::Attach(args) => cmd_attach::run_attach(args),
         Command::Detach(args) => cmd_attach::run_detach(args),
         Command::Compare(args) => cmd_compare::run(args),
+        Command::Top(args) => top::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Generate(args) => cmd_generate::run(args).map_err(Failure::Run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -264,11 +286,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Whether `e` comes from writing to a pipe whose reader has gone.
+/// Whether `e` comes from writing to a pipe whose reader has gone: an
+/// `io::Error` anywhere in its chain, or one inside a `serde_json::Error`
+/// (whose `source()` skips the `io::Error` it wraps, so the chain alone
+/// misses `--json | head`).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
     })
 }
 
@@ -284,8 +312,11 @@ fn init_tracing(verbose: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     // A second install can only fail if something else installed one first;
     // logging then goes there, which is fine.
+    // Colour only on a terminal: a log captured to a file or a pipe (CI,
+    // `2> log`) must read as plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

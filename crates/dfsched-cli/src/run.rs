@@ -199,7 +199,6 @@ pub struct RunArgs {
     #[arg(
         required = true,
         trailing_var_arg = true,
-        allow_hyphen_values = true,
         value_name = "PROGRAM [ARGS]"
     )]
     command: Vec<OsString>,
@@ -237,6 +236,18 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     seen.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
     let config = match dfsched::RuntimeConfig::from_vars(seen) {
         Ok(config) => config,
+        // A value an option set is that option's fault, not the variable's.
+        Err(dfsched::Error::Env { var, value, reason })
+            if vars.iter().any(|(k, _)| *k == var) && option_of(&var).is_some() =>
+        {
+            return Err(Failure::usage(
+                &["run"],
+                format!(
+                    "invalid value '{value}' for '{} <N>': {reason}",
+                    option_of(&var).unwrap_or_default()
+                ),
+            ));
+        }
         Err(e) => fail(
             EXIT_FAILED,
             &format!("{e}; nothing was run (check the options and the DFSCHED_* environment)"),
@@ -317,6 +328,19 @@ fn dfsched_vars(args: &RunArgs) -> Vec<(&'static str, String)> {
     vars
 }
 
+/// The option of `dfsched run` that sets `var`, if one does.
+fn option_of(var: &str) -> Option<&'static str> {
+    Some(match var {
+        "DFSCHED_BALANCE_INTERVAL_MS" => "--balance-interval-ms",
+        "DFSCHED_IMBALANCE_PCT" => "--imbalance-pct",
+        "DFSCHED_HEAVY_LOAD_MILLI" => "--heavy-load-milli",
+        "DFSCHED_SPLIT_AFTER_PASSES" => "--split-after-passes",
+        "DFSCHED_MAX_MOVES_PER_PASS" => "--max-moves-per-pass",
+        "DFSCHED_EXTERNAL_LOAD" => "--external-load",
+        _ => return None,
+    })
+}
+
 /// `text` on one line: its non-blank lines joined with `; ` (the agent's
 /// reasons may span lines; the warning is one).
 fn one_line(text: &str) -> String {
@@ -364,12 +388,15 @@ fn prepend_preload(lib: &Path, existing: Option<&OsStr>) -> OsString {
 /// looked at.
 fn find_lib(flag: Option<&Path>, env: Option<OsString>) -> Result<PathBuf, String> {
     let check = |p: &Path, what: &str| -> Result<PathBuf, String> {
-        if p.is_file() {
-            p.canonicalize()
-                .map_err(|e| format!("{what} {}: {e}", p.display()))
-        } else {
-            Err(format!("{what} {} is not a file", p.display()))
+        if !p.is_file() {
+            return Err(format!("{what} {} is not a file", p.display()));
         }
+        // ld.so skips an LD_PRELOAD entry it cannot load with one line on
+        // stderr and runs the program anyway: without dfsched, silently
+        // to whoever does not read it. Refuse anything but a shared object.
+        is_shared_object(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
+        p.canonicalize()
+            .map_err(|e| format!("{what} {}: {e}", p.display()))
     };
     if let Some(p) = flag {
         return check(p, "--lib");
@@ -397,6 +424,32 @@ fn find_lib(flag: Option<&Path>, env: Option<OsString>) -> Result<PathBuf, Strin
         beside[1].display(),
         installed.display()
     ))
+}
+
+/// `Ok` when `path` starts as an ELF shared object (`ET_DYN`) does; else
+/// what it is not. (A PIE executable is `ET_DYN` too and passes: ld.so
+/// then refuses it loudly, which is not the silent case this guards.)
+fn is_shared_object(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut head = [0u8; 18];
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let n = file.read(&mut head).map_err(|e| e.to_string())?;
+    if n < head.len() || &head[..4] != b"\x7fELF" {
+        return Err("not a shared library (no ELF header)".into());
+    }
+    // e_type at offset 16, in the byte order EI_DATA (offset 5) names.
+    let e_type = match head[5] {
+        1 => u16::from_le_bytes([head[16], head[17]]),
+        2 => u16::from_be_bytes([head[16], head[17]]),
+        _ => return Err("not a shared library (bad ELF byte order)".into()),
+    };
+    const ET_DYN: u16 = 3;
+    if e_type != ET_DYN {
+        return Err(format!(
+            "not a shared library (ELF type {e_type}, not ET_DYN)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -478,6 +478,8 @@ fn a_full_accept_queue_hangs_neither_status_nor_run_nor_the_balancer() {
 /// A report of `load` with the rest as a runtime sends it.
 fn report_of(load: Vec<(CpuId, u64)>) -> Report {
     Report {
+        watchable: false,
+        detail: None,
         load_milli: load,
         allowed: dfsched::sys::get_affinity(0).unwrap(),
         own_socket_inode: None,

@@ -151,6 +151,8 @@ fn child_body() {
             ["report", sock, cpu, milli] => {
                 let mut c = Client::connect(Path::new(sock)).unwrap();
                 let report = Report {
+                    watchable: false,
+                    detail: None,
                     load_milli: vec![(CpuId(cpu.parse().unwrap()), milli.parse().unwrap())],
                     allowed: dfsched::sys::get_affinity(0).unwrap(),
                     own_socket_inode: c.socket_inode(),
@@ -187,6 +189,8 @@ fn on_cpu(unmanaged: &[(CpuId, u32)], cpu: CpuId) -> u32 {
 /// that does not ask for the weighed load.
 fn empty_report(c: &Client) -> Report {
     Report {
+        watchable: false,
+        detail: None,
         load_milli: Vec::new(),
         allowed: dfsched::sys::get_affinity(0).unwrap(),
         own_socket_inode: c.socket_inode(),
@@ -506,8 +510,44 @@ fn an_agent_from_before_the_weighed_field_still_serves_its_sample() {
     assert_eq!(link.unmanaged_milli, None);
     rt.shutdown();
     drop(rt);
-    // Asked once on the connection, then plain reports only.
-    assert_eq!(server.join().unwrap(), 1);
+    // Refused twice on the connection (with `watchable`, which this agent
+    // predates too, then with `weighed`), then plain reports only.
+    assert_eq!(server.join().unwrap(), 2);
+}
+
+#[test]
+fn an_agent_from_before_top_still_gets_weighed_reports() {
+    // A stand-in for an agent that knows `weighed` but predates
+    // `watchable` (dfsched top): it refuses a report with that field as
+    // malformed; the runtime must drop only that field and keep asking
+    // for the weighed load.
+    let dir = TempDir::new("pretop");
+    let server = stand_in_agent(
+        &dir.sock(),
+        (0, 0),
+        |(refused, weighed): &mut (u32, u32), line| {
+            if line.contains("watchable") {
+                *refused += 1;
+                r#"{"v":2,"reply":{"error":{"kind":"malformed","message":"unknown field `watchable`"}}}"#
+            } else {
+                if line.contains(r#""weighed":true"#) {
+                    *weighed += 1;
+                }
+                r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[0,3]],"unmanaged_milli":[[0,1500]],"registered":[],"home":null,"set":null}}}"#
+            }
+        },
+    );
+    let rt = runtime_on(&dir.sock());
+    for _ in 0..3 {
+        rt.balance_now().unwrap();
+    }
+    let link = rt.agent_link();
+    assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
+    assert_eq!(link.unmanaged_milli, Some(vec![(CpuId(0), 1500)]));
+    rt.shutdown();
+    drop(rt);
+    // `watchable` refused once; every report weighed.
+    assert_eq!(server.join().unwrap(), (1, 3));
 }
 
 /// Two threads of the test process that joined `rt` (by `join`) and wait

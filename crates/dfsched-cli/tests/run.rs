@@ -611,6 +611,94 @@ fn a_bad_policy_or_variable_runs_nothing() {
 }
 
 #[test]
+fn a_misspelt_option_is_a_usage_error_not_a_program() {
+    let marker = scratch().join("ran-misspelt");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let o = clean(Command::new(dfsched()))
+        .args(["run", "--polcy", "data-affinity", "--", "sh", "-c", &touch])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--polcy") && err.contains("--policy"), "{err}");
+    assert!(!marker.exists(), "the program ran despite the bad option");
+    // The program's own options after it are still its own.
+    let o = run_cmd(&[], Path::new("sh"), &["-c", "echo $0 $1", "--x", "-y"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "--x -y");
+}
+
+#[test]
+fn a_lib_that_is_not_a_shared_library_is_refused() {
+    // A text file, and a file named like the library but too short for an
+    // ELF header.
+    let short = scratch().join("libshort.so");
+    std::fs::write(&short, b"\x7fELF").unwrap();
+    for lib in ["/etc/passwd", short.to_str().unwrap()] {
+        let o = run_cmd(&["--lib", lib], Path::new("true"), &[])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{lib}: {err}");
+        assert!(
+            err.contains(lib) && err.contains("not a shared library"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_option_value_is_named_as_the_option() {
+    let o = run_cmd(&["--imbalance-pct", "0"], Path::new("true"), &[])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--imbalance-pct"), "{err}");
+    assert!(!err.contains("DFSCHED_IMBALANCE_PCT"), "{err}");
+}
+
+#[test]
+fn dfsched_log_writes_the_runtimes_events_and_dfsched_stats_its_counters_at_exit() {
+    let Some(prog) = c_program() else {
+        support::skip_or_fail("SKIP dfsched_log_…: no gcc");
+        return;
+    };
+    let dir = scratch().join(format!("stats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pattern = dir.join("stats-%p.json");
+    let mut cmd = run_cmd(&["--policy", "co-thread"], &prog, &["spin", "2"]);
+    cmd.env("DFSCHED_LOG", "info")
+        .env("DFSCHED_STATS", &pattern)
+        .stderr(Stdio::piped());
+    let mut r = Running::start(cmd);
+    let mut stderr = r.child.stderr.take().unwrap();
+    let pid = r.pid;
+    assert!(r.finish().success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    // The runtime's start, on stderr, plain.
+    assert!(
+        err.lines().any(
+            |l| l.starts_with(&format!("dfsched[{pid}] INFO dfsched")) && l.contains("started")
+        ),
+        "{err}"
+    );
+    let path = dir.join(format!("stats-{pid}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; stderr: {err}", path.display()));
+    let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // The main thread and 2 spinning ones were attached.
+    assert!(
+        stats["threads_registered"].as_u64().unwrap() >= 3,
+        "{stats}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_child_gets_ld_preload_first_and_the_policy_variables() {
     let mut cmd = run_cmd(
         &["--policy", "data-affinity", "--heavy-load-milli", "1500"],

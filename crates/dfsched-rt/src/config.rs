@@ -22,14 +22,17 @@
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
 //! | `DFSCHED_RULES` | rules that pick the process's policy and each thread's DF by command name, executable, cgroup, user and thread name, first match wins (see [`crate::rules`]); written by `dfsched run --rules FILE` from a TOML file | none | the rules as JSON (`{"rules":[…]}`) |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
+//! | `DFSCHED_LOG` | the runtime's own events (`tracing`) on stderr, one line each, at this level and above (see `log.rs`); for programs without a subscriber of their own | `off` | `off`/`error`/`warn`/`info`/`debug`/`trace` |
+//! | `DFSCHED_STATS` | at the process's exit, the process-wide runtime's counters (what `dfsched_stats_json()` returns) are written to this file; `%p` in it becomes the pid, so that each process of a program writes its own | — | a non-empty path |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
 //! Rules:
 //! - Every other variable whose name starts with `DFSCHED_` is refused as
 //!   unknown, so that a typo (`DFSCHED_DISABLED=1`) is not silently ignored.
-//!   There is no `DFSCHED_LOG`: the runtime reports through `tracing` events
-//!   (the host binary chooses a subscriber) and through its counters
-//!   ([`crate::Runtime::stats`], `dfsched_stats_json`).
+//!   The runtime reports through `tracing` events (written to stderr with
+//!   `DFSCHED_LOG`, else to whatever subscriber the host installed) and
+//!   through its counters ([`crate::Runtime::stats`], `dfsched_stats_json`,
+//!   `DFSCHED_STATS`).
 //! - A bad value is an [`Error::Env`] naming the variable and the value, and
 //!   nothing of the environment's configuration is applied: the runtime
 //!   refuses to start rather than run half-configured (the C calls then
@@ -89,6 +92,8 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_AGENT_LONE_PASSES",
     "DFSCHED_RULES",
     "DFSCHED_SYSFS_ROOT",
+    "DFSCHED_LOG",
+    "DFSCHED_STATS",
     "DFSCHED_LIB",
 ];
 
@@ -169,6 +174,12 @@ pub struct RuntimeConfig {
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
     /// Default true.
     pub enabled: bool,
+    /// Write the runtime's events at this level and above to stderr
+    /// (`DFSCHED_LOG`; `log.rs`). Default `None`: nothing is written.
+    pub log: Option<tracing::Level>,
+    /// Where the process-wide runtime writes its counters at the process's
+    /// exit (`DFSCHED_STATS`; `%p` = the pid). Default `None`.
+    pub stats_path: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -193,6 +204,8 @@ impl Default for RuntimeConfig {
             rules: None,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
+            log: None,
+            stats_path: None,
         }
     }
 }
@@ -385,6 +398,13 @@ impl RuntimeConfig {
             "DFSCHED_LIB" => {}
             "DFSCHED_RULES" => {
                 self.rules = Some(crate::rules::Rules::from_json(value).map_err(&bad)?);
+            }
+            "DFSCHED_LOG" => self.log = crate::log::parse_level(value).map_err(&bad)?,
+            "DFSCHED_STATS" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a file path, not empty".into()));
+                }
+                self.stats_path = Some(PathBuf::from(value));
             }
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {
@@ -694,10 +714,33 @@ mod tests {
 
     #[test]
     fn unknown_variables_list_the_known_ones() {
-        let text = err_of(&[("DFSCHED_LOG", "debug")]).to_string();
+        let text = err_of(&[("DFSCHED_LOGGING", "debug")]).to_string();
         for var in ENV_VARS {
             assert!(text.contains(var), "{text}");
         }
+    }
+
+    #[test]
+    fn log_and_stats_are_read_and_checked() {
+        let cfg = RuntimeConfig::from_vars([
+            ("DFSCHED_LOG", "debug"),
+            ("DFSCHED_STATS", "/tmp/s-%p.json"),
+        ])
+        .unwrap();
+        assert_eq!(cfg.log, Some(tracing::Level::DEBUG));
+        assert_eq!(cfg.stats_path, Some(PathBuf::from("/tmp/s-%p.json")));
+        assert_eq!(
+            RuntimeConfig::from_vars([("DFSCHED_LOG", "off")])
+                .unwrap()
+                .log,
+            None
+        );
+        assert!(err_of(&[("DFSCHED_LOG", "loud")])
+            .to_string()
+            .contains("DFSCHED_LOG"));
+        assert!(err_of(&[("DFSCHED_STATS", " ")])
+            .to_string()
+            .contains("DFSCHED_STATS"));
     }
 
     #[test]

@@ -62,6 +62,19 @@ fn start_slot() -> &'static Slot {
     let outcome =
         std::panic::catch_unwind(|| RuntimeConfig::for_this_process().and_then(Runtime::start))
             .unwrap_or_else(|_| Err(Error::Internal("panic while starting the runtime".into())));
+    match &outcome {
+        Ok(rt) if rt.config().stats_path.is_some() => register_stats_at_exit(),
+        Ok(_) => {}
+        // Asked to log: the reason it did not start is the first thing to
+        // say (no subscriber was installed, since no runtime started).
+        Err(e) => {
+            if std::env::var("DFSCHED_LOG")
+                .is_ok_and(|v| crate::log::parse_level(&v).is_ok_and(|l| l.is_some()))
+            {
+                eprintln!("dfsched[{}]: not started: {e}", std::process::id());
+            }
+        }
+    }
     let slot: &'static Slot = Box::leak(Box::new(Slot {
         generation: crate::fork::generation(),
         outcome,
@@ -80,6 +93,42 @@ pub fn global() -> Result<&'static Runtime, Error> {
         .outcome
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Registers [`write_stats_at_exit`] with `atexit`, once per process
+/// image (a forked child inherits the registration, and the flag with it).
+fn register_stats_at_exit() {
+    static REGISTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !REGISTERED.swap(true, Ordering::AcqRel) {
+        // SAFETY: `write_stats_at_exit` is an `extern "C" fn()` that never
+        // unwinds (its body is inside catch_unwind) and lives as long as
+        // the process (this library is never unloaded while it runs).
+        unsafe { libc::atexit(write_stats_at_exit) };
+    }
+}
+
+/// At exit: the current global runtime's counters to `DFSCHED_STATS` (`%p`
+/// replaced by the pid). Nothing if no runtime of this process image runs
+/// (a forked child that never called dfsched); a write that fails is said
+/// on stderr.
+extern "C" fn write_stats_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(rt) = running() else { return };
+        let Some(path) = &rt.config().stats_path else {
+            return;
+        };
+        let path = path
+            .to_string_lossy()
+            .replace("%p", &std::process::id().to_string());
+        let mut json = rt.stats_json();
+        json.push('\n');
+        if let Err(e) = std::fs::write(&path, json) {
+            eprintln!(
+                "dfsched[{}]: DFSCHED_STATS: writing {path}: {e}",
+                std::process::id()
+            );
+        }
+    });
 }
 
 /// The calling thread's CPUs as they would be without dfsched, if the

@@ -64,10 +64,9 @@
 //! From C, include `dfsched.h`, link with `pkg-config --cflags --libs
 //! dfsched`, and call `dfsched_enter(df)` / `dfsched_leave()`; the process's
 //! default runtime starts on the first call, configured from the
-//! environment. `dfsched.pc` is made from `dfsched.pc.in` at the repository
-//! root: `sed -e 's|@PREFIX@|/usr/local|' -e 's|@LIBDIR@|/usr/local/lib|'
-//! -e 's|@INCLUDEDIR@|/usr/local/include|' -e 's|@VERSION@|0.1.0|'
-//! dfsched.pc.in > dfsched.pc`.
+//! environment. `scripts/install.sh --prefix DIR` installs the library,
+//! the header and a `dfsched.pc` made from `dfsched.pc.in` (its
+//! `@PREFIX@`, `@LIBDIR@`, `@INCLUDEDIR@` and `@VERSION@` substituted).
 //!
 //! # Unmodified programs
 //!
@@ -169,6 +168,7 @@ pub mod ffi;
 mod fork;
 mod global;
 pub mod idle;
+mod log;
 pub mod preload;
 pub mod procfs;
 pub mod rules;

@@ -152,6 +152,9 @@ impl Runtime {
     /// for tests that inject failures (`EPERM`, `EINVAL`, `ESRCH`).
     pub fn start_with_sys(config: RuntimeConfig, sys: Arc<dyn SysOps>) -> Result<Runtime, Error> {
         config.validate().map_err(Error::Config)?;
+        if let Some(level) = config.log {
+            crate::log::install(level);
+        }
         let allowed = sys.get_affinity(0)?;
         let (machine, topology) = if config.enabled {
             let machine = crate::sysfs::read_topology(&config.sysfs_root)?;

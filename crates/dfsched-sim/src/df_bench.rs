@@ -281,6 +281,20 @@ pub struct DfBenchResult {
     pub results: Vec<DfPolicyResult>,
 }
 
+/// The most benchmark threads (and DFs, and processes) a run accepts: the
+/// simulator keeps a task, a program and a group per thread, so a mistyped
+/// `--threads 1000000000` would allocate until the process aborts.
+pub const MAX_THREADS: u32 = 100_000;
+/// The largest DF a run accepts, in bytes (1 GiB).
+pub const MAX_DF_BYTES: u64 = 1 << 30;
+/// The most bursts (threads × passes) a run's workload may hold in memory.
+pub const MAX_BURSTS: u64 = 10_000_000;
+/// The most cache-line accesses one policy's run may make (threads ×
+/// passes × DF lines): about a minute per policy at the ~14 million line
+/// accesses per second this simulator makes on the project's machine, so
+/// a mistyped `--df-bytes` is refused rather than left running for days.
+pub const MAX_LINE_ACCESSES: u64 = 1_000_000_000;
+
 fn param(name: &'static str, value: u64, ok: bool, why: &'static str) -> Result<(), DfBenchError> {
     if ok {
         Ok(())
@@ -316,6 +330,38 @@ impl DfBenchParams {
             self.dfs.into(),
             !self.df_per_process || self.dfs == self.processes,
             "must equal processes when each process has a DF of its own (df_per_process)",
+        )?;
+        for (name, v) in [
+            ("threads", self.threads),
+            ("dfs", self.dfs),
+            ("processes", self.processes),
+        ] {
+            param(
+                name,
+                v.into(),
+                v <= MAX_THREADS,
+                "at most 100000 (MAX_THREADS)",
+            )?;
+        }
+        param(
+            "df_bytes",
+            self.df_bytes,
+            self.df_bytes <= MAX_DF_BYTES,
+            "at most 1073741824 (1 GiB, MAX_DF_BYTES)",
+        )?;
+        let bursts = u64::from(self.threads) * u64::from(self.passes);
+        param(
+            "threads × passes",
+            bursts,
+            bursts <= MAX_BURSTS,
+            "at most 10000000 (MAX_BURSTS): the workload is held in memory",
+        )?;
+        let accesses = bursts.saturating_mul(self.df_bytes.div_ceil(64));
+        param(
+            "threads × passes × DF lines (df_bytes / 64)",
+            accesses,
+            accesses <= MAX_LINE_ACCESSES,
+            "at most 1000000000 line accesses per policy (MAX_LINE_ACCESSES, about a minute each)",
         )?;
         let cpus = u64::from(self.nodes) * u64::from(self.llcs) * u64::from(self.cores);
         let cpus = cpus * u64::from(self.smt);

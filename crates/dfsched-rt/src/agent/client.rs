@@ -380,6 +380,16 @@ impl Client {
         }
     }
 
+    /// What `dfsched top` shows (see `top.rs`); asking also makes the
+    /// agent gather the processes' details for the next
+    /// [`super::top::WATCH_FOR`].
+    pub fn top(&mut self) -> Result<super::top::TopView, AgentError> {
+        match self.request(&Request::Top)? {
+            Reply::Top(t) => Ok(*t),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Asks the agent to end.
     pub fn stop(&mut self) -> Result<(), AgentError> {
         match self.request(&Request::Stop)? {

@@ -71,6 +71,7 @@
 use super::client::{Client, ConnectOptions};
 use super::proto::{ErrorKind, Report, View};
 use super::sock::Trust;
+use super::top::Detail;
 use super::AgentError;
 use dfsched_core::{CpuId, CpuSet};
 use std::collections::{BTreeMap, HashMap};
@@ -236,6 +237,13 @@ pub(crate) struct Link {
     /// load (an agent from before `weighed`, which refuses unknown fields):
     /// reports on it ask no more. Reset with each new connection.
     plain_reports: bool,
+    /// The agent on this connection refused a report saying `watchable`
+    /// (an agent from before `dfsched top`): reports on it say no more.
+    /// Reset with each new connection.
+    no_watch: bool,
+    /// The last view said `watch`: someone runs `dfsched top`, so the next
+    /// reports carry this process's detail (`top.rs`).
+    watched: bool,
     /// A report was sent on the connection and its view has not been read
     /// (it came later than the budget): `Some(weighed)` of that report.
     /// The next pass reads it before sending anything.
@@ -301,6 +309,8 @@ impl Link {
             warned: false,
             narrowed: HashMap::new(),
             plain_reports: false,
+            no_watch: false,
+            watched: false,
             pending: None,
             lone_wait: 0,
             lone_passes: LONE_PASSES,
@@ -354,6 +364,8 @@ impl Link {
         }
         // Whatever the last agent refused, a new one is asked afresh.
         self.plain_reports = false;
+        self.no_watch = false;
+        self.watched = false;
         self.pending = None;
         self.busy = true;
         Checkout::Connect(path)
@@ -478,6 +490,7 @@ impl AgentPass {
     ) -> AgentPass {
         AgentPass {
             view: Some(View {
+                watch: false,
                 others_milli: others_milli.to_vec(),
                 unmanaged: unmanaged.map(<[_]>::to_vec),
                 unmanaged_milli: None,
@@ -512,6 +525,15 @@ pub(crate) struct Ours {
     pub(crate) load: BTreeMap<CpuId, u64>,
     /// Its allowed CPUs on the machine.
     pub(crate) allowed: CpuSet,
+    /// Its groups and last pass, gathered only while [`watched`] (for
+    /// `dfsched top`).
+    pub(crate) detail: Option<Box<Detail>>,
+}
+
+/// Whether the agent's last view asked for this process's detail (someone
+/// runs `dfsched top`): the runtime then gathers one into [`Ours`].
+pub(crate) fn watched(link: &Mutex<Link>) -> bool {
+    link.lock().unwrap_or_else(PoisonError::into_inner).watched
 }
 
 /// The report of `load` and `allowed` on the connection whose socket is
@@ -524,6 +546,8 @@ fn report_of(load: BTreeMap<CpuId, u64>, allowed: &CpuSet, inode: Option<u64>) -
         // Asked for by `exchange` only: an update gets no view.
         weighed: false,
         own_sample: false,
+        watchable: false,
+        detail: None,
     }
 }
 
@@ -558,7 +582,12 @@ pub(crate) fn exchange(
     if lock().status.socket.is_none() || lone_pass(link) {
         return AgentPass::default();
     }
-    let Some(Ours { load, allowed }) = ours() else {
+    let Some(Ours {
+        load,
+        allowed,
+        detail,
+    }) = ours()
+    else {
         return AgentPass::default();
     };
     let (checkout, budget) = {
@@ -586,52 +615,69 @@ pub(crate) fn exchange(
             }
         }
     };
-    let (inode, mut plain, pending, own_sample) = {
+    let (inode, mut plain, mut no_watch, pending, own_sample) = {
         let link = lock();
         (
             link.inode,
             link.plain_reports,
+            link.no_watch,
             link.pending,
             link.samples_itself(),
         )
     };
     // The view of the last pass's report, if it came late; else this
-    // pass's report and its view.
+    // pass's report and its view. A report an older agent refuses as
+    // malformed is sent again with less: first without `watchable` (an
+    // agent from before `dfsched top`), then without `weighed` and
+    // `own_sample` (from before those); the connection stays usable after
+    // a refusal. (A late view refused so is taken as a refusal of
+    // `watchable` while this connection still says it, else of `weighed`.)
     let mut weighed = pending.unwrap_or(!plain);
+    let mut watchable = !no_watch;
+    let report = |weighed: bool, watchable: bool| {
+        let mut report = report_of(load.clone(), &allowed, inode);
+        report.weighed = weighed;
+        // Both additive fields or neither: an agent that refuses one is
+        // asked plainly below.
+        report.own_sample = weighed && own_sample;
+        report.watchable = watchable;
+        report.detail = if watchable { detail.clone() } else { None };
+        report
+    };
     let mut answer = match pending {
         Some(_) => client.late_view(deadline).map(|v| v.ok_or(Late::Again)),
-        None => {
-            let mut report = report_of(load.clone(), &allowed, inode);
-            report.weighed = weighed;
-            // Both additive fields or neither: an agent that refuses one
-            // is asked plainly below.
-            report.own_sample = weighed && own_sample;
-            client
-                .report_or_late(report, deadline)
-                .map(|v| v.ok_or(Late::First))
-        }
+        None => client
+            .report_or_late(report(weighed, watchable), deadline)
+            .map(|v| v.ok_or(Late::First)),
     };
-    if weighed
-        && matches!(
+    // At most two retries: one field dropped each.
+    for _ in 0..2 {
+        let refused_malformed = matches!(
             &answer,
             Err(AgentError::Refused {
                 kind: ErrorKind::Malformed,
                 ..
             })
-        )
-    {
-        // An agent of version 2 from before `weighed`: the connection
-        // stays usable after a refusal, so ask again without it.
-        let mut report = report_of(load, &allowed, inode);
-        report.weighed = false;
-        weighed = false;
-        plain = true;
+        );
+        if !refused_malformed {
+            break;
+        }
+        if watchable {
+            watchable = false;
+            no_watch = true;
+        } else if weighed {
+            weighed = false;
+            plain = true;
+        } else {
+            break;
+        }
         answer = client
-            .report_or_late(report, deadline)
+            .report_or_late(report(weighed, watchable), deadline)
             .map(|v| v.ok_or(Late::First));
     }
     let mut link = lock();
     link.plain_reports = plain;
+    link.no_watch = no_watch;
     match answer {
         Ok(Ok(view)) => {
             link.checkin(client);
@@ -646,6 +692,7 @@ pub(crate) fn exchange(
             s.registered = view.registered.clone();
             s.set = view.set;
             s.alone = view.registered.len() <= 1;
+            link.watched = view.watch;
             link.lone_wait = if link.status.alone {
                 link.lone_passes - 1
             } else {
@@ -689,7 +736,7 @@ pub(crate) fn update(link: &Mutex<Link>, runtime: u64, ours: impl FnOnce() -> Op
             return;
         }
     }
-    let Some(Ours { load, allowed }) = ours() else {
+    let Some(Ours { load, allowed, .. }) = ours() else {
         return;
     };
     let Checkout::Use(mut client) = lock().checkout(false) else {
@@ -889,6 +936,7 @@ mod tests {
     fn the_others_are_added_and_registered_pids_skipped() {
         let pass = AgentPass {
             view: Some(View {
+                watch: false,
                 others_milli: vec![(CpuId(1), 2000)],
                 unmanaged: Some(vec![(CpuId(0), 4)]),
                 unmanaged_milli: None,
@@ -922,6 +970,7 @@ mod tests {
     fn the_agents_weighed_load_is_preferred_to_its_thread_count() {
         let view = |milli: Option<Vec<(CpuId, u64)>>| AgentPass {
             view: Some(View {
+                watch: false,
                 others_milli: vec![],
                 unmanaged: Some(vec![(CpuId(0), 3), (CpuId(1), 3)]),
                 unmanaged_milli: milli,

@@ -56,6 +56,9 @@
 //! - `attached.rs`: `dfsched attach PID`: a process without dfsched in it,
 //!   placed from outside by the agent (its own engine, its threads from
 //!   `/proc`), until `dfsched detach PID` gives its masks back.
+//! - `top.rs`: what `dfsched top` shows: a runtime's detail (groups,
+//!   homes, last pass), sent only while watched, and the agent's view.
+//! - `metrics.rs`: the `--metrics` endpoint (Prometheus/OpenMetrics text).
 //!
 //! Only `link.rs`, `client.rs`, `proto.rs` and `sock.rs` are reachable from
 //! the C ABI: the server's files are the `dfsched` command's, and the linker
@@ -124,11 +127,13 @@ pub mod attached;
 mod client;
 mod limits;
 pub(crate) mod link;
+pub mod metrics;
 pub mod proto;
 mod scan;
 mod server;
 pub mod sharing;
 mod sock;
+pub mod top;
 
 pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
 pub use limits::{
@@ -413,6 +418,8 @@ pub struct SpawnOptions {
     pub max_connections_per_uid: u32,
     /// `--idle-timeout-ms`. Default [`DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout_ms: u64,
+    /// `--metrics`: the metrics endpoint (`metrics.rs`). Default none.
+    pub metrics: Option<metrics::MetricsAddr>,
 }
 
 impl Default for SpawnOptions {
@@ -425,6 +432,7 @@ impl Default for SpawnOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
             idle_timeout_ms: DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+            metrics: None,
         }
     }
 }
@@ -449,6 +457,9 @@ impl SpawnOptions {
         }
         if self.serve_other_uids {
             out.push("--serve-all-users".to_string());
+        }
+        if let Some(m) = &self.metrics {
+            out.extend(["--metrics".to_string(), m.to_string()]);
         }
         out
     }

@@ -55,12 +55,23 @@
 //!   only with `weighed`, on a connection that has not refused it: an
 //!   agent from before either refuses the report once (`malformed`) and
 //!   is asked plainly from then on.
+//! - 2, additive (issue 13, `dfsched top`; see `top.rs`): the request
+//!   `top`, answered with a [`Reply::Top`] of the asker's uid's processes
+//!   (root's: all); a report may carry `"watchable":true` (the runtime
+//!   understands `watch`) and, while watched, `detail` (its groups and last
+//!   pass); a view to a watchable report may carry `"watch":true`. Each is
+//!   sent only to a peer that said it understands it, so an older peer never
+//!   meets a field it would refuse: an older agent refuses `watchable` as
+//!   malformed and the runtime reports on without it (as for `weighed`),
+//!   and an older agent's `malformed` answer to `top` tells `dfsched top`
+//!   the agent is too old.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too
 //! long gets an [`ErrorKind`] reply and changes nothing on the agent; the
 //! connection stays usable after it.
 
+use super::top::{Detail, TopView};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, ErrorKind as IoErrorKind};
@@ -102,6 +113,10 @@ pub enum Request {
     Update(Report),
     /// The agent's state, for `dfsched agent --status`.
     Status,
+    /// What `dfsched top` shows: the asker's uid's processes with their
+    /// details, and the load per CPU. Makes the agent ask runtimes for
+    /// details for [`super::top::WATCH_FOR`].
+    Top,
     /// Ends the agent (allowed to a peer of the agent's own uid or root).
     Stop,
     /// `dfsched attach`: place the threads of a running process from
@@ -169,6 +184,14 @@ pub struct Report {
     /// (module doc's versions); absent = false, and left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_sample: bool,
+    /// The runtime understands [`View::watch`] (module doc's versions);
+    /// absent = false, and left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watchable: bool,
+    /// The process's groups and last pass, sent while its views say
+    /// `watch`; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Box<Detail>>,
 }
 
 /// One reply line.
@@ -199,6 +222,8 @@ pub enum Reply {
     Attached(AttachReply),
     /// The answer to [`Request::Detach`]: its masks are given back.
     Detached(AttachReply),
+    /// The answer to [`Request::Top`].
+    Top(Box<TopView>),
     /// The request was refused; nothing changed.
     Error(ErrorReply),
 }
@@ -239,6 +264,11 @@ pub struct View {
     pub home: Option<CpuSet>,
     /// The id of that sharing set.
     pub set: Option<u64>,
+    /// Someone watches (`dfsched top`): send a [`Report::detail`] with the
+    /// next reports. Only in answer to a [`Report::watchable`] report;
+    /// absent = false, and left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watch: bool,
 }
 
 /// The agent's state as `--status` prints it.
@@ -474,6 +504,8 @@ mod tests {
 
     fn report() -> Request {
         Request::Report(Report {
+            watchable: false,
+            detail: None,
             load_milli: vec![(CpuId(0), 1000), (CpuId(1), 500)],
             allowed: "0-1".parse().unwrap(),
             own_socket_inode: Some(4711),
@@ -560,6 +592,7 @@ mod tests {
     #[test]
     fn replies_round_trip() {
         let view = ReplyLine::new(Reply::View(Box::new(View {
+            watch: false,
             others_milli: vec![(CpuId(1), 2000)],
             unmanaged: Some(vec![(CpuId(0), 3)]),
             unmanaged_milli: Some(vec![(CpuId(0), 1500)]),
@@ -608,6 +641,7 @@ mod tests {
         // client (which refuses unknown fields) reads it; an older agent's
         // view parses with none.
         let view = View {
+            watch: false,
             others_milli: vec![],
             unmanaged: Some(vec![(CpuId(1), 2)]),
             unmanaged_milli: None,

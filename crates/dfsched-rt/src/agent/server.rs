@@ -54,6 +54,7 @@ use super::limits::{
     check_load, max_load_milli, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_UID,
 };
+use super::metrics::{self, MetricsAddr, METRICS_WATCH_FOR};
 use super::proto::{
     encode, parse_request, read_line_capped, AttachReply, AttachRequest, Counters, ErrorKind,
     LineRead, ProcessStatus, Reply, ReplyLine, Report, Request, SetStatus, Status, View,
@@ -62,6 +63,7 @@ use super::proto::{
 use super::scan::{self, Scanned, SharedScan};
 use super::sharing;
 use super::sock::{peer_cred, Deadlined};
+use super::top::{CpuTop, Detail, ProcessTop, TopView, WATCH_FOR};
 use super::AgentError;
 use dfsched_core::rules::Home;
 use dfsched_core::{CpuId, CpuSet, DomainId, Topology};
@@ -118,6 +120,9 @@ pub struct AgentConfig {
     /// may give a CPU, and the largest sum over its CPUs. Default
     /// 1000 × `/proc/sys/kernel/pid_max` ([`max_load_milli`]).
     pub max_load_milli: u64,
+    /// Serve the counters in the Prometheus/OpenMetrics text format here
+    /// (`--metrics`; `metrics.rs`). Default none.
+    pub metrics: Option<MetricsAddr>,
 }
 
 /// How long the agent waits to write one reply: replies are small and the
@@ -143,6 +148,7 @@ impl AgentConfig {
             max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_load_milli: max_load_milli(Path::new("/proc")),
+            metrics: None,
         })
     }
 }
@@ -155,6 +161,9 @@ struct Proc {
     load_milli: Vec<(CpuId, u64)>,
     allowed: CpuSet,
     own_socket_inode: Option<u64>,
+    /// Its latest detail and when it came (`top.rs`), kept between reports
+    /// without one.
+    detail: Option<(Box<Detail>, Instant)>,
 }
 
 /// A live sharing set.
@@ -184,6 +193,9 @@ struct State {
     open_by_uid: BTreeMap<u32, u32>,
     /// Since when no connection has been open (`None` while one is).
     idle_since: Option<Instant>,
+    /// Until when views ask watchable runtimes for details: a `top`
+    /// request's time plus [`WATCH_FOR`].
+    watched_until: Option<Instant>,
 }
 
 /// The shared part of a running agent.
@@ -230,6 +242,8 @@ const LONE_TICK: Duration = Duration::from_secs(1);
 pub struct Agent {
     shared: Arc<Shared>,
     listener: UnixListener,
+    /// The metrics endpoint, if asked for.
+    metrics: Option<metrics::Listener>,
     /// Held (with `flock`) for the agent's lifetime: the kernel releases it
     /// when the process dies, so a crashed agent never blocks the next one.
     _lock: std::fs::File,
@@ -253,7 +267,13 @@ impl Agent {
             ));
         }
         let (listener, lock) = super::bind_private(&config.socket, config.serve_other_uids)?;
+        let metrics = config
+            .metrics
+            .as_ref()
+            .map(metrics::Listener::bind)
+            .transpose()?;
         Ok(Agent {
+            metrics,
             shared: Arc::new(Shared {
                 uid: super::geteuid(),
                 pid: std::process::id(),
@@ -274,9 +294,41 @@ impl Agent {
         })
     }
 
+    /// The metrics endpoint's TCP address, if it listens on one (the port
+    /// chosen for a port 0).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics
+            .as_ref()
+            .and_then(metrics::Listener::local_addr)
+    }
+
     /// Serves until a `stop` request or the idle exit; then removes the
     /// socket and the lock file and returns.
-    pub fn run(self) -> Result<(), AgentError> {
+    pub fn run(mut self) -> Result<(), AgentError> {
+        let metrics_thread = match self.metrics.take() {
+            None => None,
+            Some(listener) => {
+                let shared = Arc::clone(&self.shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("dfsched-agent-metrics".into())
+                        .spawn(move || {
+                            metrics::serve(
+                                &listener,
+                                shared.uid,
+                                || shared.stop.load(Ordering::Acquire),
+                                |openmetrics| {
+                                    let view = top(&shared, 0, METRICS_WATCH_FOR);
+                                    metrics::render(&status(&shared), &view, openmetrics)
+                                },
+                            )
+                        })
+                        .map_err(|e| {
+                            AgentError::Setup(format!("starting the metrics thread: {e}"))
+                        })?,
+                )
+            }
+        };
         let shared = Arc::clone(&self.shared);
         let ticker = std::thread::Builder::new()
             .name("dfsched-agent-tick".into())
@@ -324,6 +376,9 @@ impl Agent {
         // Ending: every attached process gets its masks back.
         for (_, process) in std::mem::take(&mut *self.shared.attached_lock()) {
             process.release(&crate::sys::RealSys);
+        }
+        if let Some(m) = metrics_thread {
+            let _ = m.join();
         }
         Ok(())
     }
@@ -528,6 +583,7 @@ fn handle(shared: &Shared, id: u64, pid: u32, uid: u32, req: Request) -> ReplyLi
             Err(refusal) => refusal,
         },
         Request::Status => ReplyLine::new(Reply::Status(Box::new(status(shared)))),
+        Request::Top => ReplyLine::new(Reply::Top(Box::new(top(shared, uid, WATCH_FOR)))),
         Request::Stop if uid == shared.uid || uid == 0 => ReplyLine::new(Reply::Stopping),
         Request::Stop => ReplyLine::error(
             ErrorKind::Denied,
@@ -699,9 +755,17 @@ fn record(
             ),
         ));
     }
+    if let Some(d) = &r.detail {
+        d.check(cpus)
+            .map_err(|why| ReplyLine::error(ErrorKind::Invalid, why))?;
+    }
     // The pid is the peer's own (SO_PEERCRED), and `handle` checked that it
     // still belongs to the peer's uid.
     let mut st = shared.lock();
+    let detail = match r.detail {
+        Some(d) => Some((d, Instant::now())),
+        None => st.procs.get_mut(&id).and_then(|p| p.detail.take()),
+    };
     let new = st
         .procs
         .insert(
@@ -712,6 +776,7 @@ fn record(
                 load_milli: load,
                 allowed: r.allowed.intersection(cpus),
                 own_socket_inode: r.own_socket_inode,
+                detail,
             },
         )
         .is_none();
@@ -728,6 +793,7 @@ fn record(
 fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine {
     let weighed = r.weighed;
     let own_sample = r.own_sample;
+    let watchable = r.watchable;
     let mut st = match record(shared, id, pid, uid, r) {
         Ok(st) => st,
         Err(refusal) => return refusal,
@@ -758,6 +824,7 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         registered: registered.iter().copied().collect(),
         home: set.map(|s| s.home.cpus.clone()),
         set: set.map(|s| s.id),
+        watch: watchable && st.watched_until.is_some_and(|t| Instant::now() < t),
     };
     if own_sample {
         // The client samples for itself (proto.rs, `own_sample`).
@@ -794,6 +861,101 @@ fn report(shared: &Shared, id: u64, pid: u32, uid: u32, r: Report) -> ReplyLine 
         }
     }
     ReplyLine::new(Reply::View(Box::new(view)))
+}
+
+/// The answer to `top` from a peer of `uid`: the processes of that uid
+/// (root: all) with their details, and the load per CPU; from now on, for
+/// `watch_for` (or longer if already so), views ask watchable runtimes
+/// for details.
+fn top(shared: &Shared, uid: u32, watch_for: Duration) -> TopView {
+    let now = Instant::now();
+    let (mut processes, ours, registered) = {
+        let mut st = shared.lock();
+        st.watched_until = st.watched_until.max(Some(now + watch_for));
+        let set_of = |pid: u32| {
+            st.sets
+                .iter()
+                .find(|s| s.members.contains(&pid))
+                .map(|s| s.id)
+        };
+        let mut ours: BTreeMap<CpuId, u64> = BTreeMap::new();
+        for p in st.procs.values() {
+            for &(cpu, m) in &p.load_milli {
+                let e = ours.entry(cpu).or_default();
+                *e = e.saturating_add(m);
+            }
+        }
+        let processes: Vec<ProcessTop> = st
+            .procs
+            .values()
+            .filter(|p| uid == 0 || p.uid == uid)
+            .map(|p| ProcessTop {
+                pid: p.pid,
+                uid: p.uid,
+                comm: None,
+                load_milli: p.load_milli.clone(),
+                set: set_of(p.pid),
+                detail: p.detail.as_ref().map(|(d, _)| (**d).clone()),
+                detail_age_ms: p.detail.as_ref().map(|(_, at)| {
+                    u64::try_from(now.duration_since(*at).as_millis()).unwrap_or(u64::MAX)
+                }),
+            })
+            .collect();
+        let registered: BTreeSet<u32> = st.procs.values().map(|p| p.pid).collect();
+        let loads: scan::Registered = st
+            .procs
+            .values()
+            .map(|p| (p.pid, p.load_milli.clone()))
+            .collect();
+        (processes, ours, (registered, loads))
+    };
+    let (registered, loads) = registered;
+    // Outside the state lock: /proc reads, and the scan's lock.
+    for p in &mut processes {
+        p.comm = std::fs::read_to_string(shared.config.proc_root.join(format!("{}/comm", p.pid)))
+            .ok()
+            .map(|c| c.trim_end().chars().take(64).collect());
+    }
+    // A sample within the freshness bound, as a report takes one (runtimes
+    // that sample for themselves leave the agent none to reuse).
+    let fresh = Duration::from_millis(shared.config.scan_fresh_ms);
+    let (scanned, others) = {
+        let mut scan = shared.scan.lock().unwrap_or_else(PoisonError::into_inner);
+        let scanned = scan.get(fresh, || {
+            let mut skip = loads;
+            skip.entry(shared.pid).or_default();
+            skip
+        });
+        let others: Option<BTreeMap<CpuId, u64>> =
+            scan.for_client(shared.pid, &registered, false).map(|f| {
+                f.counted
+                    .into_iter()
+                    .map(|(cpu, n)| (cpu, u64::from(n) * 1000))
+                    .collect()
+            });
+        (scanned, others)
+    };
+    // The scan's lock is released: the state's may be taken (lock order).
+    if !matches!(scanned, Scanned::Reused) {
+        let mut st = shared.lock();
+        st.counters.scans += 1;
+        st.counters.scan_errors += u64::from(matches!(scanned, Scanned::Failed));
+    }
+    TopView {
+        agent_pid: shared.pid,
+        cpus: shared
+            .config
+            .topology
+            .cpus()
+            .iter()
+            .map(|cpu| CpuTop {
+                cpu,
+                ours_milli: ours.get(&cpu).copied().unwrap_or(0),
+                others_milli: others.as_ref().map(|o| o.get(&cpu).copied().unwrap_or(0)),
+            })
+            .collect(),
+        processes,
+    }
 }
 
 fn status(shared: &Shared) -> Status {

@@ -24,6 +24,7 @@
 
 use super::{Inner, Runtime};
 use crate::agent::link::{self, AgentPass, LinkStatus, Ours};
+use crate::agent::top::Detail;
 use crate::balancer::{self, Inputs};
 use crate::error::Error;
 use crate::idle::{self, Step, Track, Window, MIN_IDLE_NS};
@@ -238,7 +239,9 @@ impl Inner {
     /// reused by the second (their count changes little in a pass; the
     /// engine's own threads are taken afresh).
     fn ours(&self, unknown: &mut Option<BTreeMap<CpuId, u64>>) -> Option<Ours> {
-        let (mut load, known) = {
+        // Only while someone runs `dfsched top` (agent/top.rs).
+        let watched = link::watched(&self.agent);
+        let (mut load, known, detail) = {
             let st = self.lock().ok()?;
             let mut load = BTreeMap::new();
             for &tid in st.tasks.keys() {
@@ -250,7 +253,12 @@ impl Inner {
                 }
             }
             let known: HashSet<u64> = st.tasks.keys().copied().collect();
-            (load, known)
+            let detail = watched.then(|| {
+                let mut d = Detail::of(&st.engine, &self.config.policy.to_string());
+                d.threads = u32::try_from(st.tasks.len()).unwrap_or(u32::MAX);
+                Box::new(d)
+            });
+            (load, known, detail)
         };
         let unknown = unknown.get_or_insert_with(|| unknown_runnable(&known, crate::sys::gettid()));
         for (&cpu, &m) in unknown.iter() {
@@ -261,6 +269,7 @@ impl Inner {
         Some(Ours {
             load,
             allowed: self.allowed.intersection(self.topology.cpus()),
+            detail,
         })
     }
 

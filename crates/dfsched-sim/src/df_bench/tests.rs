@@ -362,3 +362,52 @@ fn round_robin_deal_is_what_bench_df_does() {
     let want: Vec<Option<DfId>> = (0..7).map(|i| Some(DfId(i % 3 + 1))).collect();
     assert_eq!(firsts, want);
 }
+
+#[test]
+fn what_cannot_run_is_refused_with_its_limit_in_the_message() {
+    let cases = [
+        (
+            DfBenchParams {
+                threads: 1_000_000_000,
+                ..small()
+            },
+            MAX_THREADS.to_string(),
+        ),
+        (
+            DfBenchParams {
+                df_bytes: 1_000_000_000_000_000,
+                ..small()
+            },
+            MAX_DF_BYTES.to_string(),
+        ),
+        (
+            DfBenchParams {
+                threads: 50_000,
+                passes: 1_000,
+                ..small()
+            },
+            MAX_BURSTS.to_string(),
+        ),
+        (
+            DfBenchParams {
+                threads: 1_000,
+                passes: 1_000,
+                df_bytes: 1 << 20,
+                ..small()
+            },
+            MAX_LINE_ACCESSES.to_string(),
+        ),
+    ];
+    for (params, limit) in cases {
+        let e = params.validate().expect_err("refused").to_string();
+        assert!(e.contains(&limit), "{e} names the limit {limit}");
+    }
+    // The limits themselves run.
+    let at_limit = DfBenchParams {
+        threads: 1_000,
+        passes: 1,
+        df_bytes: MAX_LINE_ACCESSES / 1_000 * 64,
+        ..small()
+    };
+    at_limit.validate().unwrap();
+}
