@@ -54,7 +54,8 @@
 //!   a CPU named in every cache of a CPU read before (an SMT sibling) has
 //!   exactly those caches, and its `cache` directory is not looked at;
 //! - the `indexI` directories are taken in order until the first missing
-//!   one (the kernel numbers them without gaps), not listed;
+//!   one (the kernel numbers them without gaps), not listed (only the
+//!   first CPU's is, to see that it has no gap);
 //! - `thread_siblings_list` is read once per core;
 //! - **like caches**: a cache whose `indexI` was read whole on an earlier
 //!   CPU, and which has the same size and the same number of sharing CPUs
@@ -459,6 +460,10 @@ struct Known {
     /// of a like cache (module doc, "Like caches").
     templates: Vec<Option<usize>>,
     entries: Vec<CacheEntry>,
+    /// Whether the first `cache` directory listed had a gap in its
+    /// `indexI` numbers (then every CPU's is listed); `None` until one
+    /// with caches was listed.
+    gaps: Option<bool>,
 }
 
 /// The caches of `cpu` under its `cache` directory, as positions in
@@ -467,11 +472,14 @@ struct Known {
 /// added to it.
 ///
 /// The kernel numbers a CPU's cache directories `index0`, `index1`, … with
-/// no gap (one per cache leaf it found), so they are taken in that order
-/// until the first that does not exist, instead of listing the directory:
-/// a cache a CPU read before names `cpu` costs no system call at all, and
-/// the end costs one failed open and one `stat` (which tells the end from
-/// an `indexI` without its `shared_cpu_list`, an error). At most
+/// no gap (one per cache leaf it found), so after the first CPU's
+/// directory was listed and found so numbered, they are taken in that
+/// order until the first that does not exist, instead of listing each
+/// directory: a cache a CPU read before names `cpu` costs no system call
+/// at all, and the end costs one failed open and one `stat` (which tells
+/// the end from an `indexI` without its `shared_cpu_list`, an error). A
+/// tree whose first listing has a gap (a hand-made one: `index0` and
+/// `index3` only) has every CPU's directory listed. At most
 /// [`MAX_CACHE_INDEXES`] are taken.
 fn read_caches(
     dir: &Dir,
@@ -480,8 +488,23 @@ fn read_caches(
     online: &CpuSet,
     known: &mut Known,
 ) -> Result<Vec<usize>, Error> {
+    let listed = match known.gaps {
+        Some(false) => None,
+        _ => {
+            let listed = list_indexes(dir, cpu_rel)?;
+            if known.gaps.is_none() && !listed.is_empty() {
+                let numbered = listed.iter().enumerate().all(|(i, &index)| i == index);
+                known.gaps = Some(!numbered);
+            }
+            Some(listed)
+        }
+    };
+    let indexes: Box<dyn Iterator<Item = usize>> = match listed {
+        Some(listed) => Box::new(listed.into_iter()),
+        None => Box::new(0..MAX_CACHE_INDEXES),
+    };
     let mut out = Vec::new();
-    for index in 0..MAX_CACHE_INDEXES {
+    for index in indexes {
         if let Some(&i) = known.by_index.get(index).and_then(|m| m.get(cpu)) {
             out.push(i);
             continue;
@@ -513,6 +536,24 @@ fn read_caches(
         known.entries.push(entry);
     }
     Ok(out)
+}
+
+/// The `indexI` numbers under `cpu_rel`'s `cache` directory, in order
+/// (below [`MAX_CACHE_INDEXES`]); none if it has no such directory.
+fn list_indexes(dir: &Dir, cpu_rel: &str) -> Result<Vec<usize>, Error> {
+    let path = dir.path(&format!("{cpu_rel}cache"));
+    let listing = match std::fs::read_dir(&path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(sysfs_err(&path, e.to_string())),
+    };
+    let mut indexes: Vec<usize> = listing
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("index")?.parse().ok())
+        .filter(|&i| i < MAX_CACHE_INDEXES)
+        .collect();
+    indexes.sort_unstable();
+    Ok(indexes)
 }
 
 /// One `cache/indexI` directory of `cpu`, and whether all of its files

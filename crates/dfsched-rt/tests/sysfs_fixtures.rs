@@ -326,6 +326,26 @@ fn a_cache_unlike_the_one_read_before_is_read_whole() {
     assert!(err.to_string().contains("cpu2/cache/index2/level"), "{err}");
 }
 
+/// A hand-made tree may number its cache directories with a gap (here
+/// `index0`, `index1`, `index3`): every one is still read.
+#[test]
+fn cache_directories_numbered_with_a_gap_are_all_read() {
+    let dir = TempDir::new("sysfs-gap");
+    write_flat_llc(&dir, &set("0-3"));
+    for cpu in 0..4 {
+        std::fs::remove_dir_all(
+            dir.path()
+                .join(format!("sys/devices/system/cpu/cpu{cpu}/cache/index2")),
+        )
+        .unwrap();
+    }
+    let t = read_topology(dir.path()).unwrap();
+    let root = t.domain(t.root());
+    assert_eq!((root.level, root.caches[0].level), (Level::Llc, 3));
+    let leaf = t.domain(t.leaf(CpuId(3)).unwrap());
+    assert_eq!(leaf.caches.len(), 2, "{leaf:?}");
+}
+
 #[test]
 fn caches_that_do_not_nest_are_refused() {
     let dir = TempDir::new("sysfs-overlap");
