@@ -179,6 +179,15 @@ int dfsched_enter(uint64_t df);
 int dfsched_leave(void);
 
 /*
+ * Declares the size in bytes of DF `df` of the calling thread's application
+ * (0 if it has not hinted). Optional: it changes no placement; a recording
+ * (DFSCHED_RECORD) keeps it so that `dfsched sim replay` knows the data's
+ * size, and without it the replay assumes a default (docs/record-format.md).
+ * df 0 or bytes 0: DFSCHED_E_INVALID_ARG.
+ */
+int dfsched_df_size(uint64_t df, uint64_t bytes);
+
+/*
  * Registers the calling thread with no hint (application 0, no DF) so that
  * the policy places it: under co-thread it joins its process's co-thread
  * group and is moved to the group's home before the call returns; under

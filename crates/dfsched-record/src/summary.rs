@@ -79,7 +79,8 @@ impl Recording {
                     touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), *cpu);
                 }
                 Event::ThreadExit { tid, cpu_ns, .. } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), None).exit_ns = Some(t);
+                    touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), None).exit_ns =
+                        Some(t);
                 }
                 Event::Hint {
                     tid,
@@ -97,7 +98,9 @@ impl Recording {
                         dfs.insert((*app, *next));
                     }
                 }
-                Event::Block { tid, .. } => touch(&mut threads, &mut first_cpu, t, *tid, None, None).blocks += 1,
+                Event::Block { tid, .. } => {
+                    touch(&mut threads, &mut first_cpu, t, *tid, None, None).blocks += 1
+                }
                 Event::Wake { tid, .. } => {
                     touch(&mut threads, &mut first_cpu, t, *tid, None, None);
                 }
@@ -120,7 +123,11 @@ impl Recording {
         threads.sort_by_key(|t| (t.start_ns, t.tid));
         let start = threads.iter().map(|t| t.start_ns).min().unwrap_or(first);
         let end = if !threads.is_empty() && threads.iter().all(|t| t.exit_ns.is_some()) {
-            threads.iter().filter_map(|t| t.exit_ns).max().unwrap_or(last)
+            threads
+                .iter()
+                .filter_map(|t| t.exit_ns)
+                .max()
+                .unwrap_or(last)
         } else {
             last
         };

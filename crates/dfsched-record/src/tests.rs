@@ -14,7 +14,10 @@ fn header() -> Header {
 }
 
 fn any_cpu() -> impl Strategy<Value = Option<u32>> {
-    prop_oneof![Just(None), any::<u32>().prop_map(|c| Some(c.min(u32::MAX - 1)))]
+    prop_oneof![
+        Just(None),
+        any::<u32>().prop_map(|c| Some(c.min(u32::MAX - 1)))
+    ]
 }
 
 fn any_event() -> impl Strategy<Value = Event> {
@@ -34,16 +37,22 @@ fn any_event() -> impl Strategy<Value = Event> {
             tid,
             cpu_ns
         }),
-        (t, any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
-            |(t_ns, tid, app, cur, next, cpu_ns)| Event::Hint {
+        (
+            t,
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(t_ns, tid, app, cur, next, cpu_ns)| Event::Hint {
                 t_ns,
                 tid,
                 app,
                 cur,
                 next,
                 cpu_ns
-            }
-        ),
+            }),
         (t, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(t_ns, app, df, bytes)| {
             Event::DfSize {
                 t_ns,
@@ -63,13 +72,16 @@ fn any_event() -> impl Strategy<Value = Event> {
                 cpu
             }
         ),
-        (t, any::<u64>(), proptest::collection::btree_set(0u32..5000, 0..40)).prop_map(
-            |(t_ns, set, home)| Event::Sharing {
+        (
+            t,
+            any::<u64>(),
+            proptest::collection::btree_set(0u32..5000, 0..40)
+        )
+            .prop_map(|(t_ns, set, home)| Event::Sharing {
                 t_ns,
                 set,
                 home: home.into_iter().collect()
-            }
-        ),
+            }),
         (t, any::<u64>()).prop_map(|(t_ns, dropped)| Event::Drops { t_ns, dropped }),
     ]
 }
@@ -158,12 +170,44 @@ fn the_header_is_forty_bytes_in_the_documented_layout() {
 #[test]
 fn a_summary_counts_threads_dfs_and_the_run_span() {
     let evs = vec![
-        Event::ThreadNew { t_ns: 10, tid: 1, app: 0, cpu: Some(0), cpu_ns: 0 },
-        Event::Hint { t_ns: 10, tid: 1, app: 0, cur: 0, next: 3, cpu_ns: 5 },
-        Event::DfSize { t_ns: 11, app: 0, df: 3, bytes: 4096 },
-        Event::Sample { t_ns: 50, tid: 1, cpu_ns: 40, wait_ns: 0, cpu: Some(1) },
-        Event::ThreadExit { t_ns: 90, tid: 1, cpu_ns: 70 },
-        Event::End { t_ns: 95, events: 5, dropped: 2 },
+        Event::ThreadNew {
+            t_ns: 10,
+            tid: 1,
+            app: 0,
+            cpu: Some(0),
+            cpu_ns: 0,
+        },
+        Event::Hint {
+            t_ns: 10,
+            tid: 1,
+            app: 0,
+            cur: 0,
+            next: 3,
+            cpu_ns: 5,
+        },
+        Event::DfSize {
+            t_ns: 11,
+            app: 0,
+            df: 3,
+            bytes: 4096,
+        },
+        Event::Sample {
+            t_ns: 50,
+            tid: 1,
+            cpu_ns: 40,
+            wait_ns: 0,
+            cpu: Some(1),
+        },
+        Event::ThreadExit {
+            t_ns: 90,
+            tid: 1,
+            cpu_ns: 70,
+        },
+        Event::End {
+            t_ns: 95,
+            events: 5,
+            dropped: 2,
+        },
     ];
     let s = decode(&encode_all(&header(), &evs)).unwrap().summary();
     assert_eq!(s.threads.len(), 1);

@@ -22,6 +22,8 @@
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
 //! | `DFSCHED_RULES` | rules that pick the process's policy and each thread's DF by command name, executable, cgroup, user and thread name, first match wins (see [`crate::rules`]); written by `dfsched run --rules FILE` from a TOML file | none | the rules as JSON (`{"rules":[…]}`) |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
+//! | `DFSCHED_RECORD` | record what the runtime sees into this file (see [`crate::record`] and `docs/record-format.md`); if the file exists (another process of the program writes it), into `FILE.PID` | — (off) | a non-empty path |
+//! | `DFSCHED_RECORD_BUFFER` | events the recording's buffer holds between two writes (one per balancer pass); a full buffer drops events and counts them, it never waits | `32768` | `64`..=`16777216` |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
 //! Rules:
@@ -90,6 +92,8 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_RULES",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LIB",
+    "DFSCHED_RECORD",
+    "DFSCHED_RECORD_BUFFER",
 ];
 
 /// The longest [`RuntimeConfig::agent_timeout_ms`]: 10 s, a bound on what
@@ -169,6 +173,13 @@ pub struct RuntimeConfig {
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
     /// Default true.
     pub enabled: bool,
+    /// Where to record what the runtime sees (`DFSCHED_RECORD`); `None`
+    /// (the default) records nothing. See [`crate::record`].
+    pub record: Option<PathBuf>,
+    /// Events the recording buffer holds between writes
+    /// (`DFSCHED_RECORD_BUFFER`). Default
+    /// [`crate::record::DEFAULT_RECORD_BUFFER`].
+    pub record_buffer_events: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -193,6 +204,8 @@ impl Default for RuntimeConfig {
             rules: None,
             sysfs_root: PathBuf::from("/"),
             enabled: true,
+            record: None,
+            record_buffer_events: crate::record::DEFAULT_RECORD_BUFFER,
         }
     }
 }
@@ -385,6 +398,20 @@ impl RuntimeConfig {
             "DFSCHED_LIB" => {}
             "DFSCHED_RULES" => {
                 self.rules = Some(crate::rules::Rules::from_json(value).map_err(&bad)?);
+            }
+            "DFSCHED_RECORD" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a file path, not empty".into()));
+                }
+                self.record = Some(PathBuf::from(value));
+            }
+            "DFSCHED_RECORD_BUFFER" => {
+                let n = parse_u64(value).map_err(&bad)?;
+                let max = crate::record::MAX_RECORD_BUFFER as u64;
+                if !(64..=max).contains(&n) {
+                    return Err(bad(format!("a number of events from 64 to {max}")));
+                }
+                self.record_buffer_events = n as usize;
             }
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {

@@ -104,6 +104,12 @@ impl Inner {
         // (/proc/self/task) for both reports.
         let mut unknown = None;
         let agent = self.agent_exchange(&mut unknown);
+        if let (Some(rec), Some(view)) = (&self.recorder, agent.view()) {
+            rec.sharing(
+                view.set,
+                view.home.as_ref().map(|h| h.iter().map(|c| c.0).collect()),
+            );
+        }
         let sample = self.config.external_load.then(|| {
             self.external
                 .lock()
@@ -170,6 +176,9 @@ impl Inner {
         if moved {
             self.agent_update(&mut unknown);
         }
+        // The recording's samples and write-out, after the pass's own
+        // work, on this thread (never a program thread's).
+        self.record_pass();
         out.balance.map_err(Error::from)
     }
 
@@ -202,11 +211,25 @@ impl Inner {
             let task = TaskId(tid);
             let event = match after.observe(cpu_ns, now_ns, window) {
                 Step::Nothing => None,
-                Step::Wake => Some(Event::Wake { task }),
+                Step::Wake => {
+                    if let Some(rec) = &self.recorder {
+                        rec.note(&dfsched_record::Event::Wake {
+                            t_ns: rec.now_ns(),
+                            tid,
+                        });
+                    }
+                    Some(Event::Wake { task })
+                }
                 // Running or queued right now, or unreadable: not idle yet;
                 // it stays a candidate and is looked at again next pass.
                 Step::Idle => match crate::procfs::thread_runnable_now(self.pid, tid) {
                     Some(false) => {
+                        if let Some(rec) = &self.recorder {
+                            rec.note(&dfsched_record::Event::Block {
+                                t_ns: rec.now_ns(),
+                                tid,
+                            });
+                        }
                         after.block();
                         Some(Event::Block { task })
                     }

@@ -91,6 +91,9 @@ impl Inner {
             }
             return refuse(&mut st, e.into());
         }
+        if let Some(rec) = &self.recorder {
+            rec.hint(tid, app, cur, next, crate::sys::own_cpu_ns());
+        }
         self.replace_if_stale(&mut st, tid);
         // The engine now has `next` for this thread. Recorded before the
         // thread moves (its thread-local would be cold on the new CPU); the
@@ -206,6 +209,9 @@ impl Inner {
             },
         );
         st.stats.threads_registered += 1;
+        if let Some(rec) = &self.recorder {
+            rec.thread_new(tid, app, cpu.map(|c| c.0), crate::sys::own_cpu_ns());
+        }
         let listener: std::sync::Weak<dyn thread::ExitListener> = Arc::downgrade(self) as _;
         if let Err(e) = thread::register(self.id, listener, tid, app, fast) {
             // Without a registration the thread's exit would go unnoticed:
@@ -250,6 +256,9 @@ impl Inner {
             return;
         }
         rec.idle.woken_by_call();
+        if let Some(r) = &self.recorder {
+            r.wake_by_call(tid);
+        }
         if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
             st.stats.idle_wakes += 1;
             // Carried out before the hint, whose refusal would drop them.
@@ -289,6 +298,9 @@ impl thread::ExitListener for Inner {
             return;
         }
         st.stats.threads_exited += 1;
+        if let Some(rec) = &self.recorder {
+            rec.thread_exit(tid, crate::sys::own_cpu_ns());
+        }
         if st.handle(Event::Exit { task: TaskId(tid) }).is_ok() {
             self.apply(&mut st, None);
         }
