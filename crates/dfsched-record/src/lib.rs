@@ -97,6 +97,9 @@ pub enum Event {
         cpu: Option<u32>,
         /// Its CPU time then, ns (what it used before the runtime knew it).
         cpu_ns: u64,
+        /// Its time spent runnable but waiting for a CPU so far, ns
+        /// (`schedstat`; 0 when unreadable).
+        wait_ns: u64,
     },
     /// A known thread exited.
     ThreadExit {
@@ -106,6 +109,8 @@ pub enum Event {
         tid: u64,
         /// Its CPU time at exit, ns.
         cpu_ns: u64,
+        /// Its run-queue wait at exit, ns (`schedstat`; 0 when unreadable).
+        wait_ns: u64,
     },
     /// A hint that changed the thread's DF (repeats of the same DF take the
     /// fast path and are not recorded: they change nothing).
@@ -281,16 +286,23 @@ impl Encoder {
                 app,
                 cpu,
                 cpu_ns,
+                wait_ns,
                 ..
             } => {
-                for v in [*tid, *app, opt_cpu(*cpu), *cpu_ns] {
+                for v in [*tid, *app, opt_cpu(*cpu), *cpu_ns, *wait_ns] {
                     varint::put(&mut p, v);
                 }
                 kind::THREAD_NEW
             }
-            Event::ThreadExit { tid, cpu_ns, .. } => {
+            Event::ThreadExit {
+                tid,
+                cpu_ns,
+                wait_ns,
+                ..
+            } => {
                 varint::put(&mut p, *tid);
                 varint::put(&mut p, *cpu_ns);
+                varint::put(&mut p, *wait_ns);
                 kind::THREAD_EXIT
             }
             Event::Hint {
@@ -519,11 +531,13 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 app: want(&mut f)?,
                 cpu: cpu_of(want(&mut f)?)?,
                 cpu_ns: want(&mut f)?,
+                wait_ns: want(&mut f)?,
             },
             kind::THREAD_EXIT => Event::ThreadExit {
                 t_ns,
                 tid: want(&mut f)?,
                 cpu_ns: want(&mut f)?,
+                wait_ns: want(&mut f)?,
             },
             kind::HINT => Event::Hint {
                 t_ns,

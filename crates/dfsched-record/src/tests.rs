@@ -23,19 +23,29 @@ fn any_cpu() -> impl Strategy<Value = Option<u32>> {
 fn any_event() -> impl Strategy<Value = Event> {
     let t = any::<u64>();
     prop_oneof![
-        (t, any::<u64>(), any::<u64>(), any_cpu(), any::<u64>()).prop_map(
-            |(t_ns, tid, app, cpu, cpu_ns)| Event::ThreadNew {
+        (
+            t,
+            any::<u64>(),
+            any::<u64>(),
+            any_cpu(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(t_ns, tid, app, cpu, cpu_ns, wait_ns)| Event::ThreadNew {
                 t_ns,
                 tid,
                 app,
                 cpu,
-                cpu_ns
+                cpu_ns,
+                wait_ns
+            }),
+        (t, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(t_ns, tid, cpu_ns, wait_ns)| {
+            Event::ThreadExit {
+                t_ns,
+                tid,
+                cpu_ns,
+                wait_ns,
             }
-        ),
-        (t, any::<u64>(), any::<u64>()).prop_map(|(t_ns, tid, cpu_ns)| Event::ThreadExit {
-            t_ns,
-            tid,
-            cpu_ns
         }),
         (
             t,
