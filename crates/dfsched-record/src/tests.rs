@@ -186,6 +186,7 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             app: 0,
             cpu: Some(0),
             cpu_ns: 0,
+            wait_ns: 0,
         },
         Event::Hint {
             t_ns: 10,
@@ -212,6 +213,7 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             t_ns: 90,
             tid: 1,
             cpu_ns: 70,
+            wait_ns: 3,
         },
         Event::End {
             t_ns: 95,
