@@ -628,15 +628,9 @@ pub fn machine(plan: &ReplayPlan, topology: &Topology, cal: &Calibration) -> Mac
     m
 }
 
-/// Replays `plan` under each of `policies` (in that order) on the machine
-/// of `params` priced by `cal`, calling `progress` after each.
-pub fn run(
-    plan: &ReplayPlan,
-    params: &ReplayParams,
-    cal: &Calibration,
-    policies: &[DfPolicy],
-    mut progress: impl FnMut(&ReplayPolicyResult),
-) -> Result<ReplayResult, ReplayError> {
+/// The simulated machine of `params`: its topology (after checking the
+/// shape).
+pub fn topology(params: &ReplayParams) -> Result<Topology, ReplayError> {
     for (name, v) in [
         ("nodes", params.nodes),
         ("llcs", params.llcs),
@@ -660,7 +654,24 @@ pub fn run(
             why: "at most 4096 CPUs",
         });
     }
-    let topo = Topology::test(params.nodes, params.llcs, params.cores, params.smt);
+    Ok(Topology::test(
+        params.nodes,
+        params.llcs,
+        params.cores,
+        params.smt,
+    ))
+}
+
+/// Replays `plan` under `policy` on the machine of `params` priced by
+/// `cal`. Independent of any other policy's run, so policies may run in
+/// parallel; [`with_ratios`] then joins them.
+pub fn run_policy(
+    plan: &ReplayPlan,
+    params: &ReplayParams,
+    cal: &Calibration,
+    policy: DfPolicy,
+) -> Result<ReplayPolicyResult, ReplayError> {
+    let topo = topology(params)?;
     let mcfg = machine(plan, &topo, cal);
     let s = plan.scale;
     let kernel = KernelModel {
@@ -669,27 +680,31 @@ pub fn run(
         slice_jitter_milli: params.slice_jitter_milli,
         ..KernelModel::default()
     };
-    let mut results: Vec<ReplayPolicyResult> = Vec::with_capacity(policies.len());
-    for &policy in policies {
-        let base = policy.body_config();
-        let cfg = body::BodyConfig {
-            quantum_cycles: ((cal.quantum_cycles as f64 * s) as u64).max(1000),
-            balance_interval_cycles: ((plan.balance_interval_ns as f64 / cal.cycle_ns * s) as u64)
-                .max(1000),
-            kernel,
-            ..base
-        };
-        let report = body::run(&topo, &mcfg, plan.workload.clone(), cfg, params.seed)?;
-        let predicted_ns = (report.makespan_cycles as f64 * cal.cycle_ns / s).round() as u64;
-        let r = ReplayPolicyResult {
-            policy,
-            runtime_vs_vanilla_milli: None,
-            predicted_ns,
-            report,
-        };
-        progress(&r);
-        results.push(r);
-    }
+    let base = policy.body_config();
+    let cfg = body::BodyConfig {
+        quantum_cycles: ((cal.quantum_cycles as f64 * s) as u64).max(1000),
+        balance_interval_cycles: ((plan.balance_interval_ns as f64 / cal.cycle_ns * s) as u64)
+            .max(1000),
+        kernel,
+        ..base
+    };
+    let report = body::run(&topo, &mcfg, plan.workload.clone(), cfg, params.seed)?;
+    let predicted_ns = (report.makespan_cycles as f64 * cal.cycle_ns / s).round() as u64;
+    Ok(ReplayPolicyResult {
+        policy,
+        runtime_vs_vanilla_milli: None,
+        predicted_ns,
+        report,
+    })
+}
+
+/// The replay's result from its policies' runs: each one's time relative
+/// to vanilla's, when vanilla ran.
+pub fn with_ratios(
+    plan: &ReplayPlan,
+    params: &ReplayParams,
+    mut results: Vec<ReplayPolicyResult>,
+) -> ReplayResult {
     if let Some(v) = results
         .iter()
         .find(|r| r.policy == DfPolicy::Vanilla)
@@ -699,12 +714,32 @@ pub fn run(
             r.runtime_vs_vanilla_milli = Some(r.report.makespan_cycles * 1000 / v.max(1));
         }
     }
-    Ok(ReplayResult {
+    let cpus = results.first().map_or(0, |r| r.report.cpus);
+    ReplayResult {
         params: params.clone(),
-        cpus: topo.nr_cpus(),
+        cpus,
         plan: plan.clone(),
         results,
-    })
+    }
+}
+
+/// Replays `plan` under each of `policies` (in that order) on the machine
+/// of `params` priced by `cal`, calling `progress` after each.
+pub fn run(
+    plan: &ReplayPlan,
+    params: &ReplayParams,
+    cal: &Calibration,
+    policies: &[DfPolicy],
+    mut progress: impl FnMut(&ReplayPolicyResult),
+) -> Result<ReplayResult, ReplayError> {
+    topology(params)?;
+    let mut results = Vec::with_capacity(policies.len());
+    for &policy in policies {
+        let r = run_policy(plan, params, cal, policy)?;
+        progress(&r);
+        results.push(r);
+    }
+    Ok(with_ratios(plan, params, results))
 }
 
 #[cfg(test)]
