@@ -67,10 +67,27 @@ pub struct ReplayArgs {
     /// Seed of the kernel model's draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Replay the other processes' load the recording saw, as background
+    /// tasks pinned to its CPUs: auto = when the simulated machine has as
+    /// many CPUs as the recording's (its own machine, where the recorded
+    /// time is to be predicted), on, off.
+    #[arg(long, value_enum, default_value = "auto")]
+    outside_load: OutsideLoad,
     /// Print JSON instead of a table (wall time and memory left out, so the
     /// same input prints the same JSON).
     #[arg(long)]
     json: bool,
+}
+
+/// `--outside-load`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OutsideLoad {
+    /// On when the machine has the recording's CPU count.
+    Auto,
+    /// Always.
+    On,
+    /// Never: the program alone on the machine.
+    Off,
 }
 
 /// The calibration `--machine` (or the default profile) gives, its name and
@@ -138,6 +155,11 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
         accesses_per_line: a.accesses_per_line,
         slice_jitter_milli: jitter,
         seed: a.seed,
+        outside_load: match a.outside_load {
+            OutsideLoad::On => true,
+            OutsideLoad::Off => false,
+            OutsideLoad::Auto => cpus == recordings[0].header.cpus,
+        },
         ..ReplayParams::default()
     };
     replay::topology(&params)?;
@@ -170,6 +192,21 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
             format!("; {} events were dropped when recording", plan.dropped)
         } else {
             String::new()
+        }
+    )?;
+    let capacity = f64::from(recordings[0].header.cpus.max(1)) * plan.recorded_run_ns as f64;
+    writeln!(
+        out,
+        "the program's threads used {:.0} % of the recorded CPUs' time; other processes' load {}",
+        plan.cpu_ns as f64 / capacity.max(1.0) * 100.0,
+        if params.outside_load {
+            format!(
+                "replayed as {} background task(s), {:.3} CPU s",
+                plan.outside_tasks,
+                plan.outside_cpu_ns as f64 * 1e-9
+            )
+        } else {
+            "not replayed (--outside-load)".to_string()
         }
     )?;
     writeln!(

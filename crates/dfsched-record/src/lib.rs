@@ -176,6 +176,17 @@ pub enum Event {
         /// The CPUs of the set's home, ascending (empty with set 0).
         home: Vec<u32>,
     },
+    /// A balancer pass's estimate of other processes' load per CPU (the
+    /// engine's external load: unmanaged threads weighed by CFS group,
+    /// other dfsched processes' reports), recorded when the runtime samples
+    /// it (`DFSCHED_EXTERNAL_LOAD`, on by default).
+    OutsideLoad {
+        /// When.
+        t_ns: u64,
+        /// `(cpu, thousandths of one of our threads)`, CPUs with none left
+        /// out, ascending.
+        per_cpu: Vec<(u32, u64)>,
+    },
     /// Events dropped so far because the buffer was full.
     Drops {
         /// When the writer counted them.
@@ -205,6 +216,7 @@ mod kind {
     pub const SAMPLE: u8 = 7;
     pub const SHARING: u8 = 8;
     pub const DROPS: u8 = 9;
+    pub const OUTSIDE_LOAD: u8 = 10;
     pub const END: u8 = 255;
 }
 
@@ -220,6 +232,7 @@ impl Event {
             | Event::Wake { t_ns, .. }
             | Event::Sample { t_ns, .. }
             | Event::Sharing { t_ns, .. }
+            | Event::OutsideLoad { t_ns, .. }
             | Event::Drops { t_ns, .. }
             | Event::End { t_ns, .. } => t_ns,
         }
@@ -236,6 +249,7 @@ impl Event {
             Event::Wake { .. } => "wake",
             Event::Sample { .. } => "sample",
             Event::Sharing { .. } => "sharing",
+            Event::OutsideLoad { .. } => "outside_load",
             Event::Drops { .. } => "drops",
             Event::End { .. } => "end",
         }
@@ -356,6 +370,14 @@ impl Encoder {
                     next = u64::from(hi) + 1;
                 }
                 kind::SHARING
+            }
+            Event::OutsideLoad { per_cpu, .. } => {
+                varint::put(&mut p, per_cpu.len() as u64);
+                for &(cpu, milli) in per_cpu {
+                    varint::put(&mut p, u64::from(cpu));
+                    varint::put(&mut p, milli);
+                }
+                kind::OUTSIDE_LOAD
             }
             Event::Drops { dropped, .. } => {
                 varint::put(&mut p, *dropped);
@@ -588,6 +610,16 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                     next = hi + 1;
                 }
                 Event::Sharing { t_ns, set, home }
+            }
+            kind::OUTSIDE_LOAD => {
+                let n = want(&mut f)?;
+                let mut per_cpu = Vec::new();
+                for _ in 0..n {
+                    let cpu = u32::try_from(want(&mut f)?)
+                        .map_err(|_| bad("a CPU number beyond 32 bits"))?;
+                    per_cpu.push((cpu, want(&mut f)?));
+                }
+                Event::OutsideLoad { t_ns, per_cpu }
             }
             kind::DROPS => Event::Drops {
                 t_ns,

@@ -113,7 +113,10 @@ impl Recording {
                     dfs.insert((*app, *df));
                     df_sizes.insert((*app, *df), *bytes);
                 }
-                Event::Sharing { .. } | Event::Drops { .. } | Event::End { .. } => {}
+                Event::Sharing { .. }
+                | Event::OutsideLoad { .. }
+                | Event::Drops { .. }
+                | Event::End { .. } => {}
             }
         }
         if first == u64::MAX {

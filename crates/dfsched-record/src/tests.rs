@@ -93,6 +93,11 @@ fn any_event() -> impl Strategy<Value = Event> {
                 home: home.into_iter().collect()
             }),
         (t, any::<u64>()).prop_map(|(t_ns, dropped)| Event::Drops { t_ns, dropped }),
+        (
+            t,
+            proptest::collection::vec((any::<u32>(), any::<u64>()), 0..8)
+        )
+            .prop_map(|(t_ns, per_cpu)| Event::OutsideLoad { t_ns, per_cpu }),
     ]
 }
 

@@ -479,6 +479,7 @@ impl DfBenchParams {
                     start_cycles: start,
                     allowed: None,
                     program,
+                    background: false,
                 }
             })
             .collect();

@@ -108,6 +108,11 @@ pub struct ReplayParams {
     pub slice_jitter_milli: u32,
     /// Seed of the kernel model's draws.
     pub seed: u64,
+    /// Replay the other processes' load the first recording saw
+    /// ([`dfsched_record::Event::OutsideLoad`]) as background tasks pinned
+    /// to its CPUs (CPU `c` of the recording on simulated CPU `c mod
+    /// CPUs`). Meaningful on the recording's own machine; default false.
+    pub outside_load: bool,
 }
 
 impl Default for ReplayParams {
@@ -124,6 +129,7 @@ impl Default for ReplayParams {
             piece_ns: 1_000_000,
             slice_jitter_milli: KernelModel::default().slice_jitter_milli,
             seed: 1,
+            outside_load: false,
         }
     }
 }
@@ -196,6 +202,11 @@ pub struct ReplayPlan {
     pub recorded_policy: DfPolicy,
     /// Events the recorders dropped, over all recordings.
     pub dropped: u64,
+    /// Background tasks standing for other processes' load (with
+    /// [`ReplayParams::outside_load`]).
+    pub outside_tasks: usize,
+    /// Their CPU time at full length, ns.
+    pub outside_cpu_ns: u64,
     /// The recorded runtime's balancer interval, ns (the engine's passes
     /// in the replay come as often, scaled).
     pub balance_interval_ns: u64,
@@ -480,9 +491,33 @@ impl ReplayPlan {
                     allowed: None,
                     program,
                     process: th.process,
+                    background: false,
                 }
             })
             .collect();
+        let mut tasks: Vec<TaskSpec> = tasks;
+        let (outside_tasks, outside_cpu_ns) = if params.outside_load {
+            let cpus = (params.nodes * params.llcs * params.cores * params.smt).max(1);
+            let bg = outside_tasks(
+                recordings,
+                origin,
+                start,
+                end,
+                cpus,
+                params.piece_ns,
+                |ns| cyc(ns),
+            );
+            let n = bg.0.len();
+            tasks.extend(bg.0.into_iter().enumerate().map(|(k, mut t)| {
+                // A process of its own each: never a co-thread of the
+                // program's, nor of each other.
+                t.process = recordings.len() as u32 + k as u32;
+                t
+            }));
+            (n, bg.1)
+        } else {
+            (0, 0)
+        };
         let recorded_policy = match recordings.first().map(|r| r.header.policy) {
             Some(RecPolicy::CoThread) => DfPolicy::CoThread,
             _ => DfPolicy::DfschedRr,
@@ -499,6 +534,8 @@ impl ReplayPlan {
             scale,
             recorded_policy,
             dropped,
+            outside_tasks,
+            outside_cpu_ns,
             balance_interval_ns: recordings
                 .first()
                 .map_or(100, |r| u64::from(r.header.balance_interval_ms).max(1))
@@ -510,6 +547,89 @@ impl ReplayPlan {
             df_bytes,
         })
     }
+}
+
+/// Background tasks for the other processes' load of the first recording
+/// that has any: per simulated CPU, as many tasks as the most whole
+/// threads the load ever reached there (at most 8), task `j` busy for
+/// the share of each interval by which the load exceeded `j` threads, in
+/// pieces of at most `piece_ns` (compute, then sleep for the rest); each
+/// interval's load holds from its record to the next (the first also back
+/// to the run's start, the last to its end). Returns the tasks (process
+/// numbers to be set) and their CPU time, ns.
+fn outside_tasks(
+    recordings: &[Recording],
+    origin: u64,
+    start: u64,
+    end: u64,
+    cpus: u32,
+    piece_ns: u64,
+    cyc: impl Fn(f64) -> u64,
+) -> (Vec<TaskSpec>, u64) {
+    let Some(rec) = recordings.iter().find(|r| {
+        r.events
+            .iter()
+            .any(|e| matches!(e, Event::OutsideLoad { .. }))
+    }) else {
+        return (Vec::new(), 0);
+    };
+    let offset = rec.header.start_unix_ns - origin;
+    let mut samples: Vec<(u64, Vec<u64>)> = rec
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::OutsideLoad { t_ns, per_cpu } => {
+                let mut load = vec![0u64; cpus as usize];
+                for &(c, m) in per_cpu {
+                    load[(c % cpus) as usize] += m;
+                }
+                Some((t_ns + offset, load))
+            }
+            _ => None,
+        })
+        .collect();
+    samples.sort_by_key(|s| s.0);
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for c in 0..cpus as usize {
+        let most = samples.iter().map(|s| s.1[c]).max().unwrap_or(0);
+        let k = most.div_ceil(1000).min(8);
+        for j in 0..k {
+            let mut program = Vec::new();
+            let mut t = start;
+            for (i, (_, load)) in samples.iter().enumerate() {
+                let until = samples.get(i + 1).map_or(end, |s| s.0.clamp(start, end));
+                if until <= t {
+                    continue;
+                }
+                let duty = load[c].saturating_sub(1000 * j).min(1000);
+                let span = until - t;
+                let pieces = span.div_ceil(piece_ns).max(1);
+                let busy = span as f64 * duty as f64 / 1000.0 / pieces as f64;
+                let idle = span as f64 / pieces as f64 - busy;
+                total += (busy * pieces as f64) as u64;
+                for _ in 0..pieces {
+                    let (b, s) = (cyc(busy), cyc(idle));
+                    if b > 0 {
+                        program.push(Burst::Compute { cycles: b });
+                    }
+                    if s > 0 {
+                        program.push(Burst::Sleep { cycles: s });
+                    }
+                }
+                t = until;
+            }
+            program.push(Burst::Exit);
+            out.push(TaskSpec {
+                start_cycles: 0,
+                allowed: Some(dfsched_core::CpuSet::single(dfsched_core::CpuId(c as u32))),
+                program,
+                process: 0,
+                background: true,
+            });
+        }
+    }
+    (out, total)
 }
 
 /// `cycles` of work on `df` as bursts: line accesses of a sweep and the

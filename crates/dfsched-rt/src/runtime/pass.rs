@@ -169,6 +169,18 @@ impl Inner {
                 .unwrap_or_else(PoisonError::into_inner)
                 .set_own(shares, threads);
         }
+        // The outside load the engine now has, for the recording (plain
+        // values copied under the lock, encoded after it).
+        let outside = match (&self.recorder, self.config.external_load) {
+            (Some(_), true) => Some(
+                st.stats
+                    .external_load_per_cpu_milli
+                    .iter()
+                    .map(|&(c, m)| (c.0, m))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
         let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
         st.stats.balance_cpu_ns += pass_cpu_ns;
         st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
@@ -178,6 +190,12 @@ impl Inner {
         }
         // The recording's samples and write-out, after the pass's own
         // work, on this thread (never a program thread's).
+        if let (Some(rec), Some(per_cpu)) = (&self.recorder, outside) {
+            rec.note(&dfsched_record::Event::OutsideLoad {
+                t_ns: rec.now_ns(),
+                per_cpu,
+            });
+        }
         self.record_pass();
         out.balance.map_err(Error::from)
     }

@@ -205,3 +205,40 @@ fn nothing_to_replay_is_refused() {
         Err(ReplayError::NoThreads)
     );
 }
+
+#[test]
+fn other_processes_load_is_replayed_on_the_recorded_cpus_when_asked() {
+    // One thread, 100 ms of CPU over 200 ms on 1 CPU, waiting the rest:
+    // another process took half the CPU (1000 milli beside it).
+    let mut rec = recording(1, 1, 100, 200, 100);
+    rec.header.cpus = 1;
+    for t in [100, 200] {
+        rec.events.push(Event::OutsideLoad {
+            t_ns: t * MS,
+            per_cpu: vec![(0, 1000)],
+        });
+    }
+    let alone = ReplayParams {
+        cores: 1,
+        ..small()
+    };
+    let with = ReplayParams {
+        outside_load: true,
+        ..alone.clone()
+    };
+    let cal = Calibration::default();
+    let time = |p: &ReplayParams| {
+        let plan = ReplayPlan::new(std::slice::from_ref(&rec), p, &cal).unwrap();
+        let r = run(&plan, p, &cal, &[DfPolicy::Vanilla], |_| {}).unwrap();
+        (plan, r.results[0].predicted_ns as f64 / MS as f64)
+    };
+    let (plan, t_alone) = time(&alone);
+    assert_eq!(plan.outside_tasks, 0);
+    let (plan, t_with) = time(&with);
+    assert_eq!(plan.outside_tasks, 1);
+    assert!((90.0..125.0).contains(&t_alone), "alone: {t_alone} ms");
+    assert!(
+        (170.0..240.0).contains(&t_with),
+        "beside the load: {t_with} ms"
+    );
+}
