@@ -505,7 +505,7 @@ impl ReplayPlan {
                 end,
                 cpus,
                 params.piece_ns,
-                |ns| cyc(ns),
+                cyc,
             );
             let n = bg.0.len();
             tasks.extend(bg.0.into_iter().enumerate().map(|(k, mut t)| {
