@@ -101,6 +101,13 @@
  *   DFSCHED_AGENT_LONE_PASSES=N      while the agent serves this process
  *                                    alone, exchange every N passes and
  *                                    sample for itself between (10; 1..1000)
+ *   DFSCHED_RECORD=FILE              record what the runtime sees into FILE
+ *                                    (FILE.PID if FILE exists) for `dfsched
+ *                                    record inspect` and `dfsched sim replay`;
+ *                                    docs/record-format.md (off)
+ *   DFSCHED_RECORD_BUFFER=N          events the recording buffer holds between
+ *                                    writes; a full buffer drops and counts,
+ *                                    never waits (32768; 64..16777216)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.
