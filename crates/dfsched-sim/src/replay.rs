@@ -498,15 +498,7 @@ impl ReplayPlan {
         let mut tasks: Vec<TaskSpec> = tasks;
         let (outside_tasks, outside_cpu_ns) = if params.outside_load {
             let cpus = (params.nodes * params.llcs * params.cores * params.smt).max(1);
-            let bg = outside_tasks(
-                recordings,
-                origin,
-                start,
-                end,
-                cpus,
-                params.piece_ns,
-                cyc,
-            );
+            let bg = outside_tasks(recordings, origin, start, end, cpus, params.piece_ns, cyc);
             let n = bg.0.len();
             tasks.extend(bg.0.into_iter().enumerate().map(|(k, mut t)| {
                 // A process of its own each: never a co-thread of the
