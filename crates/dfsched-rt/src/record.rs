@@ -45,6 +45,9 @@ pub const DEFAULT_RECORD_BUFFER: usize = 32_768;
 /// Largest ring capacity, events.
 pub const MAX_RECORD_BUFFER: usize = 1 << 24;
 
+/// Threads whose `/proc` files a pass reads for its samples, at most.
+pub const SAMPLES_PER_PASS: usize = 256;
+
 /// Words of one event in a slot: kind, time, and up to five fields.
 const WORDS: usize = 7;
 
@@ -180,6 +183,9 @@ pub(crate) struct Recorder {
     /// Bytes written so far (for the stats).
     bytes: AtomicU64,
     written: AtomicU64,
+    /// The tid the next pass's samples start from (module doc of
+    /// `samples`).
+    next_sample: AtomicU64,
 }
 
 /// What the stats report of the recording.
@@ -249,6 +255,7 @@ impl Recorder {
             path,
             bytes: AtomicU64::new(bytes),
             written: AtomicU64::new(0),
+            next_sample: AtomicU64::new(0),
         })
     }
 
@@ -498,21 +505,27 @@ impl crate::runtime::Inner {
         let Some(rec) = &self.recorder else {
             return;
         };
-        let samples = self.samples(rec);
+        let samples = self.samples(rec, false);
         rec.flush(&samples);
     }
 
-    /// `Sample` events of every registered thread now.
-    fn samples(&self, rec: &Recorder) -> Vec<Event> {
-        let mut tids: Vec<u64> = match self.state.try_lock() {
+    /// `Sample` events of the registered threads now: all of them at the
+    /// end (`all`), else at most [`SAMPLES_PER_PASS`] a pass, in tid order
+    /// from where the last pass stopped, so that a program of thousands of
+    /// threads costs the balancer a bounded time per pass (≈ 20 µs a
+    /// thread) and each thread is still read every few passes.
+    fn samples(&self, rec: &Recorder, all: bool) -> Vec<Event> {
+        let mut tids: Vec<u64> = match self.lock() {
             Ok(st) => st.tasks.keys().copied().collect(),
-            Err(std::sync::TryLockError::WouldBlock) => match self.lock() {
-                Ok(st) => st.tasks.keys().copied().collect(),
-                Err(_) => return Vec::new(),
-            },
             Err(_) => return Vec::new(),
         };
         tids.sort_unstable();
+        if !all {
+            // Relaxed: only the balancer thread reads and writes it.
+            let from = rec.next_sample.load(Ordering::Relaxed);
+            let next = in_turn(&mut tids, from, SAMPLES_PER_PASS);
+            rec.next_sample.store(next, Ordering::Relaxed);
+        }
         tids.into_iter()
             .filter_map(|tid| {
                 let (cpu_ns, wait_ns, cpu) = read_sample(tid)?;
@@ -536,9 +549,21 @@ impl crate::runtime::Inner {
         if self.forked() {
             return;
         }
-        let samples = self.samples(rec);
+        let samples = self.samples(rec, true);
         rec.finish(&samples);
     }
+}
+
+/// Keeps at most `budget` of the ascending `tids`, starting at the first
+/// tid ≥ `from` and wrapping around; returns where the next turn starts.
+fn in_turn(tids: &mut Vec<u64>, from: u64, budget: usize) -> u64 {
+    if tids.len() <= budget {
+        return 0;
+    }
+    let at = tids.partition_point(|&t| t < from);
+    tids.rotate_left(at);
+    tids.truncate(budget);
+    tids.last().map_or(0, |&t| t + 1)
 }
 
 /// Runtimes with a recording, finished by the `atexit` handler: the
@@ -625,6 +650,23 @@ mod tests {
     }
 
     #[test]
+    fn samples_beyond_the_budget_are_taken_in_turn_and_every_thread_comes_up() {
+        let all: Vec<u64> = (100..110).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut from = 0;
+        for _ in 0..3 {
+            let mut tids = all.clone();
+            from = in_turn(&mut tids, from, 4);
+            assert_eq!(tids.len(), 4);
+            seen.extend(tids);
+        }
+        assert_eq!(seen.len(), 10, "three turns of 4 cover 10 threads");
+        let mut few = vec![1, 2];
+        assert_eq!(in_turn(&mut few, 7, 4), 0);
+        assert_eq!(few, vec![1, 2], "within the budget: everyone");
+    }
+
+    #[test]
     fn concurrent_producers_lose_nothing_that_fits_and_count_every_drop() {
         let rec = std::sync::Arc::new(Recorder {
             ring: Ring::new(1024),
@@ -644,6 +686,7 @@ mod tests {
             path: PathBuf::new(),
             bytes: AtomicU64::new(0),
             written: AtomicU64::new(0),
+            next_sample: AtomicU64::new(0),
         });
         let threads: Vec<_> = (0..4)
             .map(|t| {
