@@ -322,6 +322,16 @@ impl Recorder {
         self.push([K_WAKE, self.now_ns(), tid, 0, 0, 0, 0]);
     }
 
+    /// Keeps the ascending `tids` this pass samples: at most
+    /// [`SAMPLES_PER_PASS`], in turn from where the last pass stopped.
+    /// Called by the balancer thread only.
+    pub(crate) fn sample_turn(&self, tids: &mut Vec<u64>) {
+        // Relaxed: only the balancer thread reads and writes it.
+        let from = self.next_sample.load(Ordering::Relaxed);
+        let next = in_turn(tids, from, SAMPLES_PER_PASS);
+        self.next_sample.store(next, Ordering::Relaxed);
+    }
+
     /// Events dropped so far.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -496,64 +506,6 @@ impl Recorder {
     }
 }
 
-impl crate::runtime::Inner {
-    /// The recording's part of a balancer pass: a `Sample` of every
-    /// registered thread (its `/proc` files, read outside the state's
-    /// lock), then everything waiting written out. Nothing without a
-    /// recording.
-    pub(crate) fn record_pass(&self) {
-        let Some(rec) = &self.recorder else {
-            return;
-        };
-        let samples = self.samples(rec, false);
-        rec.flush(&samples);
-    }
-
-    /// `Sample` events of the registered threads now: all of them at the
-    /// end (`all`), else at most [`SAMPLES_PER_PASS`] a pass, in tid order
-    /// from where the last pass stopped, so that a program of thousands of
-    /// threads costs the balancer a bounded time per pass (≈ 20 µs a
-    /// thread) and each thread is still read every few passes.
-    fn samples(&self, rec: &Recorder, all: bool) -> Vec<Event> {
-        let mut tids: Vec<u64> = match self.lock() {
-            Ok(st) => st.tasks.keys().copied().collect(),
-            Err(_) => return Vec::new(),
-        };
-        tids.sort_unstable();
-        if !all {
-            // Relaxed: only the balancer thread reads and writes it.
-            let from = rec.next_sample.load(Ordering::Relaxed);
-            let next = in_turn(&mut tids, from, SAMPLES_PER_PASS);
-            rec.next_sample.store(next, Ordering::Relaxed);
-        }
-        tids.into_iter()
-            .filter_map(|tid| {
-                let (cpu_ns, wait_ns, cpu) = read_sample(tid)?;
-                Some(Event::Sample {
-                    t_ns: rec.now_ns(),
-                    tid,
-                    cpu_ns,
-                    wait_ns,
-                    cpu,
-                })
-            })
-            .collect()
-    }
-
-    /// The recording's end: a last sample of every thread still
-    /// registered, the `End` record. Idempotent; nothing in a forked child.
-    pub(crate) fn finish_recording(&self) {
-        let Some(rec) = &self.recorder else {
-            return;
-        };
-        if self.forked() {
-            return;
-        }
-        let samples = self.samples(rec, true);
-        rec.finish(&samples);
-    }
-}
-
 /// Keeps at most `budget` of the ascending `tids`, starting at the first
 /// tid ≥ `from` and wrapping around; returns where the next turn starts.
 fn in_turn(tids: &mut Vec<u64>, from: u64, budget: usize) -> u64 {
@@ -564,41 +516,6 @@ fn in_turn(tids: &mut Vec<u64>, from: u64, budget: usize) -> u64 {
     tids.rotate_left(at);
     tids.truncate(budget);
     tids.last().map_or(0, |&t| t + 1)
-}
-
-/// Runtimes with a recording, finished by the `atexit` handler: the
-/// process's global runtime is never shut down, and a program ends by
-/// `exit`.
-static AT_EXIT: Mutex<Vec<std::sync::Weak<crate::runtime::Inner>>> = Mutex::new(Vec::new());
-static AT_EXIT_REGISTERED: std::sync::Once = std::sync::Once::new();
-
-/// Finishes `inner`'s recording when the process exits (if it has not
-/// been finished by a shutdown before).
-pub(crate) fn finish_at_exit(inner: &std::sync::Arc<crate::runtime::Inner>) {
-    AT_EXIT
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(std::sync::Arc::downgrade(inner));
-    AT_EXIT_REGISTERED.call_once(|| {
-        // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds
-        // (its body is caught) and lives as long as the program (this
-        // library is never unloaded while the process runs).
-        unsafe {
-            libc::atexit(at_exit);
-        }
-    });
-}
-
-extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        // try_lock: in a forked child a parent thread may hold it for ever.
-        let Ok(list) = AT_EXIT.try_lock() else {
-            return;
-        };
-        for inner in list.iter().filter_map(std::sync::Weak::upgrade) {
-            inner.finish_recording();
-        }
-    });
 }
 
 /// The calling thread's CPU time and run-queue wait, ns, from

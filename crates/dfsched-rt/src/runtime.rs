@@ -37,6 +37,7 @@
 
 mod pass;
 mod place;
+mod recording;
 mod rules;
 mod spawn;
 mod threads;
@@ -211,7 +212,7 @@ impl Runtime {
             config,
         });
         if inner.recorder.is_some() {
-            crate::record::finish_at_exit(&inner);
+            recording::finish_at_exit(&inner);
         }
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
             let interval = Duration::from_millis(inner.config.balance_interval_ms);
