@@ -106,6 +106,13 @@
  *                                    (off)
  *   DFSCHED_STATS=PATH               at exit, write dfsched_stats_json() to
  *                                    PATH; %p in it becomes the pid (none)
+ *   DFSCHED_RECORD=FILE              record what the runtime sees into FILE
+ *                                    (FILE.PID if FILE exists) for `dfsched
+ *                                    record inspect` and `dfsched sim replay`;
+ *                                    docs/record-format.md (off)
+ *   DFSCHED_RECORD_BUFFER=N          events the recording buffer holds between
+ *                                    writes; a full buffer drops and counts,
+ *                                    never waits (32768; 64..16777216)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.
@@ -182,6 +189,15 @@ int dfsched_enter(uint64_t df);
 
 /* Leaves the calling thread's DF: dfsched_hint(<its app>, <its DF>, 0). */
 int dfsched_leave(void);
+
+/*
+ * Declares the size in bytes of DF `df` of the calling thread's application
+ * (0 if it has not hinted). Optional: it changes no placement; a recording
+ * (DFSCHED_RECORD) keeps it so that `dfsched sim replay` knows the data's
+ * size, and without it the replay assumes a default (docs/record-format.md).
+ * df 0 or bytes 0: DFSCHED_E_INVALID_ARG.
+ */
+int dfsched_df_size(uint64_t df, uint64_t bytes);
 
 /*
  * Registers the calling thread with no hint (application 0, no DF) so that

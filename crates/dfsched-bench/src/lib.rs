@@ -69,7 +69,7 @@ pub mod workers;
 pub use grid::Grid;
 pub use machine::Machine;
 pub use os::OsError;
-pub use params::{parse_modes, Mode, ParamError, Params};
+pub use params::{parse_modes, Mode, ParamError, Params, DEFAULT_MODES};
 pub use report::{BenchReport, GridReport, ModeReport, Ratios};
 pub use runner::{run_cases, DfBench, Progress, RunRecord, ThreadRecord};
 pub use suite::{Benchmark, GridOf};
@@ -101,6 +101,9 @@ pub enum BenchError {
     /// A worker thread panicked.
     #[error("worker thread {0} panicked")]
     WorkerPanicked(usize),
+    /// The recording file of a `dfsched-record` run could not be replaced.
+    #[error("the recording {0} cannot be replaced: {1}")]
+    Record(std::path::PathBuf, #[source] std::io::Error),
 }
 
 impl BenchError {

@@ -4,6 +4,7 @@
 //! |-----------|----------------------------------|----------------------------|
 //! | `vanilla` | nothing                          | nothing                    |
 //! | `dfsched` | `Runtime::enter(df)`             | `Runtime::enter(new df)`   |
+//! | `dfsched-record` | as `dfsched`, the runtime recording | as `dfsched` |
 //! | `oracle`  | pin to its DF's CPU              | re-pin to the new DF's CPU |
 //! | `split`   | pin to its round-robin CPU       | nothing                    |
 //!
@@ -116,7 +117,7 @@ impl Placer {
                     thread_cpu: split_assignment(&thread_df, params.dfs, &cpus),
                 }
             }
-            Mode::Dfsched => Placer::Dfsched {
+            Mode::Dfsched | Mode::DfschedRecord => Placer::Dfsched {
                 rt: rt.expect("the dfsched mode runs with a runtime"),
             },
         }

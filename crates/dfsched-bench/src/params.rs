@@ -64,6 +64,12 @@ pub enum Mode {
     /// The worst case: each DF's threads spread round-robin over all allowed
     /// CPUs, pinned there for the whole run.
     Split,
+    /// `dfsched` with the runtime recording what it sees
+    /// (`DFSCHED_RECORD`) into [`Params::record`], or into a temporary file
+    /// removed after the run: interleaved with `dfsched`, the ratio of the
+    /// two is the recording's overhead. Not among the default modes.
+    #[serde(rename = "dfsched-record")]
+    DfschedRecord,
 }
 
 /// What every benchmark's mode enum is: a fixed set of named modes
@@ -125,7 +131,18 @@ bench_modes!(Mode, ParamError::UnknownMode {
     Dfsched => "dfsched",
     Oracle => "oracle",
     Split => "split",
+    DfschedRecord => "dfsched-record",
 });
+
+/// The modes `bench df` runs by default: every one but `dfsched-record`.
+pub const DEFAULT_MODES: [Mode; 4] = [Mode::Vanilla, Mode::Dfsched, Mode::Oracle, Mode::Split];
+
+impl Mode {
+    /// Whether the mode runs the dfsched runtime.
+    pub fn uses_runtime(self) -> bool {
+        matches!(self, Mode::Dfsched | Mode::DfschedRecord)
+    }
+}
 
 /// Parses a comma-separated list of modes of any benchmark (`vanilla,dfsched`).
 /// Order is kept and empty names are skipped; an unknown name is the mode's
@@ -251,6 +268,11 @@ pub struct Params {
     pub modes: Vec<Mode>,
     /// Seed of the write-pattern phases and of the mode order per round.
     pub seed: u64,
+    /// Where `dfsched-record` runs record (each run replaces the file, so
+    /// the last run's recording is kept); `None`: a temporary file each
+    /// run, removed after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Default for Params {
@@ -264,8 +286,9 @@ impl Default for Params {
             write_ratio: DEFAULT_WRITE_RATIO,
             switch_every: DEFAULT_SWITCH_EVERY,
             repeat: DEFAULT_REPEAT,
-            modes: Mode::ALL.to_vec(),
+            modes: DEFAULT_MODES.to_vec(),
             seed: DEFAULT_SEED,
+            record: None,
         }
     }
 }
@@ -366,7 +389,7 @@ mod tests {
         p.validate().unwrap();
         assert_eq!((p.threads, p.dfs, p.df_bytes), (8, 2, 8192));
         assert_eq!(p.write_ratio, 1.0);
-        assert_eq!(p.modes, Mode::ALL.to_vec());
+        assert_eq!(p.modes, DEFAULT_MODES.to_vec());
         assert_eq!(p.threads_per_df(), vec![4, 4]);
     }
 

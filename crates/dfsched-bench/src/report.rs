@@ -127,6 +127,9 @@ pub struct Ratios {
     pub oracle_vs_vanilla: Option<f64>,
     /// split / vanilla: what the worst placement costs.
     pub split_vs_vanilla: Option<f64>,
+    /// dfsched-record / dfsched: what recording costs (1 = nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_vs_dfsched: Option<f64>,
 }
 
 /// The result of one benchmark case.
@@ -157,6 +160,7 @@ impl BenchReport {
             dfsched_vs_oracle: ratio(med(Mode::Dfsched), med(Mode::Oracle)),
             oracle_vs_vanilla: ratio(med(Mode::Oracle), med(Mode::Vanilla)),
             split_vs_vanilla: ratio(med(Mode::Split), med(Mode::Vanilla)),
+            record_vs_dfsched: ratio(med(Mode::DfschedRecord), med(Mode::Dfsched)),
         };
         let note = machine_note(&machine).to_string();
         BenchReport {
@@ -276,6 +280,14 @@ pub fn render_table(r: &BenchReport) -> String {
         ratio_cell(r.ratios.oracle_vs_vanilla),
         ratio_cell(r.ratios.split_vs_vanilla)
     );
+    if let Some(x) = r.ratios.record_vs_dfsched {
+        let _ = writeln!(
+            out,
+            "recording overhead: dfsched-record/dfsched {:.3} ({:+.1} %)",
+            x,
+            (x - 1.0) * 100.0
+        );
+    }
     let busiest = r
         .modes
         .values()

@@ -148,7 +148,9 @@ impl Environment {
     /// Reads the environment for `cases`.
     pub fn read(cases: &[Params]) -> Result<Environment, BenchError> {
         let allowed = os::get_affinity().map_err(BenchError::Os)?;
-        let needs_rt = cases.iter().any(|c| c.modes.contains(&Mode::Dfsched));
+        let needs_rt = cases
+            .iter()
+            .any(|c| c.modes.iter().any(|m| m.uses_runtime()));
         let rt_config = if needs_rt {
             Some(RuntimeConfig::from_env().map_err(BenchError::Runtime)?)
         } else {
@@ -280,15 +282,35 @@ pub fn run_once(
     env: &Environment,
 ) -> Result<RunRecord, BenchError> {
     let dfs: Vec<Df> = (0..params.dfs).map(|_| Df::new(params.df_bytes)).collect();
-    let rt = match mode {
-        Mode::Dfsched => {
-            let cfg = env
-                .rt_config
-                .clone()
-                .expect("Environment::read reads the runtime config for dfsched cases");
-            Some(Runtime::start(cfg).map_err(BenchError::Runtime)?)
+    // dfsched-record: the file this run records into, replaced (so the
+    // runtime holds its name, not FILE.PID), and whether it is ours to
+    // remove after the run.
+    let record = (mode == Mode::DfschedRecord).then(|| match &params.record {
+        Some(p) => (p.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!(
+                "dfsched-bench-record-{}-{round}.dfrec",
+                std::process::id()
+            )),
+            true,
+        ),
+    });
+    if let Some((path, _)) = &record {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BenchError::Record(path.clone(), e)),
         }
-        _ => None,
+    }
+    let rt = if mode.uses_runtime() {
+        let mut cfg = env
+            .rt_config
+            .clone()
+            .expect("Environment::read reads the runtime config for dfsched cases");
+        cfg.record = record.as_ref().map(|(p, _)| p.clone());
+        Some(Runtime::start(cfg).map_err(BenchError::Runtime)?)
+    } else {
+        None
     };
     let placer = Placer::new(mode, params, &env.allowed, rt.clone());
     let outcome = run_threads(params, &dfs, &placer, &env.allowed);
@@ -297,6 +319,9 @@ pub fn run_once(
         rt.shutdown();
         stats
     });
+    if let Some((path, true)) = &record {
+        let _ = std::fs::remove_file(path);
+    }
     let (start, threads, others_share) = outcome?;
     let mut run = summarise(mode, round, start, threads, runtime_stats);
     run.others_share = others_share;

@@ -110,10 +110,18 @@ pub struct DfArgs {
     #[arg(long, value_name = "N")]
     repeat: Option<usize>,
 
-    /// Comma-separated modes to run: vanilla, dfsched, oracle, split (see
-    /// above).
+    /// Comma-separated modes to run: vanilla, dfsched, oracle, split, and
+    /// dfsched-record (dfsched with the runtime recording; interleaved with
+    /// dfsched it measures the recording's overhead) (see above).
     #[arg(long, value_name = "LIST", default_value = "vanilla,dfsched,oracle,split", value_parser = parse_mode_list)]
     modes: ModeList,
+
+    /// Keep the recording of the dfsched-record runs in FILE (each run
+    /// replaces it: the last one is kept); adds dfsched-record to --modes
+    /// if it is not there. Without it, dfsched-record runs record into a
+    /// temporary file removed after each run.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
 
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
@@ -162,8 +170,18 @@ impl DfArgs {
             write_ratio: self.write_ratio,
             switch_every: self.switch_every,
             repeat: self.repeat.unwrap_or(DEFAULT_REPEAT),
-            modes: self.modes.0.clone(),
+            modes: {
+                let mut m = self.modes.0.clone();
+                if self.record.is_some() && !m.contains(&Mode::DfschedRecord) {
+                    m.push(Mode::DfschedRecord);
+                }
+                m
+            },
             seed: self.seed,
+            record: self
+                .record
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         };
         let cases = match self.grid {
             None => vec![base],

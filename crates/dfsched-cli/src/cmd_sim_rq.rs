@@ -207,7 +207,7 @@ fn pinter(a: PinterArgs) -> anyhow::Result<()> {
 }
 
 /// Peak resident memory of this process in KiB (`VmHWM`), if readable.
-fn peak_rss_kib() -> Option<u64> {
+pub(crate) fn peak_rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))

@@ -7,6 +7,8 @@
 //! dfsched [-v…] calibrate [--output PATH] [--quick] [--json]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
 //! dfsched [-v…] sim smt [--workload KIND [ARG]] [--contexts N] … [--json] [--grid paper]
+//! dfsched [-v…] sim replay FILE… --cpus N [--nodes N --llcs N --smt N] [--machine PROFILE] [--json]
+//! dfsched [-v…] record inspect FILE [--json]
 //! dfsched [-v…] model reload|mva …
 //! dfsched [-v…] trace import --out FILE [--skip N] [--accesses N] < lackey.txt
 //! dfsched [-v…] profile [--out FILE] [--interval N] … -- PROG [ARGS…]
@@ -40,8 +42,10 @@ mod cmd_compare;
 mod cmd_generate;
 mod cmd_model;
 mod cmd_profile;
+mod cmd_record;
 mod cmd_sim;
 mod cmd_sim_queue;
+mod cmd_sim_replay;
 mod cmd_sim_rq;
 mod cmd_sim_smt;
 mod cmd_smt_pair;
@@ -86,6 +90,8 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Evaluate the papers' analytic models.
     Model(cmd_model::ModelArgs),
+    /// Recordings of runs (`dfsched run --record`, `DFSCHED_RECORD`).
+    Record(cmd_record::RecordArgs),
     /// Memory traces of real programs for `sim smt` (from Valgrind lackey).
     Trace(cmd_trace::TraceArgs),
     /// A program's per-thread cache activity profile for the smt-pair
@@ -251,6 +257,7 @@ fn main() -> ExitCode {
         }),
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
+        Command::Record(args) => cmd_record::run(args).map_err(Failure::Run),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
         Command::Profile(args) => cmd_profile::run(args).map_err(Failure::Run),
         Command::SmtPair(args) => cmd_smt_pair::run(args).map_err(Failure::Run),

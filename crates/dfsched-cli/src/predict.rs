@@ -50,6 +50,19 @@ pub const SEEDS: u64 = 5;
 /// The kernel's periodic balance interval on a busy CPU, ns (4 ms).
 const KERNEL_BALANCE_NS: f64 = 4e6;
 
+/// The slices' noise on `profile`'s machine: half their measured spread
+/// over the median, in thousandths (at most 500); the kernel model's
+/// default without a measure.
+pub fn slice_jitter_milli(profile: &MachineProfile) -> u32 {
+    let t = &profile.costs.timeslice;
+    match (t.median_ns, t.min_ns, t.max_ns) {
+        (Some(m), Some(lo), Some(hi)) if m > 0.0 => {
+            (((hi - lo) / 2.0 / m) * 1000.0).round().clamp(0.0, 500.0) as u32
+        }
+        _ => KernelModel::default().slice_jitter_milli,
+    }
+}
+
 /// The profile `--predict` names (or the default one), loaded.
 pub struct Predictor {
     path: PathBuf,
@@ -65,16 +78,9 @@ impl Predictor {
         Ok(Predictor { path, profile, cal })
     }
 
-    /// The slices' noise: half their measured spread over the median, in
-    /// thousandths (at most 500); the model's default without a measure.
+    /// The slices' noise of this machine ([`slice_jitter_milli`]).
     fn slice_jitter_milli(&self) -> u32 {
-        let t = &self.profile.costs.timeslice;
-        match (t.median_ns, t.min_ns, t.max_ns) {
-            (Some(m), Some(lo), Some(hi)) if m > 0.0 => {
-                (((hi - lo) / 2.0 / m) * 1000.0).round().clamp(0.0, 500.0) as u32
-            }
-            _ => KernelModel::default().slice_jitter_milli,
-        }
+        slice_jitter_milli(&self.profile)
     }
 
     /// `base` with the kernel model, quantum and length of this machine,
@@ -329,7 +335,7 @@ pub fn df_case(
 pub fn df_policy(m: dfsched_bench::Mode) -> DfPolicy {
     match m {
         dfsched_bench::Mode::Vanilla => DfPolicy::Vanilla,
-        dfsched_bench::Mode::Dfsched => DfPolicy::DfschedRr,
+        dfsched_bench::Mode::Dfsched | dfsched_bench::Mode::DfschedRecord => DfPolicy::DfschedRr,
         dfsched_bench::Mode::Oracle => DfPolicy::Oracle,
         dfsched_bench::Mode::Split => DfPolicy::Split,
     }

@@ -9,6 +9,7 @@
 //!   2. the child's environment: LD_PRELOAD=<lib>[:<LD_PRELOAD>],
 //!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given
 //!      (--rules: the file checked, DFSCHED_RULES=its JSON);
+//!      (--record FILE: DFSCHED_RECORD=<FILE made absolute>, FILE removed);
 //!      checked as the runtime will read it (nothing runs if it is bad)
 //!   3. the agent: unless dfsched is off for the program (policy none,
 //!      DFSCHED_DISABLE, no balancer, DFSCHED_AGENT=off / --no-agent), make
@@ -109,6 +110,15 @@ none, DFSCHED_DISABLE=1, --balance-interval-ms 0 (no balancer to talk to \
 it) or --no-agent / DFSCHED_AGENT=off. See its state with `dfsched agent \
 --status`, stop it with `dfsched agent --stop`.
 
+Recording: --record FILE records what the runtime sees (threads, hints, \
+DF sizes, CPU time and run-queue wait per balancer pass, blocking, the \
+CPUs each thread ran on) into FILE, for `dfsched record inspect FILE` and \
+`dfsched sim replay FILE --cpus N`. The first of the program's processes \
+to start its runtime writes FILE; every other process (a child it starts, \
+a shell's command) writes FILE.PID; replay them together by naming every \
+file. The buffer never makes the program wait: when it is full, events \
+are dropped and counted (in the file and in the stats).
+
 Exit status: the program's own (it replaces dfsched run: same pid, same \
 signals); 125 if dfsched run failed before starting it; 126 if it could not \
 be executed; 127 if it was not found; 2 for a bad option.
@@ -189,6 +199,12 @@ pub struct RunArgs {
     /// anything runs; handed to the program as DFSCHED_RULES.
     #[arg(long, value_name = "FILE")]
     rules: Option<PathBuf>,
+    /// Record what the runtime sees into FILE (DFSCHED_RECORD; replaced if
+    /// it exists), for `dfsched record inspect` and `dfsched sim replay`.
+    /// The program's first process to start its runtime writes FILE; any
+    /// other process it starts writes FILE.PID.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 
     /// The libdfsched.so to preload (else $DFSCHED_LIB, else next to this
     /// binary).
@@ -225,6 +241,21 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             Ok(rules) => vars.push(("DFSCHED_RULES", rules.to_json())),
             Err(msg) => fail(EXIT_FAILED, &format!("{msg}; nothing was run")),
         }
+    }
+    if let Some(file) = &args.record {
+        // Absolute, so that a program that changes directory records where
+        // it was asked; removed, so that the program's first runtime (not
+        // an old recording) holds the name.
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => fail(
+                EXIT_FAILED,
+                &format!("--record {}: cannot replace it: {e}", file.display()),
+            ),
+        }
+        vars.push(("DFSCHED_RECORD", file.display().to_string()));
     }
     // The runtime in the program will read the inherited DFSCHED_*
     // variables with ours on top: check them now, as it will, so a bad one

@@ -24,6 +24,8 @@
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LOG` | the runtime's own events (`tracing`) on stderr, one line each, at this level and above (see `log.rs`); for programs without a subscriber of their own | `off` | `off`/`error`/`warn`/`info`/`debug`/`trace` |
 //! | `DFSCHED_STATS` | at the process's exit, the process-wide runtime's counters (what `dfsched_stats_json()` returns) are written to this file; `%p` in it becomes the pid, so that each process of a program writes its own | — | a non-empty path |
+//! | `DFSCHED_RECORD` | record what the runtime sees into this file (see [`crate::record`] and `docs/record-format.md`); if the file exists (another process of the program writes it), into `FILE.PID` | — (off) | a non-empty path |
+//! | `DFSCHED_RECORD_BUFFER` | events the recording's buffer holds between two writes (one per balancer pass); a full buffer drops events and counts them, it never waits | `32768` | `64`..=`16777216` |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
 //! Rules:
@@ -95,6 +97,8 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_LOG",
     "DFSCHED_STATS",
     "DFSCHED_LIB",
+    "DFSCHED_RECORD",
+    "DFSCHED_RECORD_BUFFER",
 ];
 
 /// The longest [`RuntimeConfig::agent_timeout_ms`]: 10 s, a bound on what
@@ -180,6 +184,13 @@ pub struct RuntimeConfig {
     /// Where the process-wide runtime writes its counters at the process's
     /// exit (`DFSCHED_STATS`; `%p` = the pid). Default `None`.
     pub stats_path: Option<PathBuf>,
+    /// Where to record what the runtime sees (`DFSCHED_RECORD`); `None`
+    /// (the default) records nothing. See [`crate::record`].
+    pub record: Option<PathBuf>,
+    /// Events the recording buffer holds between writes
+    /// (`DFSCHED_RECORD_BUFFER`). Default
+    /// [`crate::record::DEFAULT_RECORD_BUFFER`].
+    pub record_buffer_events: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -206,6 +217,8 @@ impl Default for RuntimeConfig {
             enabled: true,
             log: None,
             stats_path: None,
+            record: None,
+            record_buffer_events: crate::record::DEFAULT_RECORD_BUFFER,
         }
     }
 }
@@ -405,6 +418,20 @@ impl RuntimeConfig {
                     return Err(bad("must be a file path, not empty".into()));
                 }
                 self.stats_path = Some(PathBuf::from(value));
+            }
+            "DFSCHED_RECORD" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a file path, not empty".into()));
+                }
+                self.record = Some(PathBuf::from(value));
+            }
+            "DFSCHED_RECORD_BUFFER" => {
+                let n = parse_u64(value).map_err(&bad)?;
+                let max = crate::record::MAX_RECORD_BUFFER as u64;
+                if !(64..=max).contains(&n) {
+                    return Err(bad(format!("a number of events from 64 to {max}")));
+                }
+                self.record_buffer_events = n as usize;
             }
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {

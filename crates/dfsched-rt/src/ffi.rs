@@ -116,6 +116,13 @@ pub extern "C" fn dfsched_leave() -> c_int {
     guarded(crate::leave)
 }
 
+/// See [`crate::Runtime::df_size`]: declares DF `df`'s size in bytes
+/// (recorded for `dfsched sim replay`; no placement changes).
+#[no_mangle]
+pub extern "C" fn dfsched_df_size(df: u64, bytes: u64) -> c_int {
+    guarded(|| crate::global::df_size(df, bytes))
+}
+
 /// Creates an application and stores its id in `*out`.
 ///
 /// # Safety

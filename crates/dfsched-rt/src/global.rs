@@ -186,6 +186,11 @@ pub fn enter(df: u64) -> Result<(), Error> {
     global()?.enter(df)
 }
 
+/// [`Runtime::df_size`] on the global runtime.
+pub fn df_size(df: u64, bytes: u64) -> Result<(), Error> {
+    global()?.df_size(df, bytes)
+}
+
 /// [`Runtime::leave`] on the global runtime.
 pub fn leave() -> Result<(), Error> {
     global()?.leave()

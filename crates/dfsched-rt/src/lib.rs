@@ -171,6 +171,7 @@ pub mod idle;
 mod log;
 pub mod preload;
 pub mod procfs;
+pub mod record;
 pub mod rules;
 mod runtime;
 pub mod signals;
@@ -188,7 +189,9 @@ pub use dfsched_core::{
     TaskId, TaskView, Topology,
 };
 pub use error::{code, AffinityOp, Error};
-pub use global::{attach, balance_now, create_app, enter, global, hint, leave, stats_json};
+pub use global::{
+    attach, balance_now, create_app, df_size, enter, global, hint, leave, stats_json,
+};
 pub use runtime::Runtime;
 pub use stats::{PlacementFailures, RecentPasses, RefusedHints, RuntimeStats};
 

@@ -37,6 +37,7 @@
 
 mod pass;
 mod place;
+mod recording;
 mod rules;
 mod spawn;
 mod threads;
@@ -98,6 +99,9 @@ pub(crate) struct Inner {
     /// This process's facts for the rules (`runtime/rules.rs`), read once
     /// at start; `None` without rules.
     pub(crate) process: Option<crate::rules::ProcessFacts>,
+    /// The recording (`DFSCHED_RECORD`), if one was asked for
+    /// (`record.rs`, written by the balancer and at the end).
+    pub(crate) recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 /// Owns the balancer thread; dropping the last `Runtime` clone shuts down.
@@ -166,6 +170,26 @@ impl Runtime {
         };
         let engine = Engine::new(topology.clone(), config.engine_config())
             .map_err(|e| Error::Config(e.to_string()))?;
+        let started = Instant::now();
+        let recorder = match (&config.record, config.enabled) {
+            (Some(path), true) => {
+                let header = crate::record::Recorder::header(
+                    std::process::id(),
+                    topology.nr_cpus() as u32,
+                    config.policy,
+                    config.balance_interval_ms,
+                );
+                let r = crate::record::Recorder::create(
+                    path,
+                    config.record_buffer_events,
+                    started,
+                    header,
+                )
+                .map_err(|e| Error::Config(format!("DFSCHED_RECORD={}: {e}", path.display())))?;
+                Some(Arc::new(r))
+            }
+            _ => None,
+        };
         let inner = Arc::new(Inner {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             machine,
@@ -174,7 +198,7 @@ impl Runtime {
             sys,
             shut_down: AtomicBool::new(false),
             state: Mutex::new(State::new(engine)),
-            started: Instant::now(),
+            started,
             pid: std::process::id(),
             fork_generation: crate::fork::generation(),
             stop: Mutex::new(false),
@@ -187,8 +211,12 @@ impl Runtime {
             process: config.rules.as_ref().and_then(|_| {
                 crate::rules::ProcessFacts::read("/proc".as_ref(), std::process::id())
             }),
+            recorder,
             config,
         });
+        if inner.recorder.is_some() {
+            recording::finish_at_exit(&inner);
+        }
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
             let interval = Duration::from_millis(inner.config.balance_interval_ms);
             Some(pass::spawn(Arc::clone(&inner), interval)?)
@@ -239,6 +267,36 @@ impl Runtime {
     #[inline]
     pub fn leave(&self) -> Result<(), Error> {
         self.owner.inner.hint(None, None, 0)
+    }
+
+    /// Declares DF `df`'s size, `bytes`, in the calling thread's
+    /// application (0 for a thread that has not hinted): an optional hint
+    /// for `dfsched sim replay`, which otherwise assumes a default size
+    /// (see `docs/record-format.md`). Changes no placement; recorded when
+    /// the runtime records (`DFSCHED_RECORD`), else only checked. Costs a
+    /// thread-local lookup and, when recording, one push on the
+    /// recording's buffer: no lock, no system call.
+    ///
+    /// `df` 0 (no DF) or `bytes` 0 is refused with
+    /// [`Error::InvalidArgument`].
+    pub fn df_size(&self, df: u64, bytes: u64) -> Result<(), Error> {
+        if df == 0 || bytes == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "dfsched_df_size(df {df}, bytes {bytes}): the DF and its size must be non-zero"
+            )));
+        }
+        let inner = &self.owner.inner;
+        if !inner.config.enabled {
+            return Ok(());
+        }
+        if inner.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        if let Some(rec) = &inner.recorder {
+            let app = thread::current(inner.id).map_or(0, |(app, _)| app);
+            rec.df_size(app, df, bytes);
+        }
+        Ok(())
     }
 
     /// Registers the calling thread with no hint (application 0, no DF),
@@ -323,6 +381,7 @@ impl Runtime {
         s.shut_down = inner.is_shut_down();
         s.engine = st.engine.stats().clone();
         s.preload_attach_failures = crate::stats::preload_attach_failures();
+        s.record = inner.recorder.as_ref().map(|r| r.stats());
         s
     }
 
@@ -466,6 +525,7 @@ fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
             let _ = handle.join();
         }
     }
+    inner.finish_recording();
 }
 
 /// `machine` restricted to the CPUs of `allowed`: every domain intersected

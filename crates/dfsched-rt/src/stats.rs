@@ -265,6 +265,10 @@ pub struct RuntimeStats {
     pub preload_attach_failures: u64,
     /// The engine's own counters.
     pub engine: dfsched_core::Stats,
+    /// The recording (`DFSCHED_RECORD`), if one is made: its file, events
+    /// written, events dropped because the buffer was full, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::record::RecordStats>,
 }
 
 #[cfg(test)]

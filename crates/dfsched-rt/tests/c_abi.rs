@@ -135,6 +135,7 @@ fn header_codes_match_the_rust_codes() {
         "dfsched_hint(uint64_t app, uint64_t cur_df, uint64_t next_df)",
         "dfsched_enter(uint64_t df)",
         "dfsched_leave(void)",
+        "dfsched_df_size(uint64_t df, uint64_t bytes)",
         "dfsched_attach(void)",
         "dfsched_app_create(uint64_t *out)",
         "dfsched_balance_now(void)",

@@ -143,6 +143,7 @@ pub fn workload(p: &ChatSimParams) -> Workload {
                     allowed: None,
                     program,
                     process: 0,
+                    background: false,
                 });
             }
         }

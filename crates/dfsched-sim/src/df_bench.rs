@@ -525,6 +525,7 @@ impl DfBenchParams {
                     start_cycles: start,
                     allowed: None,
                     program,
+                    background: false,
                 }
             })
             .collect();

@@ -78,6 +78,7 @@ pub mod pinter_example;
 pub mod profile;
 pub mod program;
 pub mod queue;
+pub mod replay;
 pub mod rng;
 pub mod smt;
 pub mod time;

@@ -128,6 +128,11 @@ pub struct TaskSpec {
     /// them when they give no DF). Default 0: one program.
     #[serde(default)]
     pub process: u32,
+    /// Load from outside the program (a replay's other processes): it
+    /// competes for its CPUs, but the run's makespan does not wait for it,
+    /// and the run ends when every other task has exited. Default false.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// DFs and the tasks that work on them.
@@ -232,6 +237,7 @@ mod tests {
                 start_cycles: 0,
                 allowed: None,
                 program,
+                background: false,
             }],
         }
     }

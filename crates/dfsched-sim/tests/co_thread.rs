@@ -57,6 +57,7 @@ fn workload_with(processes: u32, threads: u32, rounds: u32, sleep: bool) -> Work
                 allowed: None,
                 program,
                 process: p,
+                background: false,
             });
         }
     }

@@ -105,6 +105,12 @@ impl Inner {
         // (/proc/self/task) for both reports.
         let mut unknown = None;
         let agent = self.agent_exchange(&mut unknown);
+        if let (Some(rec), Some(view)) = (&self.recorder, agent.view()) {
+            rec.sharing(
+                view.set,
+                view.home.as_ref().map(|h| h.iter().map(|c| c.0).collect()),
+            );
+        }
         let sample = self.config.external_load.then(|| {
             self.external
                 .lock()
@@ -164,6 +170,18 @@ impl Inner {
                 .unwrap_or_else(PoisonError::into_inner)
                 .set_own(shares, threads);
         }
+        // The outside load the engine now has, for the recording (plain
+        // values copied under the lock, encoded after it).
+        let outside = match (&self.recorder, self.config.external_load) {
+            (Some(_), true) => Some(
+                st.stats
+                    .external_load_per_cpu_milli
+                    .iter()
+                    .map(|&(c, m)| (c.0, m))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
         let pass_cpu_ns = crate::sys::own_cpu_ns().saturating_sub(cpu_before);
         st.stats.balance_cpu_ns += pass_cpu_ns;
         st.stats.recent_pass_cpu_ns.record(pass_cpu_ns);
@@ -171,6 +189,15 @@ impl Inner {
         if moved {
             self.agent_update(&mut unknown);
         }
+        // The recording's samples and write-out, after the pass's own
+        // work, on this thread (never a program thread's).
+        if let (Some(rec), Some(per_cpu)) = (&self.recorder, outside) {
+            rec.note(&dfsched_record::Event::OutsideLoad {
+                t_ns: rec.now_ns(),
+                per_cpu,
+            });
+        }
+        self.record_pass();
         out.balance.map_err(Error::from)
     }
 
@@ -203,11 +230,25 @@ impl Inner {
             let task = TaskId(tid);
             let event = match after.observe(cpu_ns, now_ns, window) {
                 Step::Nothing => None,
-                Step::Wake => Some(Event::Wake { task }),
+                Step::Wake => {
+                    if let Some(rec) = &self.recorder {
+                        rec.note(&dfsched_record::Event::Wake {
+                            t_ns: rec.now_ns(),
+                            tid,
+                        });
+                    }
+                    Some(Event::Wake { task })
+                }
                 // Running or queued right now, or unreadable: not idle yet;
                 // it stays a candidate and is looked at again next pass.
                 Step::Idle => match crate::procfs::thread_runnable_now(self.pid, tid) {
                     Some(false) => {
+                        if let Some(rec) = &self.recorder {
+                            rec.note(&dfsched_record::Event::Block {
+                                t_ns: rec.now_ns(),
+                                tid,
+                            });
+                        }
                         after.block();
                         Some(Event::Block { task })
                     }

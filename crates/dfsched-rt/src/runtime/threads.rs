@@ -62,14 +62,20 @@ impl Inner {
         // allowed CPUs and current CPU are read before the lock, so the
         // critical section makes no extra call.
         let tid = registered_tid.unwrap_or_else(crate::sys::gettid);
-        let first = registered_tid
-            .is_none()
-            .then(|| (self.sys.get_affinity(0), crate::sys::current_cpu()));
+        let first = registered_tid.is_none().then(|| {
+            (
+                self.sys.get_affinity(0),
+                crate::sys::current_cpu(),
+                self.recorder
+                    .as_ref()
+                    .map(|_| crate::record::own_schedstat()),
+            )
+        });
         let mut st = self.lock()?;
         st.stats.hint_calls += 1;
         let mut outcome = None;
-        if let Some((mask, cpu)) = first {
-            outcome = match self.register(&mut st, tid, app, mask, cpu) {
+        if let Some((mask, cpu, sched)) = first {
+            outcome = match self.register(&mut st, tid, app, mask, cpu, sched) {
                 Ok(outcome) => outcome,
                 Err(e) => return refuse(&mut st, e),
             };
@@ -90,6 +96,9 @@ impl Inner {
                 self.forget_left_alone(&mut st, tid);
             }
             return refuse(&mut st, e.into());
+        }
+        if let Some(rec) = &self.recorder {
+            rec.hint(tid, app, cur, next, crate::sys::own_cpu_ns());
         }
         self.replace_if_stale(&mut st, tid);
         // The engine now has `next` for this thread. Recorded before the
@@ -139,8 +148,12 @@ impl Inner {
         let tid = crate::sys::gettid();
         let mask = self.sys.get_affinity(0);
         let cpu = crate::sys::current_cpu();
+        let sched = self
+            .recorder
+            .as_ref()
+            .map(|_| crate::record::own_schedstat());
         let mut st = self.lock()?;
-        let mut outcome = match self.register(&mut st, tid, 0, mask, cpu) {
+        let mut outcome = match self.register(&mut st, tid, 0, mask, cpu, sched) {
             Ok(outcome) => outcome,
             Err(e) => return refuse(&mut st, e),
         };
@@ -166,6 +179,8 @@ impl Inner {
 
     /// Registers the calling thread (`TaskNew`) under `app`, from its kernel
     /// mask `mask`; returns the outcome of any placement of it that followed.
+    /// `sched` is its schedstat reading when recording (read before the
+    /// lock).
     fn register(
         self: &Arc<Self>,
         st: &mut State,
@@ -173,6 +188,7 @@ impl Inner {
         app: u64,
         mask: Result<CpuSet, Error>,
         cpu: Option<CpuId>,
+        sched: Option<(u64, u64)>,
     ) -> Result<Option<Result<(), Error>>, Error> {
         if app >= st.next_app {
             return Err(CoreError::UnknownApp(AppId(app)).into());
@@ -206,6 +222,10 @@ impl Inner {
             },
         );
         st.stats.threads_registered += 1;
+        if let Some(rec) = &self.recorder {
+            let sched = sched.unwrap_or_else(|| (crate::sys::own_cpu_ns(), 0));
+            rec.thread_new(tid, app, cpu.map(|c| c.0), sched);
+        }
         let listener: std::sync::Weak<dyn thread::ExitListener> = Arc::downgrade(self) as _;
         if let Err(e) = thread::register(self.id, listener, tid, app, fast) {
             // Without a registration the thread's exit would go unnoticed:
@@ -250,6 +270,9 @@ impl Inner {
             return;
         }
         rec.idle.woken_by_call();
+        if let Some(r) = &self.recorder {
+            r.wake_by_call(tid);
+        }
         if st.handle(Event::Wake { task: TaskId(tid) }).is_ok() {
             st.stats.idle_wakes += 1;
             // Carried out before the hint, whose refusal would drop them.
@@ -281,6 +304,10 @@ impl thread::ExitListener for Inner {
         if !self.config.enabled || self.is_shut_down() {
             return;
         }
+        let sched = self
+            .recorder
+            .as_ref()
+            .map(|_| crate::record::own_schedstat());
         let Ok(mut st) = self.lock() else {
             return;
         };
@@ -289,6 +316,9 @@ impl thread::ExitListener for Inner {
             return;
         }
         st.stats.threads_exited += 1;
+        if let Some(rec) = &self.recorder {
+            rec.thread_exit(tid, sched.unwrap_or((crate::sys::own_cpu_ns(), 0)));
+        }
         if st.handle(Event::Exit { task: TaskId(tid) }).is_ok() {
             self.apply(&mut st, None);
         }

@@ -177,7 +177,8 @@ pub struct BodyReport {
     pub cpus: usize,
     /// Tasks.
     pub tasks: usize,
-    /// When the last task exited, in cycles: the run time.
+    /// When the last task exited, in cycles: the run time (background
+    /// tasks left out).
     pub makespan_cycles: u64,
     /// Cycles CPUs spent running tasks (context switches included).
     pub busy_cycles: u64,
@@ -317,6 +318,9 @@ struct Body {
     static_cpu: Vec<u32>,
     line_bytes: u64,
     alive: usize,
+    /// Tasks not [`crate::program::TaskSpec::background`] still to exit:
+    /// the run stops when none is left.
+    foreground: usize,
     makespan: u64,
     busy: u64,
     migrations: u64,
@@ -349,7 +353,7 @@ pub fn run(
     if let Some(e) = body.error {
         return Err(e);
     }
-    debug_assert_eq!(body.alive, 0, "every task exits once the queue drains");
+    debug_assert_eq!(body.foreground, 0, "every task exits once the queue drains");
     Ok(BodyReport {
         placement: body.cfg.placement.name().to_string(),
         dispatch: body.cfg.dispatch,
@@ -441,6 +445,7 @@ impl Body {
         Ok(Body {
             layout: work.layout(line_bytes),
             alive: tasks.len(),
+            foreground: work.tasks.iter().filter(|t| !t.background).count(),
             cpus: vec![Cpu::default(); cpu_ids.len()],
             load: vec![0; cpu_ids.len()],
             cfg,
@@ -858,7 +863,14 @@ impl Body {
                 None | Some(Burst::Exit) => {
                     self.tasks[i].phase = Phase::Done;
                     self.alive -= 1;
-                    self.makespan = self.makespan.max(ctx.now().0);
+                    if !self.work.tasks[i].background {
+                        self.makespan = self.makespan.max(ctx.now().0);
+                        self.foreground -= 1;
+                        if self.foreground == 0 {
+                            // Background load alone is no run: stop.
+                            ctx.stop();
+                        }
+                    }
                     self.engine_event(Event::Exit { task: Self::tid(i) }, ctx);
                 }
                 Some(Burst::Wait { chan }) => {

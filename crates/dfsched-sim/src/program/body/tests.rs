@@ -39,6 +39,7 @@ fn workload(tasks: usize, dfs: usize, lines: u64, passes: usize) -> Workload {
                     start_cycles: 0,
                     allowed: None,
                     program,
+                    background: false,
                 }
             })
             .collect(),
@@ -184,6 +185,7 @@ fn a_long_compute_is_preempted_so_others_run_in_between() {
         start_cycles: 0,
         allowed: None,
         program: vec![Burst::Compute { cycles: 200_000 }],
+        background: false,
     };
     let w = Workload {
         dfs: vec![],
@@ -277,6 +279,7 @@ fn ping_pong(n: usize, a: u32, b: u32) -> Workload {
         start_cycles: 0,
         allowed: Some(CpuSet::single(CpuId(cpu))),
         program,
+        background: false,
     };
     Workload {
         dfs: vec![],

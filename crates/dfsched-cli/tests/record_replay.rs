@@ -1,0 +1,310 @@
+//! Recording and replay end to end, with the built binary: a recorded
+//! `bench df` dfsched-mode run and a C program using the hints whose threads
+//! block and wake on pipes (tests/record_fixtures/pipes.c, built here with
+//! gcc against libdfsched.so) are recorded, inspected, and replayed on 2,
+//! 64 and 1,024 CPUs. `dfsched run --record` records a preloaded program
+//! from its first thread. No timing is asserted: only that each step
+//! works and says what the recording holds.
+
+mod cli_support;
+
+use cli_support::{dfsched, stdout_json, stdout_of, BIN};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A fresh scratch directory of this test process, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(tag: &str) -> Scratch {
+    let dir =
+        std::env::temp_dir().join(format!("dfsched-record-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+/// Says why a test cannot run: a failure under CI=true, a message else.
+fn skip_or_fail(message: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("cannot run here (CI=true): {message}");
+    }
+    eprintln!("{message}");
+}
+
+/// A command with the test's own DFSCHED_* and LD_PRELOAD removed, the
+/// agent off and the balancer every 20 ms (more samples in a short run).
+fn clean(mut cmd: Command) -> Command {
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("DFSCHED_") || k == "LD_PRELOAD")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("DFSCHED_AGENT", "off")
+        .env("DFSCHED_BALANCE_INTERVAL_MS", "20");
+    cmd
+}
+
+/// The directory of the newest libdfsched.so beside the binary (as
+/// `dfsched run` finds it).
+fn lib_dir() -> PathBuf {
+    let dir = Path::new(BIN).parent().unwrap();
+    [dir.to_path_buf(), dir.join("deps")]
+        .into_iter()
+        .filter(|d| d.join("libdfsched.so").is_file())
+        .max_by_key(|d| {
+            d.join("libdfsched.so")
+                .metadata()
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .expect("libdfsched.so is built beside the binary")
+}
+
+/// pipes.c built against libdfsched.so, or `None` after saying why.
+fn pipes_program(dir: &Path) -> Option<PathBuf> {
+    if !Command::new("gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        skip_or_fail("SKIP: no gcc on this machine");
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = dir.join("pipes");
+    let lib = lib_dir();
+    let o = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"])
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg("-o")
+        .arg(&out)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/record_fixtures/pipes.c"))
+        .arg(format!("-L{}", lib.display()))
+        .arg("-ldfsched")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(out)
+}
+
+/// `record inspect FILE --json`.
+fn inspect(file: &Path) -> Value {
+    stdout_json(&dfsched(&[
+        "record",
+        "inspect",
+        file.to_str().unwrap(),
+        "--json",
+    ]))
+}
+
+/// `sim replay FILE --cpus N --json` with a small access budget (a test
+/// replays for correctness, not length).
+fn replay(file: &Path, cpus: u32) -> Value {
+    let v = stdout_json(&dfsched(&[
+        "sim",
+        "replay",
+        file.to_str().unwrap(),
+        "--cpus",
+        &cpus.to_string(),
+        "--access-budget",
+        "100000",
+        "--json",
+    ]));
+    assert_eq!(v["cpus"], cpus, "{cpus} CPUs");
+    let results = v["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["vanilla", "dfsched", "dfsched-rr", "oracle", "split"]
+    );
+    for r in results {
+        assert!(r["predicted_ns"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["report"]["cpus"], cpus);
+        let m = &r["report"]["misses"];
+        for kind in ["cold", "reload", "capacity", "coherence"] {
+            assert!(m[kind].is_u64(), "misses.{kind}: {m}");
+        }
+    }
+    assert_eq!(
+        results[0]["runtime_vs_vanilla_milli"], 1000,
+        "ratios to vanilla"
+    );
+    v
+}
+
+/// Checks the replays of a recording on 2, 64 and 1,024 CPUs agree on the
+/// program's plan; returns the 2-CPU plan.
+fn replays_everywhere(file: &Path) -> Value {
+    let two = replay(file, 2);
+    for cpus in [64, 1024] {
+        let many = replay(file, cpus);
+        // The program's part of the plan does not depend on the machine;
+        // other processes' load is replayed on the recording's own size
+        // only (--outside-load auto).
+        for key in [
+            "threads",
+            "df_bytes",
+            "cpu_ns",
+            "blocked_ns",
+            "recorded_run_ns",
+            "scale",
+        ] {
+            assert_eq!(
+                many["plan"][key], two["plan"][key],
+                "plan.{key} at {cpus} CPUs"
+            );
+        }
+        assert_eq!(many["plan"]["outside_tasks"], 0);
+    }
+    two["plan"].clone()
+}
+
+#[test]
+fn a_recorded_bench_df_run_inspects_and_replays_on_2_64_and_1024_cpus() {
+    let dir = scratch("bench");
+    let file = dir.join("bench.dfrec");
+    let mut cmd = clean(Command::new(BIN));
+    cmd.args([
+        "bench",
+        "df",
+        "--threads",
+        "8",
+        "--dfs",
+        "2",
+        "--df-bytes",
+        "8192",
+        "--iterations",
+        "20000",
+        "--modes",
+        "dfsched",
+        "--repeat",
+        "1",
+        "--json",
+        "--quiet",
+        "--record",
+    ])
+    .arg(&file);
+    let report = stdout_json(&cmd.output().unwrap());
+    assert!(
+        report["modes"]["dfsched-record"]["median_s"].is_number(),
+        "--record adds the dfsched-record mode: {}",
+        report["modes"]
+    );
+    assert!(report["ratios"]["record_vs_dfsched"].is_number());
+    let s = &inspect(&file)["summary"];
+    assert_eq!(s["complete"], true);
+    assert_eq!(s["dropped"], 0);
+    assert_eq!(s["dfs"], 2);
+    assert_eq!(s["events"]["hint"], 8, "one DF hint per worker: {s}");
+    assert_eq!(s["events"]["thread_exit"], 8);
+    let threads = s["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 8);
+    assert!(threads.iter().all(|t| t["cpu_ns"].as_u64().unwrap() > 0));
+    let plan = replays_everywhere(&file);
+    assert_eq!(plan["threads"], 8);
+    assert_eq!(plan["dfs_defaulted"], 2, "bench df declares no sizes");
+    assert_eq!(plan["recorded_policy"], "dfsched-rr");
+    // People's summary names the same.
+    let text = stdout_of(&dfsched(&["record", "inspect", file.to_str().unwrap()]));
+    assert!(text.contains("threads: 8 (8 exited)"), "{text}");
+}
+
+#[test]
+fn a_c_program_blocking_on_pipes_records_its_sizes_and_replays_its_blocking() {
+    let dir = scratch("pipes");
+    let Some(pipes) = pipes_program(&dir) else {
+        return;
+    };
+    let file = dir.join("pipes.dfrec");
+    let mut cmd = clean(Command::new(&pipes));
+    cmd.args(["2", "300", "20"]).env("DFSCHED_RECORD", &file);
+    let out = cmd.output().unwrap();
+    assert_eq!(stdout_of(&out).trim(), "done");
+    let s = &inspect(&file)["summary"];
+    assert_eq!(s["complete"], true);
+    assert_eq!(s["dfs"], 2);
+    let sizes = s["df_sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{s}");
+    assert!(sizes.iter().all(|x| x[2] == 16384), "{sizes:?}");
+    // The linked library knows the four players, not main.
+    assert_eq!(s["threads"].as_array().unwrap().len(), 4);
+    let plan = replays_everywhere(&file);
+    assert_eq!(plan["df_bytes"], serde_json::json!([16384, 16384]));
+    assert_eq!(plan["dfs_defaulted"], 0);
+    assert!(
+        plan["blocked_ns"].as_u64().unwrap() > 0,
+        "ping-pong threads block on their pipes: {plan}"
+    );
+}
+
+#[test]
+fn dfsched_run_record_records_a_preloaded_program_from_its_first_thread() {
+    let dir = scratch("run");
+    let Some(pipes) = pipes_program(&dir) else {
+        return;
+    };
+    let file = dir.join("run.dfrec");
+    // An old file of that name is replaced, not appended to or kept.
+    std::fs::write(&file, b"old").unwrap();
+    let mut cmd = clean(Command::new(BIN));
+    cmd.args(["run", "--policy", "data-affinity", "--record"])
+        .arg(&file)
+        .arg("--")
+        .arg(&pipes)
+        .args(["1", "100", "5"]);
+    assert_eq!(stdout_of(&cmd.output().unwrap()).trim(), "done");
+    let s = &inspect(&file)["summary"];
+    assert_eq!(s["complete"], true);
+    // Preloaded: main and the two players are known from their creation.
+    assert_eq!(s["threads"].as_array().unwrap().len(), 3, "{s}");
+}
+
+#[test]
+fn bad_files_and_policies_are_refused_with_their_reason() {
+    let dir = scratch("bad");
+    let file = dir.join("not.dfrec");
+    std::fs::write(&file, b"this is not a recording at all, not even close").unwrap();
+    let out = dfsched(&["record", "inspect", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no DFSCHREC magic"));
+    let out = dfsched(&[
+        "sim",
+        "replay",
+        file.to_str().unwrap(),
+        "--policies",
+        "nope",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy"));
+}
