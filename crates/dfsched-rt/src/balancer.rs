@@ -207,6 +207,7 @@ mod tests {
                 TaskRec {
                     fast: Arc::new(FastCounter::default()),
                     last_set: topo.cpus().clone(),
+                    allowed: topo.cpus().clone(),
                     stale: false,
                     idle: Track::default(),
                     lent: None,
@@ -362,6 +363,7 @@ mod tests {
         let rec = TaskRec {
             fast: Arc::new(FastCounter::default()),
             last_set: set("0-1"),
+            allowed: set("0-1"),
             stale: false,
             idle: Track::default(),
             lent: None,

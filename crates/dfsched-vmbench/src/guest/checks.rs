@@ -410,12 +410,41 @@ fn balancer_repairs_llc_imbalance(ctx: &Ctx) -> Result<String, String> {
             ));
         }
     };
+    // The stats while the hogs still run: their last external sample.
+    let stats = w.finish(60)?;
     drop(hogs_running);
-    w.finish(60)?;
     Ok(format!(
-        "before: {before}; a hog on each CPU of {}: {after}",
-        e.llcs[llc]
+        "before: {before}; a hog on each CPU of {}: {after}; runtime: {}",
+        e.llcs[llc],
+        stats_summary(&stats)
     ))
+}
+
+/// The balancer's counters from a workload's stats JSON (its last stdout
+/// line), for the detail of a check about the balancer.
+fn stats_summary(stdout: &str) -> String {
+    let Some(v) = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    else {
+        return "no stats".into();
+    };
+    let e = &v["engine"];
+    format!(
+        "passes {} group_moves {} splits {} skipped(no_gain {} no_dest {} not_allowed {}) \
+         external: samples {} refreshes {} last {} per-cpu {}",
+        e["balance_passes"],
+        e["group_moves"],
+        e["splits"],
+        e["balance_skipped_no_gain"],
+        e["balance_skipped_no_destination"],
+        e["balance_skipped_not_allowed"],
+        v["external_load_samples"],
+        v["external_refreshes"],
+        v["external_load_milli"],
+        v["external_load_per_cpu_milli"],
+    )
 }
 
 /// `dfsched run --policy co-thread --no-agent -- dfsched-vmspin 3` alone on
