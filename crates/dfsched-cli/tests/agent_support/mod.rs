@@ -14,6 +14,10 @@
 // Each test file uses a different subset of these helpers.
 #![allow(dead_code)]
 
+#[path = "../run_fixtures/support.rs"]
+mod run_support;
+pub use run_support::skip_or_fail;
+
 use dfsched::agent::{Client, Status};
 use dfsched::CpuId;
 use std::io::{BufRead, BufReader, Write};
@@ -126,7 +130,9 @@ pub fn two_cpus(test: &str) -> Option<(CpuId, CpuId)> {
     match (it.next(), it.next()) {
         (Some(a), Some(b)) => Some((a, b)),
         _ => {
-            eprintln!("skipped {test}: needs two allowed CPUs, have {allowed}");
+            skip_or_fail(&format!(
+                "skipped {test}: needs two allowed CPUs, have {allowed}"
+            ));
             None
         }
     }
