@@ -96,6 +96,11 @@ pub(crate) fn balance(st: &mut State, cpus: &CpuSet, inputs: Inputs) -> Outcome3
     }
     let mut allowed_events = 0;
     for (tid, allowed) in inputs.home {
+        // Never a CPU that was offline at the last look (`runtime/online.rs`).
+        let allowed = match allowed.intersection(&st.online) {
+            online if online.is_empty() => allowed,
+            online => online,
+        };
         match st.handle(Event::Allowed {
             task: TaskId(tid),
             allowed,

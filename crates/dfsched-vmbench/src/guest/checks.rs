@@ -416,7 +416,7 @@ fn balancer_repairs_llc_imbalance(ctx: &Ctx) -> Result<String, String> {
     let stats = w.finish(60)?;
     drop(hogs_running);
     Ok(format!(
-        "before: {before}; a hog on each CPU of {}: {after}; runtime: {}",
+        "before: {before}; {HOGS_PER_CPU} hogs on each CPU of {}: {after}; runtime: {}",
         e.llcs[llc],
         stats_summary(&stats)
     ))
