@@ -9,7 +9,9 @@
 //!   runtime/pass.rs (the balancer thread, every balance_interval_ms)
 //!   ┌──────────── sleep on the condvar (interval, or until shutdown) ◄─────┐
 //!   ▼                                                                      │
-//!   0. idle readings: each registered thread's CPU clock (idle.rs)        │
+//!   0. online CPUs (sysfs): changed → lock, every thread's allowed set    │
+//!      reconciled with its stored mask ∩ online (runtime/online.rs)       │
+//!      idle readings: each registered thread's CPU clock (idle.rs)        │
 //!      lock → apply_idle: Block / Wake, tracks written back; unlock        │
 //!   1. our load (lock) → the agent's view (link.rs, no lock held)          │
 //!   2. the external sample: the view's unmanaged load, else our own       │
