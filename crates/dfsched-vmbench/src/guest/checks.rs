@@ -284,6 +284,19 @@ pub(super) fn start_workload(ctx: &Ctx, dfs: usize, per_df: usize) -> Result<Run
     Running::start(cmd, &format!("workload {dfs}x{per_df}"))
 }
 
+/// `dfsched-vmcheck workload DFS PER_DF --no-split`: the balancer never
+/// splits a group (see [`offline_online`] for why).
+fn start_unsplit_workload(ctx: &Ctx, dfs: usize, per_df: usize) -> Result<Running, String> {
+    let mut cmd = Command::new(ctx.bin("dfsched-vmcheck"));
+    cmd.args([
+        "workload",
+        &dfs.to_string(),
+        &per_df.to_string(),
+        "--no-split",
+    ]);
+    Running::start(cmd, &format!("workload {dfs}x{per_df} (no splits)"))
+}
+
 /// Waits for the workload's groups to settle, then ends it; it must exit
 /// 0 (no call into dfsched returned an error).
 fn settle_df(ctx: &Ctx, dfs: usize, per_df: usize) -> Result<String, String> {
@@ -563,11 +576,21 @@ fn cpu_online_groups_return(ctx: &Ctx) -> Result<String, String> {
 
 /// The scenario of `cpu-offline-online`; `groups_return` adds that the
 /// groups are one per LLC again after.
+///
+/// The workload runs with splits off. With one LLC of two offline (or half
+/// the CPUs of `1llc-4`), the groups' threads are 2 per online CPU: heavy
+/// load, where a group's home is one CPU and the CPU beside it idles, so
+/// the balancer splits a group after `split_after_passes` (10) imbalanced
+/// passes, by design; and a thread split off stays in its new group while
+/// it keeps its DF, so its DF would never be one home again. That is the
+/// split's behaviour (`split-after-persistence` checks it), not hotplug's;
+/// seen here once on `1llc-4` (`df1 [0 0 1 1]` while 2-3 were offline),
+/// and on `2node-2llc-smt` only the race with the 10 passes kept it away.
 fn offline_online(ctx: &Ctx, groups_return: bool) -> Result<String, String> {
     let e = &ctx.preset.expected;
     let (dfs, per_df) = (e.llcs.len(), e.llcs[0].len());
     let off = offline_set(ctx);
-    let w = start_workload(ctx, dfs, per_df)?;
+    let w = start_unsplit_workload(ctx, dfs, per_df)?;
     let mut straddles = 0;
     let start = poll(SETTLE, || {
         df_step(&w, dfs, per_df, &e.llcs, &e.online, true, &mut straddles)

@@ -16,12 +16,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The workload's main: `dfs` DFs of `per_df` spinning threads each.
-pub fn workload_main(dfs: u64, per_df: usize) -> i32 {
-    let config = RuntimeConfig {
+/// The workload's main: `dfs` DFs of `per_df` spinning threads each; with
+/// `no_split`, the balancer never splits a group (`split_after_passes` 0).
+pub fn workload_main(dfs: u64, per_df: usize, no_split: bool) -> i32 {
+    let mut config = RuntimeConfig {
         agent: dfsched::agent::AgentMode::Off,
         ..RuntimeConfig::default()
     };
+    if no_split {
+        config.engine.split_after_passes = 0;
+    }
     let rt = match Runtime::start(config) {
         Ok(rt) => rt,
         Err(e) => {
