@@ -16,7 +16,7 @@
 
 mod agent_support;
 
-use agent_support::{rerun, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
+use agent_support::{rerun, skip_or_fail, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
 use dfsched::agent::{Client, ErrorKind, Status};
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
@@ -170,7 +170,9 @@ fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
 #[test]
 fn a_peer_of_another_uid_is_refused() {
     if !is_root() {
-        eprintln!("skipped: needs root to run the agent as uid 65534");
+        skip_or_fail(
+            "skipped a_peer_of_another_uid_is_refused: needs root to run the agent as uid 65534",
+        );
         return;
     }
     // The agent runs as uid 65534 in a directory of its own; this process
@@ -199,7 +201,9 @@ fn a_peer_of_another_uid_is_refused() {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("Permission denied") {
-            eprintln!("skipped: uid 65534 cannot run {BIN} here: {err}");
+            skip_or_fail(&format!(
+                "skipped a_peer_of_another_uid_is_refused: uid 65534 cannot run {BIN} here: {err}"
+            ));
             return;
         }
         panic!("agent as 65534: {err}");
@@ -417,7 +421,10 @@ fn two_runtimes_in_two_processes_see_each_others_load() {
 fn two_processes_sharing_a_pipe_are_placed_on_one_home() {
     let allowed = dfsched::sys::get_affinity(0).unwrap();
     if allowed.len() < 2 {
-        eprintln!("skipped: one allowed CPU, every home is the same");
+        skip_or_fail(
+            "skipped two_processes_sharing_a_pipe_are_placed_on_one_home: \
+             one allowed CPU, every home is the same",
+        );
         return;
     }
     let dir = TempDir::new("share");

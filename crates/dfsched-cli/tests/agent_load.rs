@@ -18,7 +18,7 @@
 
 mod agent_support;
 
-use agent_support::{rerun, two_cpus, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
+use agent_support::{rerun, skip_or_fail, two_cpus, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
 use dfsched::agent::{AgentMode, Client, Report, Status};
 use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
@@ -232,7 +232,7 @@ fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
             ..
         }
     ) {
-        println!("skipped {NAME}: not in an autogroup ({ours:?})");
+        skip_or_fail(&format!("skipped {NAME}: not in an autogroup ({ours:?})"));
         return;
     }
     if !Command::new("setsid")
@@ -240,7 +240,7 @@ fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        println!("skipped {NAME}: no setsid tool");
+        skip_or_fail(&format!("skipped {NAME}: no setsid tool"));
         return;
     }
     let dir = TempDir::new("weigh");

@@ -200,7 +200,9 @@ fn oracle_pins_each_process_to_one_cpu_dealt_i_mod_n_and_split_pins_thread_t_of_
     let cpus: Vec<u32> = support::allowed().into_iter().collect();
     let n = cpus.len();
     if n < 2 {
-        eprintln!("skipped: only {n} CPU allowed, oracle and split place nothing apart");
+        support::skip_or_fail(&format!(
+            "SKIP oracle_pins_each_process…: only {n} CPU allowed, oracle and split place nothing apart"
+        ));
         return;
     }
     let threads = n + 1;

@@ -453,6 +453,7 @@ impl Ctx<'_> {
             allowed: &allowed,
             runnable: tasks.len() as u64,
             near: None,
+            spread: None,
         };
         let new_home = home::choose(self.topo, self.config, &shape, Some(i));
         let spread = self.spread_if_moved(env, tasks.into_iter(), new_home);

@@ -58,6 +58,26 @@
 //! A group with no runnable member is sized as if it had one, so that a DF
 //! first named by a blocked task still gets a sensible home.
 //!
+//! # Spread load
+//!
+//! Inside the engine a DF group's room test counts, in `D`, only the load
+//! that must run inside `D`: external load and tasks targeted at one CPU of
+//! `D` on their CPU, tasks spread over several CPUs only when their target
+//! lies inside `D` (`cothread::Pinned`; each at its share on `A`). A task
+//! spread over a wider target may run outside `D`, and the kernel moves it
+//! there when `D` fills, so it takes no room in `D`. Counting it by its
+//! per-CPU fraction, as `base` does, made spread groups block one another
+//! for good: 4 DF groups of 4 on 16 CPUs in 4 LLCs, all spread over the
+//! machine (as CPU hot-unplug leaves them: 16 threads on 12 CPUs fit no
+//! LLC), put 12 × 1000 / 16 = 750 on every CPU beside each group, so each
+//! LLC seemed to hold 3 tasks and room for 1, no group fitted any LLC, and
+//! all four stayed spread after the CPUs came back, with every CPU equally
+//! loaded and nothing for the balancer to repair. With the spread load
+//! left out, the first group re-evaluated finds an LLC empty and takes it,
+//! the next finds another, and so on: one LLC each within a pass. (The
+//! agent's per-process homes, `rules.rs`, know only per-CPU load and keep
+//! counting `base`.)
+//!
 //! # Keeping the current home (hysteresis)
 //!
 //! When a group is re-evaluated (a member joins, leaves, wakes or changes its
@@ -122,13 +142,24 @@ pub(crate) struct Shape<'a> {
     /// For a co-thread group, where its co-threads are and where the task
     /// being placed last ran (`cothread.rs`); `None` for a DF group.
     pub near: Option<Near<'a>>,
+    /// For a DF group homed by the engine, the load sorted by where it must
+    /// run (`cothread::Pinned`, without the group): the room test then
+    /// counts in `D` only the load that cannot run outside `D` (see "Spread
+    /// load" in the module doc). `None` counts `base` (the agent's
+    /// per-process homes, `rules.rs`, which know no tasks).
+    pub spread: Option<&'a Pinned>,
 }
 
 /// What a domain `D` must satisfy to hold a group.
 #[derive(Clone, Copy, Debug)]
 enum Test<'p> {
-    /// Every runnable thread has a CPU of its own on `D ∩ A` (light load).
-    Room,
+    /// Every runnable thread has a CPU of its own on `D ∩ A` (light load),
+    /// `D`'s load being `base` or, with `inside`, the load that must run
+    /// inside `D` (pinned on its CPUs or spread within it).
+    Room {
+        /// The load by where it must run, if known.
+        inside: Option<&'p Pinned>,
+    },
     /// `D ∩ A` stays within its fair share of `A`'s load, `A` having `cpus`
     /// CPUs and carrying `total_milli` with the group (a co-thread group
     /// under heavy load; `cothread::within_share`), `D`'s own load being
@@ -186,8 +217,11 @@ impl<'a> Shape<'a> {
                 .fold((0, 0), |(sum, cap), c| (sum + load(c), cap + 1))
         };
         match test {
-            Test::Room => on_cpus(&|c| self.base.get(c)),
-            Test::Share { pinned, .. } => {
+            Test::Room { inside: None } => on_cpus(&|c| self.base.get(c)),
+            Test::Room {
+                inside: Some(pinned),
+            }
+            | Test::Share { pinned, .. } => {
                 let (sum, cap) = on_cpus(&|c| pinned.cpu(c));
                 (sum + inside_below(topo, pinned, d), cap)
             }
@@ -209,8 +243,11 @@ impl<'a> Shape<'a> {
         if dom.children.is_empty() {
             let c = dom.cpus.first().expect("domains are never empty");
             let load = match test {
-                Test::Room => self.base.get(c),
-                Test::Share { pinned, .. } => pinned.cpu(c) + pinned.inside(d),
+                Test::Room { inside: None } => self.base.get(c),
+                Test::Room {
+                    inside: Some(pinned),
+                }
+                | Test::Share { pinned, .. } => pinned.cpu(c) + pinned.inside(d),
             };
             return if self.allowed.contains(c) {
                 (load, 1)
@@ -219,8 +256,11 @@ impl<'a> Shape<'a> {
             };
         }
         let mut fit = match test {
-            Test::Room => (0, 0),
-            Test::Share { pinned, .. } => (pinned.inside(d), 0),
+            Test::Room { inside: None } => (0, 0),
+            Test::Room {
+                inside: Some(pinned),
+            }
+            | Test::Share { pinned, .. } => (pinned.inside(d), 0),
         };
         for &child in &dom.children {
             let (sum, cap) = self.fit_below(topo, test, child, best);
@@ -239,7 +279,7 @@ impl<'a> Shape<'a> {
         match test {
             // Every runnable thread gets a CPU of its own on D ∩ A, in
             // whole tasks.
-            Test::Room => cap > 0 && sum / TASK_MILLI + self.runnable <= cap,
+            Test::Room { .. } => cap > 0 && sum / TASK_MILLI + self.runnable <= cap,
             Test::Share {
                 total_milli,
                 cpus,
@@ -265,7 +305,9 @@ impl<'a> Shape<'a> {
                 cpus: self.allowed.len() as u64,
                 pct: config.imbalance_pct,
             },
-            _ => Test::Room,
+            _ => Test::Room {
+                inside: self.spread,
+            },
         }
     }
 
@@ -310,7 +352,7 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
     }
     let test = shape.test(config);
     match (shape.regime(config), test) {
-        (Regime::Heavy, Test::Room) => keeps_heavy(topo, shape.allowed, home),
+        (Regime::Heavy, Test::Room { .. }) => keeps_heavy(topo, shape.allowed, home),
         (Regime::Heavy, Test::Share { pinned, .. }) => {
             let mut inside = Smallest::default();
             let fit = shape.fit_below(topo, test, home, &mut inside);
@@ -359,7 +401,7 @@ pub(crate) fn choose(
         .expect("a group's allowed CPUs are never empty");
     let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
     let test = shape.test(config);
-    if regime == Regime::Heavy && matches!(test, Test::Room) {
+    if regime == Regime::Heavy && matches!(test, Test::Room { .. }) {
         return leaf; // a DF group: one CPU
     }
     // Walk up from c, growing (base, capacity) by the siblings' CPUs at
@@ -374,7 +416,11 @@ pub(crate) fn choose(
             let (sum, cap) = shape.fit_of(topo, test, topo.domain(sib));
             fit = (fit.0 + sum, fit.1 + cap);
         }
-        if let Test::Share { pinned, .. } = test {
+        if let Test::Share { pinned, .. }
+        | Test::Room {
+            inside: Some(pinned),
+        } = test
+        {
             fit.0 += pinned.inside(parent.id);
         }
         d = parent;
@@ -494,8 +540,48 @@ mod tests {
             allowed: &a,
             runnable: r,
             near: None,
+            spread: None,
         };
         cpus_of(topo, choose(topo, &Config::default(), &shape, None))
+    }
+
+    #[test]
+    fn load_spread_over_the_machine_keeps_no_df_group_out_of_an_empty_llc() {
+        // 4 LLCs of 4; the other 12 threads of three groups spread over the
+        // machine: 750 on every CPU, all of it spread at the root.
+        let t = Topology::test(1, 4, 4, 1);
+        let cfg = Config::default();
+        let base = load(&[750; 16]);
+        let a = set("0-15");
+        let mut pinned = Pinned::default();
+        pinned.reset(&t);
+        pinned.add_inside(t.root(), 12_000);
+        let by_base = Shape {
+            base: &base,
+            allowed: &a,
+            runnable: 4,
+            near: None,
+            spread: None,
+        };
+        // Counted per CPU, no LLC has room (⌊3000⌋ + 4 > 4): the machine,
+        // and the machine is kept.
+        assert_eq!(cpus_of(&t, choose(&t, &cfg, &by_base, None)), "0-15");
+        assert!(keeps(&t, &cfg, &by_base, t.root()));
+        // Counted where it must run, every LLC has room: the group takes
+        // one, and a home on the whole machine is not kept.
+        let by_place = Shape {
+            spread: Some(&pinned),
+            ..by_base
+        };
+        assert_eq!(cpus_of(&t, choose(&t, &cfg, &by_place, None)), "0-3");
+        assert!(!keeps(&t, &cfg, &by_place, t.root()));
+        // Load pinned in an LLC still counts there.
+        pinned.add_inside(t.smallest_holding(&set("0-3")), 4_000);
+        let fuller = Shape {
+            spread: Some(&pinned),
+            ..by_base
+        };
+        assert_eq!(cpus_of(&t, choose(&t, &cfg, &fuller, None)), "4-7");
     }
 
     #[test]
@@ -590,6 +676,7 @@ mod tests {
             allowed: &a,
             runnable: 1,
             near: None,
+            spread: None,
         };
         let d = choose(&t, &Config::default(), &shape, Some(CpuId(6)));
         assert_eq!(cpus_of(&t, d), "6");
@@ -615,6 +702,7 @@ mod tests {
                 allowed: &a,
                 runnable: r,
                 near: None,
+                spread: None,
             };
             keeps(&t, &cfg, &shape, dom(home))
         };
@@ -653,6 +741,7 @@ mod tests {
             allowed: &b,
             runnable: 1,
             near: None,
+            spread: None,
         };
         assert!(!keeps(&t, &cfg, &shape, dom("5")), "CPU 5 is outside A");
     }
@@ -675,6 +764,7 @@ mod tests {
                 allowed: &a,
                 runnable: r,
                 near: co_thread.then_some(near),
+                spread: None,
             };
             keeps(&t, &cfg, &shape, t.smallest_holding(&set(home)))
         };
@@ -712,6 +802,7 @@ mod tests {
                 last: None,
                 pinned: &pinned,
             }),
+            spread: None,
         };
         cpus_of(topo, choose(topo, &Config::default(), &shape, None))
     }
@@ -726,6 +817,7 @@ mod tests {
             allowed: &a,
             runnable: r,
             near: None,
+            spread: None,
         };
         assert_eq!(shape(1).regime(&cfg), Regime::Light, "3000 < 4000");
         assert_eq!(shape(2).regime(&cfg), Regime::Heavy, "4000 ≥ 4000");
@@ -780,7 +872,13 @@ mod tests {
                 }
             }
             let near = co_thread.then_some(Near { cpus: &p, last: last.map(CpuId), pinned: &pinned });
-            let shape = Shape { base: &l, allowed: &a, runnable: r, near };
+            let shape = Shape {
+                base: &l,
+                allowed: &a,
+                runnable: r,
+                near,
+                spread: None,
+            };
             let cfg = Config::default();
             let home = choose(&t, &cfg, &shape, None);
             prop_assert!(t.domain(home).cpus.intersects(&a));

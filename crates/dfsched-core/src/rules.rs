@@ -105,6 +105,7 @@ pub fn df_group_home(
         allowed: &allowed,
         runnable: group.runnable,
         near: None,
+        spread: None,
     };
     let domain = match current.filter(|d| (d.0 as usize) < topo.domains().len()) {
         Some(d) => home::evaluate(topo, config, &shape, d),

@@ -503,10 +503,10 @@ impl Ctx<'_> {
         view.base_without(None, Some(mover), self.scratch);
         let none = CpuSet::new();
         let co_thread = kind == GroupKind::CoThread;
-        if co_thread {
-            let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
-            view.pinned_without(None, Some(mover), &facts.allowed, base_on_a, self.pinned);
-        }
+        // Both kinds: a co-thread group's heavy-load test and a DF group's
+        // room test judge by where the load must run.
+        let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
+        view.pinned_without(None, Some(mover), &facts.allowed, base_on_a, self.pinned);
         let near = co_thread.then(|| Near {
             cpus: &none,
             last: view.st.tasks[mover].last_cpu,
@@ -517,6 +517,7 @@ impl Ctx<'_> {
             allowed: &facts.allowed,
             runnable: facts.runnable,
             near,
+            spread: (!co_thread).then_some(&*self.pinned),
         };
         home::choose(self.topo, self.config, &shape, None)
     }
@@ -706,10 +707,10 @@ fn by_the_rule(
     pinned: &mut Pinned,
 ) -> DomainId {
     view.base_without(Some(g), mover, scratch);
-    if near.is_some() {
-        let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
-        view.pinned_without(Some(g), mover, &facts.allowed, base_on_a, pinned);
-    }
+    // Both kinds: a co-thread group's heavy-load test and a DF group's room
+    // test judge by where the load must run.
+    let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
+    view.pinned_without(Some(g), mover, &facts.allowed, base_on_a, pinned);
     let pinned = &*pinned;
     let shape = Shape {
         base: &*scratch,
@@ -720,6 +721,7 @@ fn by_the_rule(
             last: *last,
             pinned,
         }),
+        spread: near.is_none().then_some(pinned),
     };
     home::evaluate(view.topo, config, &shape, view.st.groups[g].home)
 }

@@ -9,7 +9,9 @@
 //!   runtime/pass.rs (the balancer thread, every balance_interval_ms)
 //!   ┌──────────── sleep on the condvar (interval, or until shutdown) ◄─────┐
 //!   ▼                                                                      │
-//!   0. idle readings: each registered thread's CPU clock (idle.rs)        │
+//!   0. online CPUs (sysfs): changed → lock, every thread's allowed set    │
+//!      reconciled with its stored mask ∩ online (runtime/online.rs)       │
+//!      idle readings: each registered thread's CPU clock (idle.rs)        │
 //!      lock → apply_idle: Block / Wake, tracks written back; unlock        │
 //!   1. our load (lock) → the agent's view (link.rs, no lock held)          │
 //!   2. the external sample: the view's unmanaged load, else our own       │
@@ -96,6 +98,11 @@ pub(crate) fn balance(st: &mut State, cpus: &CpuSet, inputs: Inputs) -> Outcome3
     }
     let mut allowed_events = 0;
     for (tid, allowed) in inputs.home {
+        // Never a CPU that was offline at the last look (`runtime/online.rs`).
+        let allowed = match allowed.intersection(&st.online) {
+            online if online.is_empty() => allowed,
+            online => online,
+        };
         match st.handle(Event::Allowed {
             task: TaskId(tid),
             allowed,
@@ -207,6 +214,7 @@ mod tests {
                 TaskRec {
                     fast: Arc::new(FastCounter::default()),
                     last_set: topo.cpus().clone(),
+                    allowed: topo.cpus().clone(),
                     stale: false,
                     idle: Track::default(),
                     lent: None,
@@ -362,6 +370,7 @@ mod tests {
         let rec = TaskRec {
             fast: Arc::new(FastCounter::default()),
             last_set: set("0-1"),
+            allowed: set("0-1"),
             stale: false,
             idle: Track::default(),
             lent: None,

@@ -35,6 +35,7 @@
 //!   does not have may hold) is never taken by a hint, an attach, a thread
 //!   exit or a shutdown (see `fork.rs`).
 
+mod online;
 mod pass;
 mod place;
 mod recording;

@@ -53,8 +53,15 @@ pub(crate) struct TaskRec {
     pub(crate) fast: Arc<FastCounter>,
     /// The CPU mask dfsched last set on the thread (or found at
     /// registration); a different mask read back means someone else changed
-    /// it.
+    /// it (or, while CPUs are offline, that `sched_getaffinity` left them
+    /// out: `runtime/online.rs` tells the two apart).
     pub(crate) last_set: CpuSet,
+    /// The CPUs the world lets the thread use (its mask at registration, or
+    /// as someone else last set it: taskset, a cpuset, the kernel's hotplug
+    /// fallback), offline CPUs included, ∩ the topology. The engine's
+    /// allowed set is this ∩ the CPUs online (`State::online`), so that a
+    /// CPU that comes back is the thread's again.
+    pub(crate) allowed: CpuSet,
     /// A placement of the thread failed (`EPERM`, `EINVAL`, …), so the
     /// engine's target is not where the thread runs: its next hint places it
     /// even if the engine's target does not change.
@@ -108,6 +115,9 @@ pub(crate) struct State {
     /// Registered and left-alone threads by `pthread_t`, for the rules'
     /// look-up on a rename (filled only when there are rules).
     pub(crate) pthreads: HashMap<u64, u64, BuildHasherDefault<TidHasher>>,
+    /// The topology's CPUs that were online at the balancer's last look
+    /// (`runtime/online.rs`); all of them at the start.
+    pub(crate) online: CpuSet,
 }
 
 impl State {
@@ -123,6 +133,7 @@ impl State {
     /// The state of a runtime whose engine is `engine`, with no thread
     /// registered yet.
     pub(crate) fn new(engine: Engine) -> State {
+        let engine_cpus = engine.topology().cpus().clone();
         State {
             engine,
             tasks: HashMap::default(),
@@ -133,6 +144,7 @@ impl State {
             next_app: 1,
             left_alone: HashMap::default(),
             pthreads: HashMap::default(),
+            online: engine_cpus,
         }
     }
 }

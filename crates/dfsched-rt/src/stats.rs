@@ -198,6 +198,14 @@ pub struct RuntimeStats {
     /// Times a thread's allowed CPUs were found changed by someone else
     /// (taskset, a cpuset) and the engine was told (`Event::Allowed`).
     pub allowed_changes: u64,
+    /// Balancer passes that found the online CPUs changed (CPU hotplug)
+    /// and reconciled every thread's allowed set (`runtime/online.rs`).
+    pub online_changes: u64,
+    /// Threads whose allowed set the engine was given anew because CPUs
+    /// went offline or came back (their mask itself unchanged).
+    pub online_allowed_changes: u64,
+    /// Passes that could not read `sys/devices/system/cpu/online`.
+    pub online_read_errors: u64,
     /// Calls refused, by reason (the engine's `refused` counts the events
     /// it refused).
     pub refused_calls: RefusedHints,

@@ -322,6 +322,12 @@ pub trait SysOps: Send + Sync + 'static {
         let mask = self.get_affinity(tid)?;
         Ok((mask != *expected).then_some(mask))
     }
+    /// As [`stored_mask`]: the mask as the kernel stores it, offline CPUs
+    /// included. The default is [`SysOps::get_affinity`] (a test's kernel
+    /// with no CPU hotplug).
+    fn stored_mask(&self, tid: u64) -> Result<CpuSet, Error> {
+        self.get_affinity(tid)
+    }
 }
 
 /// The real kernel.
@@ -342,6 +348,34 @@ impl SysOps for RealSys {
     #[inline]
     fn affinity_if_not(&self, tid: u64, expected: &CpuSet) -> Result<Option<CpuSet>, Error> {
         affinity_if_not(tid, expected)
+    }
+
+    fn stored_mask(&self, tid: u64) -> Result<CpuSet, Error> {
+        stored_mask(tid)
+    }
+}
+
+/// Thread `tid`'s affinity mask as the kernel stores it (tid 0: the calling
+/// thread), offline CPUs included: `Cpus_allowed_list` of its
+/// `/proc/…/status`. `sched_getaffinity` answers the mask ∩ the active CPUs,
+/// so while CPUs are offline it cannot tell a mask dfsched set over them
+/// from one someone else narrowed; this can. Read only on the cold paths
+/// (a mask found changed, the online CPUs changed), never per hint. Falls
+/// back to [`get_affinity`] when `/proc` cannot say.
+pub fn stored_mask(tid: u64) -> Result<CpuSet, Error> {
+    let path = if tid == 0 {
+        "/proc/thread-self/status".to_string()
+    } else {
+        format!("/proc/self/task/{tid}/status")
+    };
+    let parsed = std::fs::read_to_string(path).ok().and_then(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .and_then(|list| list.trim().parse::<CpuSet>().ok())
+    });
+    match parsed {
+        Some(mask) => Ok(mask),
+        None => get_affinity(tid),
     }
 }
 

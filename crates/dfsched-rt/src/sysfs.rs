@@ -101,6 +101,13 @@ struct CacheEntry {
     shared: CpuSet,
 }
 
+/// The CPUs online now, from `root/sys/devices/system/cpu/online` (the
+/// same bounded read as the topology's). The balancer reads it every pass
+/// (`runtime/online.rs`): one small file, whatever the machine's size.
+pub fn read_online(root: &Path) -> Result<CpuSet, Error> {
+    read_cpulist(&root.join("sys/devices/system/cpu/online"))
+}
+
 /// Reads the cache topology under `root` (normally "/"):
 /// `root/sys/devices/system/cpu/{online,cpu*/cache/index*/{level,type,size,shared_cpu_list}}`,
 /// `root/sys/devices/system/node/node*/cpulist`. See the module doc.

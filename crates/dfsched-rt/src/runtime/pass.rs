@@ -95,6 +95,10 @@ impl Inner {
             return Err(Error::ShutDown);
         }
         let cpu_before = crate::sys::own_cpu_ns();
+        // The CPUs online, first: a thread the kernel moved off a CPU that
+        // went away, or a CPU that came back, changes allowed sets
+        // (`runtime/online.rs`) before anything is weighed.
+        self.online_pass();
         // Idle threads first, so that the load reported to the agent and
         // balanced below counts only threads that use CPU.
         self.idle_pass();

@@ -201,11 +201,19 @@ impl Inner {
         match self.sys.affinity_if_not(target, &rec.last_set) {
             Ok(Some(mask)) if may_reread => {
                 a.reread.push(tid);
-                return Prep::Settled(self.allowed_changed(st, tid, mask));
+                // `sched_getaffinity` leaves offline CPUs out: only the
+                // stored mask says whether someone else set it.
+                let stored = self.sys.stored_mask(target).unwrap_or(mask);
+                if stored != rec.last_set {
+                    return Prep::Settled(self.allowed_changed(st, tid, stored));
+                }
             }
             Ok(_) => {}
             Err(e) => return Prep::Settled(self.placement_failed(st, tid, e)),
         }
+        let Some(rec) = st.tasks.get_mut(&tid) else {
+            return Prep::Settled(Ok(()));
+        };
         // Book-keeping before the system call, undone if it fails: after a
         // move of the caller this state would be cold.
         let previous = std::mem::replace(&mut rec.last_set, cpus.clone());
@@ -258,7 +266,7 @@ impl Inner {
         if e.errno() == Some(libc::EINVAL) && !a.reread.contains(&tid) {
             st.stats.affinity_failures.record(e.errno());
             a.reread.push(tid);
-            return match self.sys.get_affinity(target) {
+            return match self.sys.stored_mask(target) {
                 // The retry's own outcome replaces this one.
                 Ok(mask) => self.allowed_changed(st, tid, mask).and(Err(e)),
                 Err(again) => self.placement_failed(st, tid, again),
@@ -267,11 +275,19 @@ impl Inner {
         self.placement_failed(st, tid, e)
     }
 
-    /// Thread `tid`'s kernel mask is `mask`, not what dfsched set: tells the
-    /// engine and queues the thread's placement by the engine's new answer.
-    fn allowed_changed(&self, st: &mut State, tid: u64, mask: CpuSet) -> Result<(), Error> {
-        let allowed = mask.intersection(self.topology.cpus());
-        if allowed.is_empty() {
+    /// Thread `tid`'s kernel mask (as stored, offline CPUs included) is
+    /// `mask`, not what dfsched set: it becomes the thread's world-allowed
+    /// set, the engine is told that ∩ the CPUs online (`runtime/online.rs`),
+    /// and the thread's placement by the engine's new answer is queued.
+    pub(super) fn allowed_changed(
+        &self,
+        st: &mut State,
+        tid: u64,
+        mask: CpuSet,
+    ) -> Result<(), Error> {
+        let world = mask.intersection(self.topology.cpus());
+        let allowed = super::online::usable(&world, &st.online).unwrap_or_else(|| world.clone());
+        if world.is_empty() {
             // Pinned outside every CPU we may use: leave it alone.
             st.stats.affinity_failures.other += 1;
             if let Some(rec) = st.tasks.get_mut(&tid) {
@@ -288,6 +304,7 @@ impl Inner {
         st.stats.allowed_changes += 1;
         if let Some(rec) = st.tasks.get_mut(&tid) {
             rec.last_set = mask;
+            rec.allowed = world;
         }
         let placed_again = st.decisions[before..]
             .iter()
@@ -304,7 +321,7 @@ impl Inner {
 
     /// Counts a failed affinity call on `tid`; drops the thread if it is
     /// gone. Returns the error.
-    fn placement_failed(&self, st: &mut State, tid: u64, e: Error) -> Result<(), Error> {
+    pub(super) fn placement_failed(&self, st: &mut State, tid: u64, e: Error) -> Result<(), Error> {
         st.stats.affinity_failures.record(e.errno());
         if let Some(rec) = st.tasks.get_mut(&tid) {
             rec.stale = true;

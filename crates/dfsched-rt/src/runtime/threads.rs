@@ -201,11 +201,25 @@ impl Inner {
                 topology: self.topology.cpus().clone(),
             });
         }
-        let cpu = cpu.filter(|c| allowed.contains(*c));
+        // While some CPU is offline, the mask read leaves it out: the stored
+        // mask says whether the thread may use it when it comes back
+        // (`runtime/online.rs`). A cold path: CPUs are rarely offline.
+        let world = if self.topology.cpus().is_subset(&st.online) {
+            allowed.clone()
+        } else {
+            self.sys
+                .stored_mask(0)
+                .map(|m| m.intersection(self.topology.cpus()))
+                .ok()
+                .filter(|m| allowed.is_subset(m))
+                .unwrap_or_else(|| allowed.clone())
+        };
+        let usable = super::online::usable(&world, &st.online).unwrap_or_else(|| allowed.clone());
+        let cpu = cpu.filter(|c| usable.contains(*c));
         st.handle(Event::TaskNew {
             task: TaskId(tid),
             app: AppId(app),
-            allowed,
+            allowed: usable,
             cpu,
         })?;
         let fast = Arc::new(FastCounter::default());
@@ -214,6 +228,7 @@ impl Inner {
             TaskRec {
                 fast: Arc::clone(&fast),
                 last_set: mask,
+                allowed: world,
                 stale: false,
                 idle: crate::idle::Track::default(),
                 lent: None,

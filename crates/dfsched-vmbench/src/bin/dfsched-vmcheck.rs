@@ -2,8 +2,10 @@
 //!
 //! - `dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]`
 //!   runs the plan and prints its records on stdout (the console);
-//! - `dfsched-vmcheck workload DFS PER_DF` is the DF workload the plan
-//!   observes (see `guest/workload.rs`).
+//! - `dfsched-vmcheck workload DFS PER_DF [--no-split]` is the DF workload the plan
+//!   observes (see `guest/workload.rs`);
+//! - `dfsched-vmcheck split N` is the one-group workload of the
+//!   split-persistence check, with `split_after_passes` N.
 
 use dfsched_vmbench::guest;
 use dfsched_vmbench::preset::Preset;
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]\n       dfsched-vmcheck workload DFS PER_DF"
+        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N"
     );
     std::process::exit(2)
 }
@@ -30,7 +32,14 @@ fn main() {
             let (Some(dfs), Some(per)) = (num(1), num(2)) else {
                 usage()
             };
-            std::process::exit(guest::workload::workload_main(dfs, per as usize));
+            let no_split = args.iter().any(|a| a == "--no-split");
+            std::process::exit(guest::workload::workload_main(dfs, per as usize, no_split));
+        }
+        Some("split") => {
+            let Some(n) = args.get(1).and_then(|a| a.parse::<u32>().ok()) else {
+                usage()
+            };
+            std::process::exit(guest::workload::split_main(n));
         }
         Some("plan") => {
             let (Some(name), Some(marker), Some(expected), Some(bin_dir)) = (

@@ -15,6 +15,7 @@
 //! deadline ([`poll`]), and takes a state as reached only when it held on
 //! [`SETTLED`] samples in a row.
 
+mod balancing;
 pub mod checks;
 pub mod observe;
 pub mod workload;

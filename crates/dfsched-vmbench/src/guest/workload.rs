@@ -5,7 +5,8 @@
 //! The workload names its threads `df{D}-{I}` (the kernel's `comm`), so the
 //! plan tells groups apart by reading `/proc` alone. It runs until its stdin
 //! closes, then prints the runtime's stats and exits 0, or 1 if any call
-//! into dfsched returned an error: an error that "escaped".
+//! into dfsched returned an error: an error that "escaped". `split` is a
+//! one-group variant for the split-persistence check ([`split_main`]).
 
 use crate::guest::observe::{self, Thread};
 use dfsched::{Runtime, RuntimeConfig};
@@ -15,12 +16,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The workload's main: `dfs` DFs of `per_df` spinning threads each.
-pub fn workload_main(dfs: u64, per_df: usize) -> i32 {
-    let config = RuntimeConfig {
+/// The workload's main: `dfs` DFs of `per_df` spinning threads each; with
+/// `no_split`, the balancer never splits a group (`split_after_passes` 0).
+pub fn workload_main(dfs: u64, per_df: usize, no_split: bool) -> i32 {
+    let mut config = RuntimeConfig {
         agent: dfsched::agent::AgentMode::Off,
         ..RuntimeConfig::default()
     };
+    if no_split {
+        config.engine.split_after_passes = 0;
+    }
     let rt = match Runtime::start(config) {
         Ok(rt) => rt,
         Err(e) => {
@@ -72,6 +77,86 @@ pub fn workload_main(dfs: u64, per_df: usize) -> i32 {
         eprintln!("workload: engine invariants: {e}");
         errors.fetch_add(1, Ordering::Relaxed);
     }
+    rt.shutdown();
+    if errors.load(Ordering::Relaxed) == 0 {
+        0
+    } else {
+        1
+    }
+}
+
+/// `dfsched-vmcheck split N`: one DF of 2 spinning threads that warrants
+/// a split, for the persistence check. A heavy-load threshold of one task
+/// per CPU makes the group's home one CPU (2 threads on the 2 CPUs the plan
+/// allows us: heavy), so its CPU carries 2 tasks and the other none: an
+/// imbalance no whole-group move narrows, which only a split repairs, and
+/// only after `split_after_passes` = N imbalanced passes. Outside load is
+/// off (it could break the passes' run of imbalance). A monitor reads the
+/// runtime's counters every 5 ms and prints `no-split-up-to I` (the most
+/// imbalanced passes seen before any split) and `split-at I` (imbalanced
+/// passes when the first split was seen), then, when stdin closes, the
+/// stats; exit status as [`workload_main`].
+pub fn split_main(split_after_passes: u32) -> i32 {
+    let mut config = RuntimeConfig {
+        agent: dfsched::agent::AgentMode::Off,
+        external_load: false,
+        ..RuntimeConfig::default()
+    };
+    config.engine.split_after_passes = split_after_passes;
+    config.engine.heavy_load_milli = 1000;
+    let rt = match Runtime::start(config) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("split: Runtime::start: {e}");
+            return 1;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for i in 0..2 {
+        let (rt, stop, errors) = (rt.clone(), stop.clone(), errors.clone());
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("df1-{i}"))
+                .spawn(move || {
+                    if let Err(e) = rt.enter(1) {
+                        eprintln!("split: df1-{i}: enter: {e}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let mut n: u64 = 0;
+                    // Relaxed: the flag only ends the loop.
+                    while !stop.load(Ordering::Relaxed) {
+                        n = std::hint::black_box(n.wrapping_add(1));
+                    }
+                })
+                .expect("spawn a worker"),
+        );
+    }
+    let monitor = {
+        let (rt, stop) = (rt.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut before = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let e = rt.stats().engine;
+                if e.splits > 0 {
+                    println!("no-split-up-to {before}");
+                    println!("split-at {}", e.imbalanced_passes);
+                    return;
+                }
+                before = e.imbalanced_passes;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            println!("no-split-up-to {before}");
+        })
+    };
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.join();
+    }
+    let _ = monitor.join();
+    println!("{}", rt.stats_json());
     rt.shutdown();
     if errors.load(Ordering::Relaxed) == 0 {
         0
