@@ -41,12 +41,7 @@ pub use cpustat::{clock_ticks_per_sec, parse_cpu_stat, CpuStat};
 pub use groups::{GroupContext, OutsideSample};
 pub use refresh::{Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-
-/// Bytes offered to the first read of a `/proc` file: a page, more than a
-/// `PID/stat` or a small machine's `/proc/stat` holds.
-const READ_CHUNK: usize = 4096;
 
 /// The most bytes [`LoadSampler`] reads of one `/proc` file: `/proc/stat`
 /// of 8,192 CPUs is about 1 MiB; anything longer is not one of ours.
@@ -226,7 +221,7 @@ impl LoadSampler {
     pub fn new(proc_root: impl Into<PathBuf>) -> Self {
         LoadSampler {
             proc_root: proc_root.into(),
-            text: Vec::with_capacity(READ_CHUNK),
+            text: Vec::with_capacity(crate::sys::READ_CHUNK),
             per_cpu: Vec::new(),
             threads: Vec::new(),
             files: 0,
@@ -326,27 +321,9 @@ impl LoadSampler {
         self.files += 1;
         self.text.clear();
         let mut file = File::open(path).ok()?;
-        loop {
-            if self.text.len() == self.text.capacity() {
-                if self.text.len() >= MAX_PROC_FILE_BYTES {
-                    return None;
-                }
-                self.text.reserve(self.text.capacity().max(READ_CHUNK));
-            }
-            let len = self.text.len();
-            let space = self.text.capacity() - len;
-            self.text.resize(len + space, 0);
-            match file.read(&mut self.text[len..]) {
-                Ok(n) => {
-                    self.text.truncate(len + n);
-                    if n < space {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.text.truncate(len),
-                Err(_) => return None,
-            }
-        }
+        crate::sys::read_bounded(&mut file, &mut self.text, MAX_PROC_FILE_BYTES)
+            .ok()
+            .filter(|&within| within)?;
         std::str::from_utf8(&self.text).ok()
     }
 
@@ -431,7 +408,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dfsched-read-small-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let long: String = (0..3000).map(|i| format!("{i} ")).collect();
-        assert!(long.len() > 3 * READ_CHUNK);
+        assert!(long.len() > 3 * crate::sys::READ_CHUNK);
         std::fs::write(dir.join("long"), &long).unwrap();
         std::fs::write(dir.join("empty"), "").unwrap();
         let mut s = LoadSampler::new(&dir);

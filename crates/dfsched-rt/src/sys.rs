@@ -225,6 +225,41 @@ pub fn thread_cpu_ns(tid: u64) -> Result<u64, i32> {
     Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
+/// Bytes asked of each read by [`read_bounded`]: a page, what one read of
+/// a sysfs attribute returns at most.
+pub(crate) const READ_CHUNK: usize = 4096;
+
+/// Appends `file`'s text to `buf`, a [`READ_CHUNK`] per read, until a read
+/// returns less than it was offered: the end of a kernel file (a sysfs
+/// attribute is served whole by one read of a page, a longer binary one a
+/// page per read; a `/proc` seq_file fills a read as far as it has text;
+/// a regular file returns less only at its end), so no read is spent to
+/// see the end. `Ok(false)` as soon as `buf` holds more than `cap` bytes
+/// (the rest is not read); interrupted reads are retried.
+pub(crate) fn read_bounded(
+    file: &mut std::fs::File,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<bool> {
+    use std::io::Read as _;
+    let mut chunk = [0u8; READ_CHUNK];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() > cap {
+                    return Ok(false);
+                }
+                if n < READ_CHUNK {
+                    return Ok(true);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Opens `rel` (a relative path) under the directory `dir` with `flags`
 /// (`O_CLOEXEC` added): `openat(2)`, which std does not offer. Reading
 /// many files under one directory this way walks only the relative part of

@@ -74,7 +74,6 @@
 
 use crate::error::Error;
 use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
-use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
@@ -89,10 +88,6 @@ pub const MAX_FILE_BYTES: usize = 64 << 10;
 /// cache leaves per CPU (L1d, L1i, L2, L3, sometimes an L4), so this only
 /// bounds a hostile tree.
 pub const MAX_CACHE_INDEXES: usize = 32;
-
-/// Bytes asked of each `read`: a page, what one read of a sysfs attribute
-/// returns at most (module doc, "Reads").
-const READ_CHUNK: usize = 4096;
 
 /// One cache of one CPU, as read.
 #[derive(Debug, Clone)]
@@ -675,7 +670,7 @@ fn read_text(path: &Path) -> Result<String, Error> {
 /// file longer than [`MAX_FILE_BYTES`], is an error naming it.
 ///
 /// An open, one read and a close for a sysfs attribute: a read that
-/// returns less than the [`READ_CHUNK`] it asked for ends the file (a
+/// returns less than the page it asked for ends the file (a
 /// sysfs attribute is served whole by one read of a page, a longer binary
 /// one a page per read; a regular file returns less only at its end), so
 /// no read is spent to see the end. The file's kind is looked at only when
@@ -701,23 +696,12 @@ fn read_opened(
         Err(e) => return Err(sysfs_err(path, e.to_string())),
     };
     let mut bytes = Vec::new();
-    let mut chunk = [0u8; READ_CHUNK];
-    let suspect = loop {
-        match file.read(&mut chunk) {
-            Ok(n) => {
-                bytes.extend_from_slice(&chunk[..n]);
-                if bytes.len() > MAX_FILE_BYTES {
-                    break Some(format!(
-                        "longer than {MAX_FILE_BYTES} bytes, more than any sysfs file holds"
-                    ));
-                }
-                if n < READ_CHUNK {
-                    break bytes.is_empty().then(String::new);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break Some(e.to_string()),
-        }
+    let suspect = match crate::sys::read_bounded(&mut file, &mut bytes, MAX_FILE_BYTES) {
+        Ok(true) => bytes.is_empty().then(String::new),
+        Ok(false) => Some(format!(
+            "longer than {MAX_FILE_BYTES} bytes, more than any sysfs file holds"
+        )),
+        Err(e) => Some(e.to_string()),
     };
     if let Some(reason) = suspect {
         let kind = file
