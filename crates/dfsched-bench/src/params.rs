@@ -314,7 +314,7 @@ impl Params {
         if self.df_bytes < LINE_BYTES {
             return Err(ParamError::DfTooSmall(self.df_bytes));
         }
-        if self.df_bytes % LINE_BYTES != 0 {
+        if !self.df_bytes.is_multiple_of(LINE_BYTES) {
             return Err(ParamError::DfNotWholeLines(self.df_bytes));
         }
         if self

@@ -135,7 +135,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let cpus = a.cpus.unwrap_or(recordings[0].header.cpus.max(1));
     let per_core = a.nodes * a.llcs * a.smt;
-    if per_core == 0 || cpus == 0 || cpus % per_core != 0 {
+    if per_core == 0 || cpus == 0 || !cpus.is_multiple_of(per_core) {
         bail!(
             "--cpus {cpus} is not a multiple of --nodes {} × --llcs {} × --smt {}",
             a.nodes,

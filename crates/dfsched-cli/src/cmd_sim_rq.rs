@@ -233,7 +233,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         bail!("--policies names no policy");
     }
     let (llcs, cores) = if a.cpus > 0 {
-        if a.cpus % a.llcs != 0 {
+        if !a.cpus.is_multiple_of(a.llcs) {
             bail!("--cpus {} is not a multiple of --llcs {}", a.cpus, a.llcs);
         }
         (a.llcs, a.cpus / a.llcs)

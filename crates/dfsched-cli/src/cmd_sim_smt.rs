@@ -356,7 +356,7 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
 fn workload_of(a: &SmtArgs, cfg: &SmtConfig, seed: u64) -> anyhow::Result<Workload> {
     let shape = cfg.kernel_shape(a.phase_quanta);
     let slices = a.slices.unwrap_or(a.contexts);
-    if slices == 0 || cfg.super_sets % slices != 0 {
+    if slices == 0 || !cfg.super_sets.is_multiple_of(slices) {
         bail!(
             "--slices {slices} must divide the {} super-sets",
             cfg.super_sets

@@ -348,7 +348,7 @@ impl CoParams {
             return Err(CoParamError::Threads(self.threads));
         }
         let b = self.shared_bytes;
-        if !(64..=MAX_SHARED_BYTES).contains(&b) || b % 64 != 0 {
+        if !(64..=MAX_SHARED_BYTES).contains(&b) || !b.is_multiple_of(64) {
             return Err(CoParamError::SharedBytes(b));
         }
         if !(self.seconds > 0.0 && self.seconds <= MAX_SECONDS) {
