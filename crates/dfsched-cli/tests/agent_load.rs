@@ -33,8 +33,9 @@ const ALONE_ENV: &str = "AGENT_LOAD_ALONE";
 
 /// Whether the caller, test `name`, should run its body here: `true` in a
 /// child started for it, where no other test of this binary runs. Otherwise
-/// runs this test binary again with only `name` and `--test-threads=1`,
-/// fails if that child fails, and returns `false`.
+/// runs this test binary again with only `name` and `--test-threads=1`, in
+/// a new session when the `setsid` tool is there, fails if that child
+/// fails, and returns `false`.
 ///
 /// For tests that read this process's load back from the agent: the
 /// runtime counts every runnable thread of its process, and under the
@@ -44,7 +45,23 @@ fn alone(name: &str) -> bool {
     if std::env::var(ALONE_ENV).as_deref() == Ok(name) {
         return true;
     }
-    let out = rerun(name)
+    // In a session of its own (the `setsid` tool), so that "our session"
+    // is an autogroup of the test's own whatever started the suite: a CI
+    // runner started outside any session left the tests in the root group,
+    // where there is no session to weigh.
+    let rerun = rerun(name);
+    let mut cmd = if Command::new("setsid")
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let mut cmd = Command::new("setsid");
+        cmd.arg(rerun.get_program()).args(rerun.get_args());
+        cmd
+    } else {
+        rerun
+    };
+    let out = cmd
         .env(ALONE_ENV, name)
         .env_remove(CHILD_ENV)
         .output()
