@@ -11,7 +11,8 @@
 //! | a task arrives with a known DF    | [`Ctx::hint`] → joins the DF's group   |
 //! |                                   | at its home (re-evaluated)             |
 //! | a task switches DFs               | [`Ctx::hint`]: leaves its old group    |
-//! |                                   | (counter, reclaim at 0), then as above |
+//! |                                   | (counter, reclaim at 0), then as above;|
+//! |                                   | the old group is re-evaluated last     |
 //! | a task returns from a wait queue  | [`Ctx::wake`]: its DF is looked up and |
 //! |                                   | it rejoins its group                   |
 //! | a task dies                       | [`Ctx::exit`]: counter, reclaim at 0   |
@@ -82,6 +83,16 @@ impl Ctx<'_> {
 
     /// The DF hint: the task leaves its current DF and is placed by `next`.
     /// A hint that names the DF the task is already in changes nothing.
+    ///
+    /// The group it left (unless reclaimed) is re-evaluated last, once the
+    /// task is placed by `next`: it still runs, and the left group's home
+    /// is judged against the load as it will be, the task at its new
+    /// target. Judged with the task counted nowhere, the machine looked one
+    /// task lighter than it is, and at the regime boundary (2 DFs of 2
+    /// threads on 2 CPUs, threads switching DFs) every switch flipped the
+    /// left group to light load and spread it, and the joined group back to
+    /// a CPU: each hint re-homed a group and moved 2–3 threads that had not
+    /// hinted (`a_df_switch_at_the_regime_boundary_moves_only_the_switching_thread`).
     pub(crate) fn hint(&mut self, ts: TaskSlot, next: Option<DfId>) {
         self.st.stats.hints += 1;
         let t = &self.st.tasks[ts];
@@ -89,7 +100,7 @@ impl Ctx<'_> {
             return;
         }
         let app = t.app;
-        self.leave_group(ts);
+        let left = self.leave_group_later(ts);
         match (next, self.config.policy) {
             (Some(df), _) => self.join(ts, app, GroupKind::Df(df)),
             (None, Policy::CoThread) => self.join(ts, app, GroupKind::CoThread),
@@ -97,6 +108,9 @@ impl Ctx<'_> {
             (None, Policy::DataAffinity) => self.st.tasks[ts].solo_home = None,
         }
         self.retarget(ts);
+        if let Some(g) = left {
+            self.reevaluate(g, None);
+        }
     }
 
     /// Puts a task that is in no group into a group of `kind`: a new group
@@ -397,16 +411,51 @@ mod tests {
     }
 
     #[test]
+    fn a_df_switch_at_the_regime_boundary_moves_only_the_switching_thread() {
+        // 4 threads in 2 DFs on 2 CPUs (2 runnable a CPU: the heavy
+        // threshold), each switching to the other DF in turn, as
+        // `bench overhead`'s hinting program does every 100 ms.
+        let mut h = two_cpus();
+        let mut df = [0, 2, 1, 2, 1];
+        for t in 1..=4 {
+            h.task_df(t, "0-1", df[t as usize]);
+        }
+        h.balance();
+        assert_eq!(h.load(), vec![2000, 2000], "settled: a DF a CPU");
+        let rehomes = h.e.stats().rehomes;
+        for round in 0..3 {
+            for t in 1..=4u64 {
+                df[t as usize] = 3 - df[t as usize];
+                let d = h.hint(t, Some(df[t as usize]));
+                assert_eq!(
+                    d.iter()
+                        .filter(|d| matches!(d, Decision::Place { .. }))
+                        .count(),
+                    1,
+                    "round {round}, task {t}: {d:?}"
+                );
+                assert!(
+                    places(&d).iter().all(|(task, _)| *task == t),
+                    "round {round}: task {t}'s hint moved another: {d:?}"
+                );
+            }
+            assert_eq!(h.load(), vec![2000, 2000], "round {round}");
+        }
+        assert_eq!(h.e.stats().rehomes, rehomes, "no group re-homed");
+    }
+
+    #[test]
     fn a_df_switch_leaves_the_old_group_and_is_placed_anew() {
         let mut h = eight_cpus();
         h.task_df(1, "0-7", 1);
         h.task_df(2, "0-7", 1);
         assert_eq!(h.home(1), "0-1");
         let d = h.hint(2, Some(2));
-        // The old group shrinks back to one CPU; the switcher gets the
-        // least-loaded CPU for its new DF, in the emptier LLC (4-7) rather
-        // than beside the old group.
-        assert_eq!(places(&d), p(&[(1, "0"), (2, "4")]));
+        // The switcher gets the least-loaded CPU for its new DF, in the
+        // emptier LLC (4-7) rather than beside the old group; then the old
+        // group, re-evaluated with the switcher there, shrinks back to one
+        // CPU.
+        assert_eq!(places(&d), p(&[(2, "4"), (1, "0")]));
         assert_eq!(h.e.group(GroupId(1)).unwrap().members, vec![TaskId(1)]);
         assert_eq!(h.e.task(TaskId(2)).unwrap().group, Some(GroupId(2)));
         assert_eq!(h.e.stats().groups_created, 2);

@@ -655,6 +655,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// [`Ctx::leave_group`] without the re-evaluation: the group left, if
+    /// it still has members, for the caller to re-evaluate once the task
+    /// is placed elsewhere (`Ctx::hint`).
+    pub(crate) fn leave_group_later(&mut self, ts: TaskSlot) -> Option<GroupSlot> {
+        let g = self.st.tasks[ts].group?;
+        self.remove_member(g, ts);
+        if self.st.groups[g].members.is_empty() {
+            self.reclaim(g);
+            None
+        } else {
+            Some(g)
+        }
+    }
+
     /// Forgets an empty group and its DF map entry.
     #[inline(never)]
     fn reclaim(&mut self, g: GroupSlot) {

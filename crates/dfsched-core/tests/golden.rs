@@ -305,14 +305,15 @@ fn co_thread_hinted_and_unhinted_threads_of_one_process() {
     // The co-thread group of four starts on the machine (1 + 4 on a CPU
     // would be 67 % above the average of 3); task 1's hint gives DF 1 a
     // group on CPU 0, the least loaded; the co-thread group, now 3, is
-    // still not acceptable on one CPU (4 vs 3). Task 3's hint leaves it 2:
-    // packed on CPU 1 (3 against an average of 2.5), and DF 1's group
-    // takes task 3 to CPU 0.
+    // still not acceptable on one CPU (4 vs 3). Task 3's hint takes it to
+    // DF 1's group on CPU 0; the co-thread group it left, now 2, is
+    // re-evaluated after that move: packed on CPU 1 (3 against an average
+    // of 2.5).
     let want = "\
 place task1 on 0
+place task3 on 0
 place task0 on 1
-place task2 on 1
-place task3 on 0";
+place task2 on 1";
     assert_eq!(joined(&r.log), want);
     let co = r.e.group(r.e.co_thread_groups(AppId(0))[0]).unwrap();
     assert_eq!(co.members, vec![TaskId(0), TaskId(2)]);
