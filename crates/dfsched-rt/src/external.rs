@@ -186,6 +186,9 @@ pub(crate) struct External {
     /// the rule for the ones it did not see, and the refresh generation
     /// they were computed from.
     weight: Option<(u64, (u64, u64), Unseen)>,
+    /// The CPUs the last `/proc/stat` read listed (the online ones), until
+    /// taken by the next pass's online step (`runtime/online.rs`).
+    stat_cpus: Option<CpuSet>,
     started: Instant,
 }
 
@@ -204,8 +207,16 @@ impl External {
             thread_ns: HashMap::new(),
             own_cpu_ns: None,
             weight: None,
+            stat_cpus: None,
             started: Instant::now(),
         }
+    }
+
+    /// The CPUs the last sample's `/proc/stat` read listed, if a sample
+    /// since the last call read it (its own signals, not the agent's):
+    /// the kernel lists exactly the CPUs online there.
+    pub(crate) fn take_stat_cpus(&mut self) -> Option<CpuSet> {
+        self.stat_cpus.take()
     }
 
     /// Our runnable threads' load per CPU after a pass (in thousandths),
@@ -307,6 +318,7 @@ impl External {
     /// The unmanaged load from our own signals; whether a refresh finished.
     fn own_signals(&mut self, own_pid: u32, agent: &AgentPass) -> Result<(Estimate, bool), Error> {
         let stat = self.refresh.sampler().cpu_stat()?;
+        self.stat_cpus = Some(stat.busy_ticks.iter().map(|&(c, _)| c).collect());
         let now = Instant::now();
         let at_ns = u64::try_from(now.duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
         let own_since = self.own_since(own_pid);
@@ -326,9 +338,10 @@ impl External {
         busy.retain(|&(_, u)| u > 0);
         let ours: u64 = self.own_shares.iter().chain(&others).map(|&(_, m)| m).sum();
         let runnable = signals::outside_runnable(stat.procs_running, ours);
+        let wanted = signals::worth_weighing(&busy, runnable);
         let stepped = self
             .refresh
-            .step(now, |pid| pid == own_pid || agent.skips(pid));
+            .step(now, wanted, |pid| pid == own_pid || agent.skips(pid));
         let generation = self.refresh.generation();
         if self.weight.is_none_or(|(g, _, _)| g != generation) {
             let sample = self.refresh.sample().cloned();

@@ -189,6 +189,25 @@ pub fn attribute(delta_ns: u64, shares: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
     out.into_iter().filter(|&(_, ns)| ns > 0).collect()
 }
 
+/// The least outside load on some CPU, unweighed (in thousandths of a
+/// thread, each outside thread at one of ours), that is worth weighing: a
+/// pass below it on every CPU starts no refresh sweep
+/// (`procfs/refresh.rs`, "Why only when wanted"). Two clock ticks of a
+/// 100 ms window: one tick is a daemon's wake-up, or our own CPU time
+/// rounded against the tick count. Far below where a decision turns (the
+/// co-thread rule packs a 2-thread program on 2 CPUs above 3000 a CPU).
+pub const WORTH_WEIGHING_MILLI: u64 = 200;
+
+/// Whether the outside load of `busy` and `runnable` ([`estimate`]'s
+/// inputs), each thread at one of ours, reaches [`WORTH_WEIGHING_MILLI`]
+/// on some CPU.
+pub fn worth_weighing(busy: &[(CpuId, u64)], runnable: u32) -> bool {
+    estimate(busy, runnable, TASK_MILLI)
+        .milli
+        .iter()
+        .any(|&(_, m)| m >= WORTH_WEIGHING_MILLI)
+}
+
 /// Outside runnable threads now: `procs_running` less the reading thread
 /// and `ours_milli` (our own runnable threads, in thousandths: rounded to
 /// the nearest thread), never below 0.
@@ -270,6 +289,23 @@ mod tests {
     const C0: CpuId = CpuId(0);
     const C1: CpuId = CpuId(1);
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn only_load_beyond_a_ticks_noise_is_worth_weighing() {
+        // Nothing, or one tick of a 100 ms window on one CPU: not worth it.
+        assert!(!worth_weighing(&[], 0));
+        assert!(!worth_weighing(&[], 40), "runnable without busy time");
+        assert!(!worth_weighing(&[(C0, 100)], 0));
+        assert!(!worth_weighing(&[(C0, 100), (C1, 100)], 0));
+        // A tick on each, but a thread runnable at the read: the estimate
+        // spreads it over the busy CPUs, half a thread each.
+        assert!(worth_weighing(&[(C0, 100), (C1, 100)], 1));
+        // Two ticks on one CPU, or a CPU's worth anywhere.
+        assert!(worth_weighing(&[(C0, 200)], 0));
+        assert!(worth_weighing(&[(C1, 1000)], 0));
+        // Little busy time but many runnable threads: they crowd it.
+        assert!(worth_weighing(&[(C0, 100)], 3));
+    }
 
     #[test]
     fn another_sessions_build_beside_our_pair_weighs_its_share() {

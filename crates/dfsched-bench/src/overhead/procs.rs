@@ -112,6 +112,20 @@ pub struct HinterResult {
     pub agent_samples: u64,
     /// External-load samples from the runtime's own scan in the window.
     pub own_scans: u64,
+    /// Refresh sweeps (the per-thread look that weighs outside load)
+    /// finished in the window; none on a quiet machine.
+    #[serde(default)]
+    pub refreshes: u64,
+    /// Files the runtime's external-load sampling opened in the window.
+    #[serde(default)]
+    pub external_files: u64,
+    /// The engine's group moves and single-thread moves in the window:
+    /// the balancer's placements beside the hints' own.
+    #[serde(default)]
+    pub group_moves: u64,
+    /// See [`HinterResult::group_moves`].
+    #[serde(default)]
+    pub task_moves: u64,
     /// Moving hints' latency, nanoseconds.
     pub hint_move_ns: Option<Tail>,
     /// Repeating hints' latency, nanoseconds.
@@ -262,6 +276,10 @@ fn measure(
         placements: s1.affinity_calls - s0.affinity_calls,
         agent_samples: s1.external_load_agent_samples - s0.external_load_agent_samples,
         own_scans: s1.external_load_own_scans - s0.external_load_own_scans,
+        refreshes: s1.external_refreshes - s0.external_refreshes,
+        external_files: s1.external_files_read - s0.external_files_read,
+        group_moves: s1.engine.group_moves - s0.engine.group_moves,
+        task_moves: s1.engine.task_moves - s0.engine.task_moves,
         hint_move_ns: None,
         hint_repeat_ns: None,
         hint_wall_ns_total: 0,

@@ -142,7 +142,12 @@ impl SharedScan {
         let registered = registered();
         self.taken = Some(now);
         self.sample = self.take(now, &registered);
-        self.refresh.step(now, |pid| registered.contains_key(&pid));
+        let wanted = self
+            .sample
+            .as_ref()
+            .is_some_and(|(busy, runnable)| signals::worth_weighing(busy, *runnable));
+        self.refresh
+            .step(now, wanted, |pid| registered.contains_key(&pid));
         if self.sample.is_some() {
             Scanned::Taken
         } else {
@@ -312,6 +317,32 @@ mod tests {
         let how = scan.get(Duration::from_secs(3600), || unreachable!());
         assert_eq!(how, Scanned::Reused);
         assert_eq!(counted(&mut scan), vec![(C0, 3)]);
+    }
+
+    #[test]
+    fn quiet_windows_read_only_proc_stat_and_outside_load_starts_a_sweep() {
+        let root = fixture();
+        let mut scan = SharedScan::new(&root.0);
+        // The first sample and the refresh's baseline sweep.
+        assert_eq!(scan.get(Duration::ZERO, Registered::new), Scanned::Taken);
+        for _ in 0..3 {
+            let files = scan.refresh.files_opened();
+            window(&root, &mut scan, [0, 0], 1);
+            assert_eq!(scan.refresh.files_opened() - files, 1, "/proc/stat only");
+        }
+        assert_eq!(scan.refresh.generation(), 0, "nothing weighed");
+        // CPU 0 busy a whole window with 3 outside threads runnable: a
+        // sweep starts at once and publishes (within a few windows on a
+        // machine busy enough to cut its 1 ms steps short).
+        let mut busy = 0;
+        for _ in 0..50 {
+            busy += 20;
+            window(&root, &mut scan, [busy, 0], 4);
+            if scan.refresh.generation() > 0 {
+                break;
+            }
+        }
+        assert_eq!(scan.refresh.generation(), 1, "the load was weighed");
     }
 
     #[test]

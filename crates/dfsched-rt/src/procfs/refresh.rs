@@ -7,6 +7,8 @@
 //! from the per-pass signals.
 //!
 //! ```text
+//!   wanted? (the caller's signals show outside load worth weighing:
+//!   │        signals::worth_weighing; the baseline sweep is always taken)
 //!   due? (period since the last sweep ended, stretched so that sweeping
 //!   │     takes at most 1/DUTY of the time and a sweep spread over many
 //!   │     passes is followed by SPREAD times as many without one)
@@ -32,6 +34,18 @@
 //! baseline; so the very first sweep publishes nothing and the second
 //! follows [`MIN_GAP`] later), and a process starved of CPU for a whole
 //! period is missed (then the machine is saturated and the signals see it).
+//!
+//! Why only when wanted: the sweep's one product is the weight of an
+//! outside thread, and a weight multiplies the signals' outside load. With
+//! none to weigh (a quiet machine, or a few ticks of daemons) a sweep buys
+//! nothing, and on a quiet 2-CPU machine it was over half of a balancer
+//! pass's system calls (≈ 100 processes' `stat` every 2 s). A sweep that
+//! starts when load appears finishes within a pass or two at the budget,
+//! before the sustained window admits that load (K passes); until then the
+//! last weight holds, or the unseen rule, which under-weighs (the safe
+//! side). The CPU-ticks baseline is then older, so more processes look
+//! moved and are read thread by thread, each still at most
+//! [`SAMPLE_THREADS`].
 //!
 //! Why a sample of a busy process's threads: a process of 10,000 threads
 //! of which a few hundred spin (a JVM under load, a thread pool) would
@@ -205,12 +219,15 @@ impl Refresh {
         self.sampler.files_opened()
     }
 
-    /// Works on the sweep for at most the budget if one is due or under
-    /// way at `now`, skipping processes for which `skip` is true.
-    pub fn step(&mut self, now: Instant, skip: impl Fn(u32) -> bool) -> Stepped {
+    /// Works on the sweep for at most the budget if one is under way, or
+    /// due at `now` and `wanted` (the first, the baseline, is taken
+    /// whether wanted or not: see the module doc), skipping processes for
+    /// which `skip` is true.
+    pub fn step(&mut self, now: Instant, wanted: bool, skip: impl Fn(u32) -> bool) -> Stepped {
         let mut sweep = match self.sweep.take() {
             Some(s) => s,
             None if self.due.is_some_and(|d| now < d) => return Stepped::Idle,
+            None if self.swept && !wanted => return Stepped::Idle,
             None => match self.start() {
                 Some(s) => s,
                 None => {
@@ -497,7 +514,7 @@ mod tests {
         for _ in 0..1000 {
             // The baseline's gap is waited out by stepping at a later now.
             let later = Instant::now() + Duration::from_secs(1);
-            r.step(later, |_| false);
+            r.step(later, true, |_| false);
             if r.generation() > gen {
                 return;
             }
@@ -619,7 +636,7 @@ mod tests {
         while r.generation() == 0 {
             let now = Instant::now() + Duration::from_secs(1);
             let files = r.files_opened();
-            last = r.step(now, |pid| pid == 39);
+            last = r.step(now, true, |pid| pid == 39);
             assert!(r.files_opened() - files <= 4, "one item per step");
             steps += 1;
             assert!(steps < 10_000);
@@ -641,21 +658,55 @@ mod tests {
         // The baseline, then a sweep of one item a step, a step every 30 ms:
         // it spans ≥ 120 ms (5 pids, 4 gaps).
         let mut now = Instant::now() + Duration::from_secs(1);
-        while r.step(now, |_| false) != Stepped::Done {}
+        while r.step(now, true, |_| false) != Stepped::Done {}
         now += Duration::from_secs(1);
-        let mut last = r.step(now, |_| false);
+        let mut last = r.step(now, true, |_| false);
         while last != Stepped::Done {
             std::thread::sleep(Duration::from_millis(30));
-            last = r.step(Instant::now(), |_| false);
+            last = r.step(Instant::now(), true, |_| false);
         }
         let end = Instant::now();
         assert_eq!(r.generation(), 1);
         assert_eq!(
-            r.step(end + Duration::from_millis(300), |_| false),
+            r.step(end + Duration::from_millis(300), true, |_| false),
             Stepped::Idle
         );
         let later = end + Duration::from_secs(5);
-        assert_ne!(r.step(later, |_| false), Stepped::Idle);
+        assert_ne!(r.step(later, true, |_| false), Stepped::Idle);
+    }
+
+    #[test]
+    fn a_sweep_not_wanted_starts_only_as_the_baseline_and_one_under_way_goes_on() {
+        let root = Root::new("wanted");
+        for pid in 10..40 {
+            root.process(pid, 1, 1, true, 0);
+        }
+        let mut r = Refresh::new(&root.0, Duration::ZERO, Duration::from_secs(3600));
+        let now = Instant::now();
+        // The baseline is taken unwanted: the CPU ticks to compare with.
+        assert_eq!(r.step(now, false, |_| false), Stepped::Done, "the baseline");
+        let later = now + Duration::from_secs(1);
+        let files = r.files_opened();
+        for _ in 0..5 {
+            assert_eq!(r.step(later, false, |_| false), Stepped::Idle);
+        }
+        assert_eq!(r.files_opened(), files, "no file read while unwanted");
+        assert_eq!(r.generation(), 0);
+        // Wanted: it sweeps.
+        assert_eq!(r.step(later, true, |_| false), Stepped::Done);
+        assert_eq!(r.generation(), 1);
+        assert!(r.files_opened() > files);
+        // A sweep cut by its budget (zero: one file a step) goes on when
+        // no longer wanted, to its end.
+        let mut slow = Refresh::new(&root.0, Duration::ZERO, Duration::ZERO);
+        while slow.step(now, false, |_| false) == Stepped::Working {}
+        assert_eq!(slow.step(later, true, |_| false), Stepped::Working);
+        let mut steps = 1;
+        while slow.step(later, false, |_| false) == Stepped::Working {
+            steps += 1;
+        }
+        assert!(steps > 1, "the zero budget spread the sweep");
+        assert_eq!(slow.generation(), 1, "published unwanted");
     }
 
     #[test]
@@ -664,19 +715,30 @@ mod tests {
         root.process(10, 1, 1, true, 0);
         let mut r = Refresh::new(&root.0, Duration::from_secs(60), Duration::from_secs(1));
         let now = Instant::now();
-        assert_eq!(r.step(now, |_| false), Stepped::Done, "the baseline");
+        assert_eq!(r.step(now, true, |_| false), Stepped::Done, "the baseline");
         assert_eq!(r.generation(), 0, "the baseline publishes nothing");
-        assert_eq!(r.step(now, |_| false), Stepped::Idle, "within its gap");
-        let later = now + Duration::from_secs(1);
-        assert_eq!(r.step(later, |_| false), Stepped::Done);
-        assert_eq!(r.generation(), 1);
-        assert_eq!(r.step(later, |_| false), Stepped::Idle, "within the period");
         assert_eq!(
-            r.step(later + Duration::from_secs(61), |_| false),
+            r.step(now, true, |_| false),
+            Stepped::Idle,
+            "within its gap"
+        );
+        let later = now + Duration::from_secs(1);
+        assert_eq!(r.step(later, true, |_| false), Stepped::Done);
+        assert_eq!(r.generation(), 1);
+        assert_eq!(
+            r.step(later, true, |_| false),
+            Stepped::Idle,
+            "within the period"
+        );
+        assert_eq!(
+            r.step(later + Duration::from_secs(61), true, |_| false),
             Stepped::Done
         );
         let mut missing = Refresh::new(root.0.join("none"), Duration::ZERO, Duration::ZERO);
-        assert_eq!(missing.step(Instant::now(), |_| false), Stepped::Failed);
+        assert_eq!(
+            missing.step(Instant::now(), true, |_| false),
+            Stepped::Failed
+        );
         assert!(missing.sample().is_none());
     }
 }
