@@ -118,6 +118,9 @@ pub(crate) struct State {
     /// The topology's CPUs that were online at the balancer's last look
     /// (`runtime/online.rs`); all of them at the start.
     pub(crate) online: CpuSet,
+    /// Passes in a row that took the online CPUs from `/proc/stat` instead
+    /// of reading the online file (`runtime/online.rs`, step 1).
+    pub(crate) online_reads_skipped_in_a_row: u32,
 }
 
 impl State {
@@ -145,6 +148,7 @@ impl State {
             left_alone: HashMap::default(),
             pthreads: HashMap::default(),
             online: engine_cpus,
+            online_reads_skipped_in_a_row: 0,
         }
     }
 }

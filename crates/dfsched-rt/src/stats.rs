@@ -206,6 +206,10 @@ pub struct RuntimeStats {
     pub online_allowed_changes: u64,
     /// Passes that could not read `sys/devices/system/cpu/online`.
     pub online_read_errors: u64,
+    /// Passes that did not read `sys/devices/system/cpu/online` because
+    /// the previous pass's `/proc/stat` listed the online CPUs already held
+    /// (`runtime/online.rs`, step 1).
+    pub online_reads_skipped: u64,
     /// Calls refused, by reason (the engine's `refused` counts the events
     /// it refused).
     pub refused_calls: RefusedHints,
@@ -358,6 +362,7 @@ mod tests {
             "external_load_own_scans",
             "external_files_read",
             "external_refreshes",
+            "online_reads_skipped",
             "external_runnable",
             "external_load_milli",
             "external_load_per_cpu_milli",
