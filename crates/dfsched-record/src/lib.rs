@@ -100,6 +100,11 @@ pub enum Event {
         /// Its time spent runnable but waiting for a CPU so far, ns
         /// (`schedstat`; 0 when unreadable).
         wait_ns: u64,
+        /// Its run periods so far: the times it was switched in
+        /// (`schedstat`'s third field, voluntary plus involuntary context
+        /// switches). `None` in recordings made before the field existed,
+        /// or when unreadable.
+        runs: Option<u64>,
     },
     /// A known thread exited.
     ThreadExit {
@@ -111,6 +116,8 @@ pub enum Event {
         cpu_ns: u64,
         /// Its run-queue wait at exit, ns (`schedstat`; 0 when unreadable).
         wait_ns: u64,
+        /// Its run periods at exit (as [`Event::ThreadNew::runs`]).
+        runs: Option<u64>,
     },
     /// A hint that changed the thread's DF (repeats of the same DF take the
     /// fast path and are not recorded: they change nothing).
@@ -166,6 +173,8 @@ pub enum Event {
         wait_ns: u64,
         /// The CPU it last ran on, if readable.
         cpu: Option<u32>,
+        /// Its run periods so far (as [`Event::ThreadNew::runs`]).
+        runs: Option<u64>,
     },
     /// The agent's sharing set of this process and its home changed.
     Sharing {
@@ -301,22 +310,26 @@ impl Encoder {
                 cpu,
                 cpu_ns,
                 wait_ns,
+                runs,
                 ..
             } => {
                 for v in [*tid, *app, opt_cpu(*cpu), *cpu_ns, *wait_ns] {
                     varint::put(&mut p, v);
                 }
+                put_trailing(&mut p, *runs);
                 kind::THREAD_NEW
             }
             Event::ThreadExit {
                 tid,
                 cpu_ns,
                 wait_ns,
+                runs,
                 ..
             } => {
                 varint::put(&mut p, *tid);
                 varint::put(&mut p, *cpu_ns);
                 varint::put(&mut p, *wait_ns);
+                put_trailing(&mut p, *runs);
                 kind::THREAD_EXIT
             }
             Event::Hint {
@@ -351,11 +364,13 @@ impl Encoder {
                 cpu_ns,
                 wait_ns,
                 cpu,
+                runs,
                 ..
             } => {
                 for v in [*tid, *cpu_ns, *wait_ns, opt_cpu(*cpu)] {
                     varint::put(&mut p, v);
                 }
+                put_trailing(&mut p, *runs);
                 kind::SAMPLE
             }
             Event::Sharing { set, home, .. } => {
@@ -394,6 +409,15 @@ impl Encoder {
         out.push(k);
         varint::put(out, p.len() as u64);
         out.extend_from_slice(&p);
+    }
+}
+
+/// A trailing field: written when known, left out (a record as an older
+/// build wrote it) when not. Only the last field of a payload may be
+/// optional this way.
+fn put_trailing(p: &mut Vec<u8>, v: Option<u64>) {
+    if let Some(v) = v {
+        varint::put(p, v);
     }
 }
 
@@ -554,12 +578,14 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu: cpu_of(want(&mut f)?)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
+                runs: f.next(),
             },
             kind::THREAD_EXIT => Event::ThreadExit {
                 t_ns,
                 tid: want(&mut f)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
+                runs: f.next(),
             },
             kind::HINT => Event::Hint {
                 t_ns,
@@ -589,6 +615,7 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
                 cpu: cpu_of(want(&mut f)?)?,
+                runs: f.next(),
             },
             kind::SHARING => {
                 let set = want(&mut f)?;

@@ -188,7 +188,7 @@ impl Inner {
         app: u64,
         mask: Result<CpuSet, Error>,
         cpu: Option<CpuId>,
-        sched: Option<(u64, u64)>,
+        sched: Option<crate::record::SchedReading>,
     ) -> Result<Option<Result<(), Error>>, Error> {
         if app >= st.next_app {
             return Err(CoreError::UnknownApp(AppId(app)).into());
@@ -238,7 +238,7 @@ impl Inner {
         );
         st.stats.threads_registered += 1;
         if let Some(rec) = &self.recorder {
-            let sched = sched.unwrap_or_else(|| (crate::sys::own_cpu_ns(), 0));
+            let sched = sched.unwrap_or_else(crate::record::SchedReading::own_clock);
             rec.thread_new(tid, app, cpu.map(|c| c.0), sched);
         }
         let listener: std::sync::Weak<dyn thread::ExitListener> = Arc::downgrade(self) as _;
@@ -332,7 +332,10 @@ impl thread::ExitListener for Inner {
         }
         st.stats.threads_exited += 1;
         if let Some(rec) = &self.recorder {
-            rec.thread_exit(tid, sched.unwrap_or((crate::sys::own_cpu_ns(), 0)));
+            rec.thread_exit(
+                tid,
+                sched.unwrap_or_else(crate::record::SchedReading::own_clock),
+            );
         }
         if st.handle(Event::Exit { task: TaskId(tid) }).is_ok() {
             self.apply(&mut st, None);
