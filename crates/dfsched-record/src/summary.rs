@@ -126,7 +126,14 @@ impl Recording {
                     touch(&mut threads, &mut first_cpu, t, *tid, r, None).blocks += 1
                 }
                 Event::Wake { tid, .. } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, Reading::default(), None);
+                    touch(
+                        &mut threads,
+                        &mut first_cpu,
+                        t,
+                        *tid,
+                        Reading::default(),
+                        None,
+                    );
                 }
                 Event::Sample {
                     tid,

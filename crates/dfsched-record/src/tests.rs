@@ -32,15 +32,17 @@ fn any_event() -> impl Strategy<Value = Event> {
             any::<u64>(),
             any::<Option<u64>>()
         )
-            .prop_map(|(t_ns, tid, app, cpu, cpu_ns, wait_ns, runs)| Event::ThreadNew {
-                t_ns,
-                tid,
-                app,
-                cpu,
-                cpu_ns,
-                wait_ns,
-                runs
-            }),
+            .prop_map(
+                |(t_ns, tid, app, cpu, cpu_ns, wait_ns, runs)| Event::ThreadNew {
+                    t_ns,
+                    tid,
+                    app,
+                    cpu,
+                    cpu_ns,
+                    wait_ns,
+                    runs
+                }
+            ),
         (
             t,
             any::<u64>(),

@@ -636,8 +636,22 @@ mod tests {
             runs: Some(0),
         };
         rec.thread_new(5, 1, Some(u32::MAX - 1), sched);
-        rec.thread_new(6, 1, None, SchedReading { runs: None, ..sched });
-        rec.thread_exit(5, SchedReading { runs: Some(9), ..sched });
+        rec.thread_new(
+            6,
+            1,
+            None,
+            SchedReading {
+                runs: None,
+                ..sched
+            },
+        );
+        rec.thread_exit(
+            5,
+            SchedReading {
+                runs: Some(9),
+                ..sched
+            },
+        );
         let mut w = rec.lock();
         rec.drain(&mut w, &[]);
         let evs = dfsched_record::decode(&[header_bytes(), w.buf.clone()].concat())

@@ -113,6 +113,10 @@ pub struct ReplayParams {
     /// to its CPUs (CPU `c` of the recording on simulated CPU `c mod
     /// CPUs`). Meaningful on the recording's own machine; default false.
     pub outside_load: bool,
+    /// Replay threads that block on each other as token rings (closed
+    /// loop, `partners.rs`) where the recording lets the replay infer it;
+    /// false replays every block open loop. Default true.
+    pub closed_loop: bool,
 }
 
 impl Default for ReplayParams {
@@ -130,6 +134,7 @@ impl Default for ReplayParams {
             slice_jitter_milli: KernelModel::default().slice_jitter_milli,
             seed: 1,
             outside_load: false,
+            closed_loop: true,
         }
     }
 }
@@ -162,6 +167,8 @@ struct Point {
     t_ns: u64,
     cpu_ns: Option<u64>,
     wait_ns: Option<u64>,
+    /// Cumulative run periods (`schedstat`'s third field), when recorded.
+    runs: Option<u64>,
     /// `Some(next)` at a hint.
     df: Option<Option<DfId>>,
 }
@@ -170,6 +177,7 @@ struct Point {
 #[derive(Clone, Debug)]
 struct Thread {
     process: u32,
+    tid: u64,
     start_ns: u64,
     points: Vec<Point>,
 }
@@ -192,8 +200,13 @@ pub struct ReplayPlan {
     pub cpu_ns: u64,
     /// Of it, on a DF.
     pub cpu_on_df_ns: u64,
-    /// Blocked time of every thread, ns (replayed as sleeps).
+    /// Blocked time of every thread, ns (replayed as sleeps, but for the
+    /// rings' members in their stays: [`ReplayPlan::rings`]).
     pub blocked_ns: u64,
+    /// Groups of threads that block on each other, replayed closed loop as
+    /// token rings (`partners.rs`); empty when none was found (or with
+    /// [`ReplayParams::closed_loop`] off).
+    pub rings: Vec<partners::Ring>,
     /// Run-queue wait of every thread, ns (not replayed).
     pub wait_ns: u64,
     /// The simulated run's length over the real one's (≤ 1).
@@ -346,26 +359,21 @@ impl ReplayPlan {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
                         ..
                     }
                     | Event::ThreadExit {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
                         ..
-                    } => (
-                        tid,
-                        Point {
-                            t_ns,
-                            cpu_ns: Some(cpu_ns),
-                            wait_ns: Some(wait_ns),
-                            df: None,
-                        },
-                    ),
-                    Event::Sample {
+                    }
+                    | Event::Sample {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
                         ..
                     } => (
                         tid,
@@ -373,6 +381,7 @@ impl ReplayPlan {
                             t_ns,
                             cpu_ns: Some(cpu_ns),
                             wait_ns: Some(wait_ns),
+                            runs,
                             df: None,
                         },
                     ),
@@ -388,6 +397,7 @@ impl ReplayPlan {
                             t_ns,
                             cpu_ns: Some(cpu_ns),
                             wait_ns: None,
+                            runs: None,
                             df: Some(df_of(app, next, &mut df_ids)),
                         },
                     ),
@@ -401,12 +411,13 @@ impl ReplayPlan {
                 };
                 by_tid.entry(tid).or_default().push(point);
             }
-            for (_, mut points) in by_tid {
+            for (tid, mut points) in by_tid {
                 // Stable: records of one thread keep their file order at
                 // equal times (a hint's reading before the next sample's).
                 points.sort_by_key(|p| p.t_ns);
                 threads.push(Thread {
                     process,
+                    tid,
                     start_ns: points[0].t_ns,
                     points,
                 });
@@ -452,18 +463,43 @@ impl ReplayPlan {
         }
         let accesses = on_df as f64 / line_ns.max(1e-9);
         let scale = (params.access_budget as f64 / accesses.max(1.0)).min(1.0);
+        // Threads that block on each other: token rings (partners.rs).
+        let members: Vec<partners::Member<'_>> = threads
+            .iter()
+            .zip(&intervals)
+            .map(|(th, ivs)| partners::Member {
+                process: th.process,
+                tid: th.tid,
+                intervals: ivs,
+            })
+            .collect();
+        let (roles, rings) = if params.closed_loop {
+            partners::find(&members, scale, 0)
+        } else {
+            (vec![None; threads.len()], Vec::new())
+        };
         // Second pass: bursts, scaled.
         let cyc = |ns: f64| -> u64 { (ns * scale / cal.cycle_ns).round() as u64 };
         let tasks = threads
             .iter()
             .zip(&intervals)
-            .map(|(th, ivs)| {
+            .zip(&roles)
+            .map(|((th, ivs), role)| {
                 let mut program = Vec::new();
                 let mut df = None;
-                for iv in ivs {
+                for (i, iv) in ivs.iter().enumerate() {
                     if iv.df != df {
                         program.push(Burst::Switch { next: iv.df });
                         df = iv.df;
+                    }
+                    if let Some(r) = role.filter(|r| (r.first..r.end).contains(&i)) {
+                        if i == r.first {
+                            let cpu: u64 = ivs[r.first..r.end].iter().map(|v| v.cpu_ns).sum();
+                            let cycles = cpu as f64 * scale / cal.cycle_ns;
+                            let switch = cal.cost.context_switch_cycles as f64;
+                            push_ring(&mut program, df, cycles, switch, &r, line_cycles, params);
+                        }
+                        continue;
                     }
                     let wall = iv.cpu_ns + iv.blocked_ns;
                     let pieces = if iv.blocked_ns == 0 {
@@ -522,6 +558,7 @@ impl ReplayPlan {
             cpu_ns: cpu,
             cpu_on_df_ns: on_df,
             blocked_ns: blocked,
+            rings,
             wait_ns: wait,
             scale,
             recorded_policy,
@@ -624,6 +661,41 @@ fn outside_tasks(
     (out, total)
 }
 
+/// A ring member's stay (partners.rs): `r.rounds` rounds of its wait, an
+/// equal share of `cycles` of work on `df` less one context switch
+/// (`switch_cycles`), and its successor's signal; a token holder skips its
+/// first wait.
+///
+/// Less a switch: the recorded CPU time holds the switch that ended each
+/// of the member's runs (Linux charges a switch's work to the tasks it
+/// switches between), and the simulated machine charges its own switch for
+/// every hand-off it replays, so the work of a round is what is left.
+fn push_ring(
+    program: &mut Vec<Burst>,
+    df: Option<DfId>,
+    cycles: f64,
+    switch_cycles: f64,
+    r: &partners::Role,
+    line_cycles: u64,
+    params: &ReplayParams,
+) {
+    let piece = (cycles / r.rounds as f64 - switch_cycles).max(0.0);
+    // Whole-cycle remainders carried from piece to piece.
+    let mut carry = 0.0f64;
+    for round in 0..r.rounds {
+        if round > 0 || !r.holds_token {
+            program.push(Burst::Wait { chan: r.wait_chan });
+        }
+        let w = piece + carry;
+        let w_cycles = w.floor() as u64;
+        carry = w - w_cycles as f64;
+        push_work(program, df, w_cycles, line_cycles, params);
+        program.push(Burst::Signal {
+            chan: r.signal_chan,
+        });
+    }
+}
+
 /// `cycles` of work on `df` as bursts: line accesses of a sweep and the
 /// rest of the sweep's accesses as compute; compute alone off any DF.
 fn push_work(
@@ -667,6 +739,17 @@ struct Interval {
     cpu_ns: u64,
     wait_ns: u64,
     blocked_ns: u64,
+    /// Run periods and CPU time between the last reading of run periods
+    /// and this interval's end (which may reach back past its start, over
+    /// points that carry none: hints), when both ends carry them.
+    runs: Option<Runs>,
+}
+
+/// Run periods counted over some CPU time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Runs {
+    runs: u64,
+    cpu_ns: u64,
 }
 
 /// A thread's intervals: CPU time from consecutive readings (never going
@@ -688,6 +771,8 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
     let mut out = Vec::with_capacity(th.points.len());
     let mut df = None;
     let mut cpu_prev: Option<u64> = None;
+    // The last reading of run periods, with the CPU time then.
+    let mut runs_prev: Option<(u64, u64)> = None;
     let mut prev_t = th.start_ns;
     for p in &th.points {
         let wall = p.t_ns - prev_t;
@@ -699,6 +784,17 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         if let Some(c) = p.cpu_ns {
             cpu_prev = Some(cpu_prev.map_or(c, |a| a.max(c)));
         }
+        let runs = match (p.runs, cpu_prev) {
+            (Some(r), Some(c)) => {
+                let since = runs_prev.map(|(r0, c0)| Runs {
+                    runs: r.saturating_sub(r0),
+                    cpu_ns: c.saturating_sub(c0),
+                });
+                runs_prev = Some((runs_prev.map_or(r, |(r0, _)| r0.max(r)), c));
+                since
+            }
+            _ => None,
+        };
         let wait = interpolate(&waits, p.t_ns)
             .saturating_sub(interpolate(&waits, prev_t))
             .min(wall - cpu);
@@ -708,6 +804,7 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
                 cpu_ns: cpu,
                 wait_ns: wait,
                 blocked_ns: wall - cpu - wait,
+                runs,
             });
         }
         if let Some(next) = p.df {
@@ -798,6 +895,8 @@ pub fn run_policy(
         balance_interval_cycles: ((plan.balance_interval_ns as f64 / cal.cycle_ns * s) as u64)
             .max(1000),
         kernel,
+        // A ring's hand-off onto another, idle CPU: as in `bench chat`.
+        wake_other_cycles: cal.wake_other_cycles,
         ..base
     };
     let report = body::run(&topo, &mcfg, plan.workload.clone(), cfg, params.seed)?;
@@ -853,6 +952,9 @@ pub fn run(
     }
     Ok(with_ratios(plan, params, results))
 }
+
+mod partners;
+pub use partners::Ring;
 
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
             cpu: None,
             cpu_ns: 0,
             wait_ns: 0,
+            runs: None,
         });
         events.push(Event::Hint {
             t_ns: 0,
@@ -50,6 +51,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     tid,
                     cpu_ns,
                     wait_ns: off * wait_pct / 100,
+                    runs: None,
                 }
             } else {
                 Event::Sample {
@@ -58,6 +60,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     cpu_ns,
                     wait_ns: off * wait_pct / 100,
                     cpu: Some(0),
+                    runs: None,
                 }
             };
             events.push(ev);
