@@ -81,6 +81,18 @@ pub const DEFAULT_DF_BYTES: u64 = 8192;
 pub const DEFAULT_ACCESS_BUDGET: u64 = 4_000_000;
 /// The kernel's periodic balance interval on a busy CPU, ns (4 ms).
 const KERNEL_BALANCE_NS: f64 = 4e6;
+/// The Linux runtime's idle step finds a thread blocked when it has used
+/// no CPU for this many balancer passes… (`DFSCHED_IDLE_PASSES`' default,
+/// dfsched-rt's `idle.rs`)
+const RUNTIME_IDLE_PASSES: u64 = 2;
+/// …and for at least this long, ns (its `MIN_IDLE_NS`).
+const RUNTIME_IDLE_MIN_NS: u64 = 200_000_000;
+
+/// How long a thread must block before the Linux runtime's engine hears of
+/// it, with balancer passes every `balance_interval_ns`.
+fn runtime_idle_ns(balance_interval_ns: u64) -> u64 {
+    (RUNTIME_IDLE_PASSES * balance_interval_ns).max(RUNTIME_IDLE_MIN_NS)
+}
 
 /// How to replay.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -897,6 +909,12 @@ pub fn run_policy(
         kernel,
         // A ring's hand-off onto another, idle CPU: as in `bench chat`.
         wake_other_cycles: cal.wake_other_cycles,
+        // The engine hears of a block when the runtime's idle step would
+        // have: after a thread has been still for its passes and time.
+        engine_block_after_cycles: ((runtime_idle_ns(plan.balance_interval_ns) as f64
+            / cal.cycle_ns
+            * s) as u64)
+            .max(1),
         ..base
     };
     let report = body::run(&topo, &mcfg, plan.workload.clone(), cfg, params.seed)?;
