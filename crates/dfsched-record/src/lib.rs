@@ -105,6 +105,11 @@ pub enum Event {
         /// switches). `None` in recordings made before the field existed,
         /// or when unreadable.
         runs: Option<u64>,
+        /// Its voluntary context switches so far (`status`'
+        /// `voluntary_ctxt_switches`: the times it blocked). `None` as for
+        /// `runs`, and at a `thread_new` (the runtime does not read it
+        /// there).
+        voluntary: Option<u64>,
     },
     /// A known thread exited.
     ThreadExit {
@@ -118,6 +123,9 @@ pub enum Event {
         wait_ns: u64,
         /// Its run periods at exit (as [`Event::ThreadNew::runs`]).
         runs: Option<u64>,
+        /// Its voluntary switches at exit (as
+        /// [`Event::ThreadNew::voluntary`]).
+        voluntary: Option<u64>,
     },
     /// A hint that changed the thread's DF (repeats of the same DF take the
     /// fast path and are not recorded: they change nothing).
@@ -175,6 +183,9 @@ pub enum Event {
         cpu: Option<u32>,
         /// Its run periods so far (as [`Event::ThreadNew::runs`]).
         runs: Option<u64>,
+        /// Its voluntary switches so far (as
+        /// [`Event::ThreadNew::voluntary`]).
+        voluntary: Option<u64>,
     },
     /// The agent's sharing set of this process and its home changed.
     Sharing {
@@ -311,12 +322,13 @@ impl Encoder {
                 cpu_ns,
                 wait_ns,
                 runs,
+                voluntary,
                 ..
             } => {
                 for v in [*tid, *app, opt_cpu(*cpu), *cpu_ns, *wait_ns] {
                     varint::put(&mut p, v);
                 }
-                put_trailing(&mut p, *runs);
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::THREAD_NEW
             }
             Event::ThreadExit {
@@ -324,12 +336,13 @@ impl Encoder {
                 cpu_ns,
                 wait_ns,
                 runs,
+                voluntary,
                 ..
             } => {
                 varint::put(&mut p, *tid);
                 varint::put(&mut p, *cpu_ns);
                 varint::put(&mut p, *wait_ns);
-                put_trailing(&mut p, *runs);
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::THREAD_EXIT
             }
             Event::Hint {
@@ -365,12 +378,13 @@ impl Encoder {
                 wait_ns,
                 cpu,
                 runs,
+                voluntary,
                 ..
             } => {
                 for v in [*tid, *cpu_ns, *wait_ns, opt_cpu(*cpu)] {
                     varint::put(&mut p, v);
                 }
-                put_trailing(&mut p, *runs);
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::SAMPLE
             }
             Event::Sharing { set, home, .. } => {
@@ -412,13 +426,22 @@ impl Encoder {
     }
 }
 
-/// A trailing field: written when known, left out (a record as an older
-/// build wrote it) when not. Only the last field of a payload may be
-/// optional this way.
-fn put_trailing(p: &mut Vec<u8>, v: Option<u64>) {
-    if let Some(v) = v {
-        varint::put(p, v);
+/// Optional trailing fields, each as its value + 1 (0: unknown, as
+/// [`opt_cpu`]), up to the last one known: a record none of them is known
+/// for is written as an older build wrote it.
+fn put_trailing(p: &mut Vec<u8>, fields: &[Option<u64>]) {
+    let known = fields
+        .iter()
+        .rposition(Option::is_some)
+        .map_or(0, |i| i + 1);
+    for v in &fields[..known] {
+        varint::put(p, v.map_or(0, |v| v.saturating_add(1)));
     }
+}
+
+/// An optional trailing field ([`put_trailing`]): `None` when absent or 0.
+fn trailing(f: &mut Fields<'_>) -> Option<u64> {
+    f.next().and_then(|v| v.checked_sub(1))
 }
 
 /// Ascending, deduplicated CPUs as inclusive ranges.
@@ -578,14 +601,16 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu: cpu_of(want(&mut f)?)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
-                runs: f.next(),
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::THREAD_EXIT => Event::ThreadExit {
                 t_ns,
                 tid: want(&mut f)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
-                runs: f.next(),
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::HINT => Event::Hint {
                 t_ns,
@@ -615,7 +640,8 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
                 cpu: cpu_of(want(&mut f)?)?,
-                runs: f.next(),
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::SHARING => {
                 let set = want(&mut f)?;

@@ -23,6 +23,8 @@ pub struct ThreadSummary {
     /// the first; `None` when the recording has no such readings (older
     /// than the field) or only one.
     pub runs: Option<u64>,
+    /// Voluntary switches (blocks) while known, as `runs`.
+    pub voluntary: Option<u64>,
     /// DFs it hinted (non-zero `next`), ascending.
     pub dfs: Vec<u64>,
     /// Hints recorded.
@@ -86,9 +88,10 @@ impl Recording {
                     cpu_ns,
                     wait_ns,
                     runs,
+                    voluntary,
                     ..
                 } => {
-                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs);
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
                     touch(&mut threads, &mut first_cpu, t, *tid, r, *cpu);
                 }
                 Event::ThreadExit {
@@ -96,9 +99,10 @@ impl Recording {
                     cpu_ns,
                     wait_ns,
                     runs,
+                    voluntary,
                     ..
                 } => {
-                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs);
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
                     touch(&mut threads, &mut first_cpu, t, *tid, r, None).exit_ns = Some(t);
                 }
                 Event::Hint {
@@ -141,9 +145,10 @@ impl Recording {
                     wait_ns,
                     cpu,
                     runs,
+                    voluntary,
                     ..
                 } => {
-                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs);
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
                     touch(&mut threads, &mut first_cpu, t, *tid, r, *cpu);
                 }
                 Event::DfSize { app, df, bytes, .. } => {
@@ -195,15 +200,17 @@ struct Reading {
     cpu_ns: Option<u64>,
     wait_ns: Option<u64>,
     runs: Option<u64>,
+    voluntary: Option<u64>,
 }
 
 impl Reading {
-    /// A `schedstat` reading (thread new, sample, exit).
-    fn sched(cpu_ns: u64, wait_ns: u64, runs: Option<u64>) -> Reading {
+    /// A `schedstat` (and `status`) reading: thread new, sample, exit.
+    fn sched(cpu_ns: u64, wait_ns: u64, runs: Option<u64>, voluntary: Option<u64>) -> Reading {
         Reading {
             cpu_ns: Some(cpu_ns),
             wait_ns: Some(wait_ns),
             runs,
+            voluntary,
         }
     }
 }
@@ -214,6 +221,17 @@ struct Firsts {
     cpu_ns: Option<u64>,
     wait_ns: Option<u64>,
     runs: Option<u64>,
+    voluntary: Option<u64>,
+}
+
+/// A count since its first reading: `None` until a second one.
+fn since_first(first: &mut Option<u64>, total: &mut Option<u64>, reading: Option<u64>) {
+    if let Some(n) = reading {
+        match *first {
+            None => *first = Some(n),
+            Some(f) => *total = Some(total.unwrap_or(0).max(n.saturating_sub(f))),
+        }
+    }
 }
 
 /// The summary of thread `tid`, made on first sight at `t`, with its
@@ -234,6 +252,7 @@ fn touch<'a>(
         cpu_ns: 0,
         wait_ns: 0,
         runs: None,
+        voluntary: None,
         dfs: Vec::new(),
         hints: 0,
         blocks: 0,
@@ -249,12 +268,8 @@ fn touch<'a>(
         let first = *f.wait_ns.get_or_insert(w);
         th.wait_ns = th.wait_ns.max(w.saturating_sub(first));
     }
-    if let Some(n) = r.runs {
-        match f.runs {
-            None => f.runs = Some(n),
-            Some(first) => th.runs = Some(th.runs.unwrap_or(0).max(n.saturating_sub(first))),
-        }
-    }
+    since_first(&mut f.runs, &mut th.runs, r.runs);
+    since_first(&mut f.voluntary, &mut th.voluntary, r.voluntary);
     if let Some(c) = cpu {
         if let Err(i) = th.cpus.binary_search(&c) {
             th.cpus.insert(i, c);

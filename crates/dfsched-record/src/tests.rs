@@ -3,6 +3,14 @@
 use super::*;
 use proptest::prelude::*;
 
+/// Optional switch counts (each below `u64::MAX`: written as value + 1).
+fn counts() -> impl Strategy<Value = (Option<u64>, Option<u64>)> {
+    (
+        proptest::option::of(0..u64::MAX),
+        proptest::option::of(0..u64::MAX),
+    )
+}
+
 fn header() -> Header {
     Header {
         pid: 1234,
@@ -29,36 +37,32 @@ fn any_event() -> impl Strategy<Value = Event> {
             any::<u64>(),
             any_cpu(),
             any::<u64>(),
-            any::<u64>(),
-            any::<Option<u64>>()
+            (any::<u64>(), counts())
         )
             .prop_map(
-                |(t_ns, tid, app, cpu, cpu_ns, wait_ns, runs)| Event::ThreadNew {
+                |(t_ns, tid, app, cpu, cpu_ns, (wait_ns, (runs, voluntary)))| Event::ThreadNew {
                     t_ns,
                     tid,
                     app,
                     cpu,
                     cpu_ns,
                     wait_ns,
-                    runs
+                    runs,
+                    voluntary
                 }
             ),
-        (
-            t,
-            any::<u64>(),
-            any::<u64>(),
-            any::<u64>(),
-            any::<Option<u64>>()
-        )
-            .prop_map(|(t_ns, tid, cpu_ns, wait_ns, runs)| {
+        (t, any::<u64>(), any::<u64>(), any::<u64>(), counts()).prop_map(
+            |(t_ns, tid, cpu_ns, wait_ns, (runs, voluntary))| {
                 Event::ThreadExit {
                     t_ns,
                     tid,
                     cpu_ns,
                     wait_ns,
                     runs,
+                    voluntary,
                 }
-            }),
+            }
+        ),
         (
             t,
             any::<u64>(),
@@ -91,15 +95,18 @@ fn any_event() -> impl Strategy<Value = Event> {
             any::<u64>(),
             any::<u64>(),
             any_cpu(),
-            any::<Option<u64>>()
+            counts()
         )
-            .prop_map(|(t_ns, tid, cpu_ns, wait_ns, cpu, runs)| Event::Sample {
-                t_ns,
-                tid,
-                cpu_ns,
-                wait_ns,
-                cpu,
-                runs
+            .prop_map(|(t_ns, tid, cpu_ns, wait_ns, cpu, (runs, voluntary))| {
+                Event::Sample {
+                    t_ns,
+                    tid,
+                    cpu_ns,
+                    wait_ns,
+                    cpu,
+                    runs,
+                    voluntary,
+                }
             }),
         (
             t,
@@ -212,6 +219,7 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             cpu_ns: 0,
             wait_ns: 0,
             runs: Some(2),
+            voluntary: None,
         },
         Event::Hint {
             t_ns: 10,
@@ -234,6 +242,7 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             wait_ns: 0,
             cpu: Some(1),
             runs: Some(30),
+            voluntary: Some(4),
         },
         Event::ThreadExit {
             t_ns: 90,
@@ -241,6 +250,7 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             cpu_ns: 70,
             wait_ns: 3,
             runs: Some(42),
+            voluntary: Some(10),
         },
         Event::End {
             t_ns: 95,
@@ -253,6 +263,11 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
     assert_eq!(s.threads[0].cpu_ns, 70);
     assert_eq!(s.threads[0].wait_ns, 3);
     assert_eq!(s.threads[0].runs, Some(40), "run periods: last less first");
+    assert_eq!(
+        s.threads[0].voluntary,
+        Some(6),
+        "from the first reading (4)"
+    );
     assert_eq!(s.threads[0].cpus, vec![0, 1]);
     assert_eq!(s.dfs, 1);
     assert_eq!(s.df_sizes, vec![(0, 3, 4096)]);
@@ -284,22 +299,32 @@ fn records_without_run_periods_as_older_builds_wrote_them_decode_with_none() {
     assert_eq!(rec.events.len(), 3);
     for ev in &rec.events {
         match ev {
-            Event::ThreadNew { runs, .. }
-            | Event::Sample { runs, .. }
-            | Event::ThreadExit { runs, .. } => assert_eq!(*runs, None, "{ev:?}"),
+            Event::ThreadNew {
+                runs, voluntary, ..
+            }
+            | Event::Sample {
+                runs, voluntary, ..
+            }
+            | Event::ThreadExit {
+                runs, voluntary, ..
+            } => assert_eq!((*runs, *voluntary), (None, None), "{ev:?}"),
             _ => unreachable!(),
         }
     }
     assert_eq!(rec.summary().threads[0].runs, None);
-    // And a new record keeps the field through a round trip.
-    let ev = Event::Sample {
-        t_ns: 1,
-        tid: 7,
-        cpu_ns: 2,
-        wait_ns: 3,
-        cpu: None,
-        runs: Some(0),
-    };
-    let back = decode(&encode_all(&header(), std::slice::from_ref(&ev))).unwrap();
-    assert_eq!(back.events, vec![ev], "Some(0) is not None");
+    // And new records keep the fields through a round trip, each known or
+    // not on its own.
+    for (runs, voluntary) in [(Some(0), None), (None, Some(0)), (Some(5), Some(3))] {
+        let ev = Event::Sample {
+            t_ns: 1,
+            tid: 7,
+            cpu_ns: 2,
+            wait_ns: 3,
+            cpu: None,
+            runs,
+            voluntary,
+        };
+        let back = decode(&encode_all(&header(), std::slice::from_ref(&ev))).unwrap();
+        assert_eq!(back.events, vec![ev], "Some(0) is not None");
+    }
 }

@@ -181,6 +181,8 @@ struct Point {
     wait_ns: Option<u64>,
     /// Cumulative run periods (`schedstat`'s third field), when recorded.
     runs: Option<u64>,
+    /// Cumulative voluntary switches, when recorded.
+    voluntary: Option<u64>,
     /// `Some(next)` at a hint.
     df: Option<Option<DfId>>,
 }
@@ -372,6 +374,7 @@ impl ReplayPlan {
                         cpu_ns,
                         wait_ns,
                         runs,
+                        voluntary,
                         ..
                     }
                     | Event::ThreadExit {
@@ -379,6 +382,7 @@ impl ReplayPlan {
                         cpu_ns,
                         wait_ns,
                         runs,
+                        voluntary,
                         ..
                     }
                     | Event::Sample {
@@ -386,6 +390,7 @@ impl ReplayPlan {
                         cpu_ns,
                         wait_ns,
                         runs,
+                        voluntary,
                         ..
                     } => (
                         tid,
@@ -394,6 +399,7 @@ impl ReplayPlan {
                             cpu_ns: Some(cpu_ns),
                             wait_ns: Some(wait_ns),
                             runs,
+                            voluntary,
                             df: None,
                         },
                     ),
@@ -410,6 +416,7 @@ impl ReplayPlan {
                             cpu_ns: Some(cpu_ns),
                             wait_ns: None,
                             runs: None,
+                            voluntary: None,
                             df: Some(df_of(app, next, &mut df_ids)),
                         },
                     ),
@@ -755,13 +762,21 @@ struct Interval {
     /// and this interval's end (which may reach back past its start, over
     /// points that carry none: hints), when both ends carry them.
     runs: Option<Runs>,
+    /// Unclamped run-queue wait (`wait_ns` is cut to what the interval's
+    /// wall time leaves; the kernel adds a wait only when it ends, so a
+    /// reading lags, and the cut parts come back in a later interval):
+    /// sums over many intervals are right where `wait_ns`'s overstate the
+    /// blocked time.
+    wait_raw_ns: u64,
 }
 
-/// Run periods counted over some CPU time.
+/// Run periods and voluntary switches counted over some CPU time.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Runs {
     runs: u64,
     cpu_ns: u64,
+    /// Voluntary switches over the same span, when both ends carry them.
+    voluntary: Option<u64>,
 }
 
 /// A thread's intervals: CPU time from consecutive readings (never going
@@ -783,8 +798,9 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
     let mut out = Vec::with_capacity(th.points.len());
     let mut df = None;
     let mut cpu_prev: Option<u64> = None;
-    // The last reading of run periods, with the CPU time then.
-    let mut runs_prev: Option<(u64, u64)> = None;
+    // The last reading of run periods, with the CPU time and voluntary
+    // switches then.
+    let mut runs_prev: Option<(u64, u64, Option<u64>)> = None;
     let mut prev_t = th.start_ns;
     for p in &th.points {
         let wall = p.t_ns - prev_t;
@@ -798,18 +814,18 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         }
         let runs = match (p.runs, cpu_prev) {
             (Some(r), Some(c)) => {
-                let since = runs_prev.map(|(r0, c0)| Runs {
+                let since = runs_prev.map(|(r0, c0, v0)| Runs {
                     runs: r.saturating_sub(r0),
                     cpu_ns: c.saturating_sub(c0),
+                    voluntary: v0.zip(p.voluntary).map(|(a, b)| b.saturating_sub(a)),
                 });
-                runs_prev = Some((runs_prev.map_or(r, |(r0, _)| r0.max(r)), c));
+                runs_prev = Some((runs_prev.map_or(r, |(r0, ..)| r0.max(r)), c, p.voluntary));
                 since
             }
             _ => None,
         };
-        let wait = interpolate(&waits, p.t_ns)
-            .saturating_sub(interpolate(&waits, prev_t))
-            .min(wall - cpu);
+        let wait_raw = interpolate(&waits, p.t_ns).saturating_sub(interpolate(&waits, prev_t));
+        let wait = wait_raw.min(wall - cpu);
         if wall > 0 {
             out.push(Interval {
                 df,
@@ -817,6 +833,7 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
                 wait_ns: wait,
                 blocked_ns: wall - cpu - wait,
                 runs,
+                wait_raw_ns: wait_raw,
             });
         }
         if let Some(next) = p.df {

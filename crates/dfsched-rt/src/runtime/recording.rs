@@ -50,6 +50,7 @@ impl Inner {
                     wait_ns: sched.wait_ns,
                     cpu,
                     runs: sched.runs,
+                    voluntary: sched.voluntary,
                 })
             })
             .collect()

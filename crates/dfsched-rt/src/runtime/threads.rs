@@ -319,10 +319,10 @@ impl thread::ExitListener for Inner {
         if !self.config.enabled || self.is_shut_down() {
             return;
         }
-        let sched = self
-            .recorder
-            .as_ref()
-            .map(|_| crate::record::own_schedstat());
+        let sched = self.recorder.as_ref().map(|_| crate::record::SchedReading {
+            voluntary: crate::record::own_voluntary(),
+            ..crate::record::own_schedstat()
+        });
         let Ok(mut st) = self.lock() else {
             return;
         };

@@ -14,18 +14,20 @@
 //! other DF (the hint is the program saying they work on the same data):
 //!
 //! ```text
-//!  per member i over its stay: cpu_i, wait_i, blocked_i, wall_i, runs_i
+//!  per member i over its stay: cpu_i, wait_i, blocked_i, wall_i, runs_i, vol_i
 //!    (runs: run periods, schedstat's third field = voluntary + involuntary
-//!     switches, as a rate per CPU second over the stay's readings)
+//!     switches, as a rate per CPU second over the stay's readings;
+//!     vol: voluntary switches, status' voluntary_ctxt_switches;
+//!     blocked_i = wall_i − cpu_i − wait_i over the whole stay)
 //!
 //!  p' = n · Σ cpu_i / Σ (cpu_i + blocked_i)   members that would run at once
 //!                                             if every runnable moment ran
 //!  p  = Σ cpu_i / max wall_i                   members that did run at once
 //!
-//!  round(p') < n  →  the members block on each other: a ring
+//!  round(p') < n  and  4 · Σ vol_i ≥ Σ runs_i  →  they block on each other: a ring
 //!     k = clamp(round(p), 1, round(p'))  tokens in flight
 //!     R = Σ runs_i / n                    rounds (each a hand-off)
-//!  else           →  open loop (blocking that is not waiting for the group)
+//!  else  →  open loop (blocking that is not waiting for the group)
 //! ```
 //!
 //! A ring of n members in tid order, k of them holding a token at the
@@ -47,6 +49,19 @@
 //! switches for other reasons (time slices, other processes) inflate the
 //! count; with pieces far shorter than a slice they are few.
 //!
+//! Why a quarter of the switches voluntary: in a hand-off every round
+//! ends in a block of at least one of the two members it passes between —
+//! all of them block when they have CPUs of their own, one in two when a
+//! woken member preempts its waker on a shared CPU — so voluntary switches
+//! are at least half of a hand-off group's; a group that only ever loses
+//! its CPU (`bench df`'s threads, sliced by the kernel and by each other)
+//! has almost none. A quarter lies halfway; with no voluntary counts
+//! recorded there is no evidence and no ring. Blocked time alone is no
+//! evidence: a busy machine's run-queue wait is read late (the kernel adds
+//! a wait when it ends), so a CPU-bound thread's intervals show "blocked"
+//! time that a later one takes back; the stay's total is used for the same
+//! reason.
+//!
 //! Why `p` for the tokens and `p'` for the decision: `p` is what the
 //! recording showed at once, the honest token count for a group that
 //! hands off; but on a saturated machine it is also capped by the CPUs, so
@@ -61,7 +76,7 @@
 //! time); a member's pieces are equal (its stay's CPU over R); a producer
 //! that never waits for its consumer is replayed as waiting for it (a ring
 //! has no one-way hand-off); recordings without run periods (made before
-//! the field) and threads on several DFs replay open loop.
+//! the fields) and threads on several DFs replay open loop.
 //!
 //! Scaling: a scaled replay ([`super::ReplayPlan::scale`]) keeps each
 //! piece's real length and makes `max(1, round(R · scale))` rounds, so the
@@ -169,26 +184,39 @@ pub(super) fn find(
         }
         members.sort_unstable();
         // Per member over its stay: CPU, blocked, wall, and its run
-        // periods per CPU ns where the readings carry them.
+        // periods per CPU ns where the readings carry them; over the group,
+        // voluntary switches against the run periods of the same spans.
         let mut cpu = vec![0u64; n];
-        let (mut blocked, mut wall, mut counted) = (0u64, 0u64, Runs::default());
+        let (mut blocked, mut wall) = (0u64, 0u64);
+        let (mut counted, mut voluntary, mut runs_with_voluntary) = (Runs::default(), 0u64, 0u64);
         let mut member_counts = vec![Runs::default(); n];
         for (m, &(_, i, first, end)) in members.iter().enumerate() {
-            let mut w = 0u64;
+            let (mut w, mut waited) = (0u64, 0u64);
             for iv in &threads[i].intervals[first..end] {
                 cpu[m] += iv.cpu_ns;
-                blocked += iv.blocked_ns;
                 w += iv.cpu_ns + iv.wait_ns + iv.blocked_ns;
+                waited += iv.wait_raw_ns;
                 if let Some(r) = iv.runs {
                     member_counts[m].add(r);
+                    if let Some(v) = r.voluntary {
+                        voluntary += v;
+                        runs_with_voluntary += r.runs;
+                    }
                 }
             }
+            // Over the whole stay, from the unclamped wait: a reading's lag
+            // (the kernel adds a wait when it ends) cancels out.
+            blocked += (w - cpu[m]).saturating_sub(waited);
             counted.add(member_counts[m]);
             wall = wall.max(w);
         }
         let cpu_sum: u64 = cpu.iter().sum();
-        if cpu_sum == 0 || wall == 0 || counted.cpu_ns == 0 {
-            // Nothing ran, or no run periods recorded: open loop.
+        if cpu_sum == 0 || wall == 0 || counted.cpu_ns == 0 || runs_with_voluntary == 0 {
+            // Nothing ran, or no switch counts recorded: open loop.
+            continue;
+        }
+        if voluntary * BLOCKING_SHARE_DENOMINATOR < runs_with_voluntary {
+            // They switch out mostly because something else takes the CPU.
             continue;
         }
         let runnable = n as f64 * cpu_sum as f64 / (cpu_sum + blocked) as f64;
@@ -240,8 +268,14 @@ pub(super) fn find(
     (roles, rings)
 }
 
+/// A group hands off only if at least 1 in this many of its switches
+/// (over the spans where both counts are recorded) are voluntary (module
+/// doc).
+const BLOCKING_SHARE_DENOMINATOR: u64 = 4;
+
 impl Runs {
-    /// Adds `other`'s count and CPU time.
+    /// Adds `other`'s run periods and CPU time (its voluntary switches are
+    /// summed by the caller, over the spans that have them).
     fn add(&mut self, other: Runs) {
         self.runs += other.runs;
         self.cpu_ns += other.cpu_ns;
@@ -253,7 +287,8 @@ mod tests {
     use super::*;
 
     /// An interval on `df` of `cpu` ms CPU, `wait` ms waiting, `blocked`
-    /// ms blocked, with `runs` run periods over its CPU time.
+    /// ms blocked, with `runs` run periods over its CPU time, all of them
+    /// blocks when `blocked` > 0, none else.
     fn iv(df: Option<u64>, cpu: u64, wait: u64, blocked: u64, runs: Option<u64>) -> Interval {
         Interval {
             df: df.map(DfId),
@@ -263,7 +298,9 @@ mod tests {
             runs: runs.map(|runs| Runs {
                 runs,
                 cpu_ns: cpu * 1_000_000,
+                voluntary: Some(if blocked > 0 { runs } else { 0 }),
             }),
+            wait_raw_ns: wait * 1_000_000,
         }
     }
 
@@ -341,6 +378,34 @@ mod tests {
         assert_eq!(rings[0].runnable_milli, 2000);
         let holders: Vec<bool> = roles.iter().map(|r| r.unwrap().holds_token).collect();
         assert_eq!(holders, vec![true, false, true, false]);
+    }
+
+    #[test]
+    fn switches_that_are_mostly_preemptions_or_blocked_time_that_a_lagging_wait_made_are_no_ring() {
+        // Blocked half the time, but 1 switch in 5 voluntary: CPU-bound
+        // threads that something else preempts, blocking now and then.
+        let mut ivs = vec![
+            vec![iv(Some(1), 50, 0, 50, Some(100))],
+            vec![iv(Some(1), 50, 0, 50, Some(100))],
+        ];
+        for v in &mut ivs {
+            v[0].runs.as_mut().unwrap().voluntary = Some(20);
+        }
+        assert!(find(&members(&ivs), 1.0, 0).1.is_empty());
+        // bench df on a busy machine: the first interval reads "blocked"
+        // 40 ms because its wait was read late; the next gives it back
+        // (its wait exceeds its wall, cut to it). Over the stay: none.
+        let lagging = || {
+            let mut a = iv(Some(1), 10, 50, 40, Some(5));
+            let mut b = iv(Some(1), 10, 90, 0, Some(5));
+            b.wait_raw_ns = 130 * 1_000_000;
+            for x in [&mut a, &mut b] {
+                x.runs.as_mut().unwrap().voluntary = Some(5);
+            }
+            vec![a, b]
+        };
+        let ivs: Vec<Vec<Interval>> = (0..4).map(|_| lagging()).collect();
+        assert!(find(&members(&ivs), 1.0, 0).1.is_empty());
     }
 
     #[test]

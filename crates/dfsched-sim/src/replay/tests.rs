@@ -31,6 +31,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
             cpu_ns: 0,
             wait_ns: 0,
             runs: None,
+            voluntary: None,
         });
         events.push(Event::Hint {
             t_ns: 0,
@@ -52,6 +53,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     cpu_ns,
                     wait_ns: off * wait_pct / 100,
                     runs: None,
+                    voluntary: None,
                 }
             } else {
                 Event::Sample {
@@ -61,6 +63,7 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     wait_ns: off * wait_pct / 100,
                     cpu: Some(0),
                     runs: None,
+                    voluntary: None,
                 }
             };
             events.push(ev);
@@ -253,11 +256,25 @@ fn other_processes_load_is_replayed_on_the_recorded_cpus_when_asked() {
 fn handing_off(members: u64, cpu_ms: u64, wall_ms: u64, runs: u64) -> Recording {
     let mut rec = recording(members, 1, cpu_ms, wall_ms, 0);
     let steps = wall_ms / 100;
+    // Every run ends in a block (its members hand off on CPUs of their
+    // own); the runtime reads no voluntary count at a thread's start.
     for ev in &mut rec.events {
         match ev {
             Event::ThreadNew { runs: r, .. } => *r = Some(0),
-            Event::Sample { t_ns, runs: r, .. } | Event::ThreadExit { t_ns, runs: r, .. } => {
-                *r = Some(runs * (*t_ns / (100 * MS)) / steps)
+            Event::Sample {
+                t_ns,
+                runs: r,
+                voluntary: v,
+                ..
+            }
+            | Event::ThreadExit {
+                t_ns,
+                runs: r,
+                voluntary: v,
+                ..
+            } => {
+                *r = Some(runs * (*t_ns / (100 * MS)) / steps);
+                *v = *r;
             }
             _ => {}
         }
