@@ -107,8 +107,7 @@ pub enum Event {
         runs: Option<u64>,
         /// Its voluntary context switches so far (`status`'
         /// `voluntary_ctxt_switches`: the times it blocked). `None` as for
-        /// `runs`, and at a `thread_new` (the runtime does not read it
-        /// there).
+        /// `runs`.
         voluntary: Option<u64>,
     },
     /// A known thread exited.

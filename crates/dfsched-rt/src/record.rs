@@ -309,7 +309,7 @@ impl Recorder {
             app,
             sched.cpu_ns,
             sched.wait_ns,
-            opt_plus_one(sched.runs),
+            pack_counts(sched.runs, sched.voluntary),
         ]);
     }
 
@@ -459,8 +459,8 @@ impl Recorder {
                     cpu: (x[0] >> 8).checked_sub(1).map(|c| c as u32),
                     cpu_ns: f[2],
                     wait_ns: f[3],
-                    runs: f[4].checked_sub(1),
-                    voluntary: None,
+                    runs: unpack_counts(f[4]).0,
+                    voluntary: unpack_counts(f[4]).1,
                 },
                 K_THREAD_EXIT => Event::ThreadExit {
                     t_ns,
@@ -547,6 +547,19 @@ fn opt_plus_one(v: Option<u64>) -> u64 {
     v.map_or(0, |v| v.saturating_add(1))
 }
 
+/// Two counts in one ring word (`thread_new` has no word to spare): each
+/// as `v + 1` in 32 bits, 0 for unknown, and a count of 2³² − 1 or more
+/// (a thread attached after billions of switches) as unknown.
+fn pack_counts(a: Option<u64>, b: Option<u64>) -> u64 {
+    let half = |v: Option<u64>| v.filter(|&v| v < u64::from(u32::MAX)).map_or(0, |v| v + 1);
+    half(a) | half(b) << 32
+}
+
+/// The counts of [`pack_counts`].
+fn unpack_counts(w: u64) -> (Option<u64>, Option<u64>) {
+    ((w & 0xffff_ffff).checked_sub(1), (w >> 32).checked_sub(1))
+}
+
 /// A thread's `schedstat`: CPU time and run-queue wait, ns, and its run
 /// periods (the times it was switched in: voluntary plus involuntary
 /// context switches), all cumulative since the thread started.
@@ -594,7 +607,7 @@ fn parse_voluntary(status: &str) -> Option<u64> {
 }
 
 /// The calling thread's voluntary switches (`/proc/thread-self/status`,
-/// ~11 µs: read once, at its exit, only when recording).
+/// ~11 µs: read at its registration and its exit, only when recording).
 pub(crate) fn own_voluntary() -> Option<u64> {
     parse_voluntary(&std::fs::read_to_string("/proc/thread-self/status").ok()?)
 }
@@ -713,7 +726,7 @@ mod tests {
                     cpu_ns: 10,
                     wait_ns: 2,
                     runs: Some(0),
-                    voluntary: None,
+                    voluntary: Some(7),
                 },
                 Event::ThreadNew {
                     t_ns: evs[1].t_ns(),
@@ -723,7 +736,7 @@ mod tests {
                     cpu_ns: 10,
                     wait_ns: 2,
                     runs: None,
-                    voluntary: None,
+                    voluntary: Some(7),
                 },
                 Event::ThreadExit {
                     t_ns: evs[2].t_ns(),

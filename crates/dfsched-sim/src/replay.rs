@@ -14,6 +14,8 @@
 //!  bursts: Switch at each hint; per piece of ≤ `piece_ns` of the interval:
 //!    its share of `cpu` as work (on a DF: line accesses + compute, else
 //!    compute), then its share of `blocked` as Sleep
+//!    — but a ring member's stay (partners.rs): R rounds of
+//!      Wait(own) · work · Signal(successor)
 //!        ▼
 //!  Workload ──► body::run under each policy (scaled, see below)
 //! ```
@@ -36,12 +38,22 @@
 //!   that DFs fit any current private L2, so the default neither hides the
 //!   locality a placement buys nor turns a replay into a study of capacity
 //!   misses the program may not have.
-//! - **Blocking.** Off-CPU time that was not run-queue wait is a sleep of
-//!   fixed length (open loop): the replay does not know which thread woke
-//!   which. A sleep is cut into pieces of at most `piece_ns` interleaved
-//!   with the interval's work, so that a thread that blocks a thousand
-//!   times a second is not replayed as one long run and one long sleep.
-//!   Run-queue wait is not replayed: the simulated kernel makes its own.
+//! - **Blocking between partners (closed loop).** Threads of one process
+//!   on one DF whose switch counts show them handing work to each other
+//!   are replayed as a token ring ([`partners`]): a member's wait ends
+//!   when its predecessor signals, having done its part, not after the
+//!   recorded time. Their blocked time in the ring is not replayed as
+//!   sleep; the ring makes its own.
+//! - **Other blocking (open loop).** Off-CPU time that was not run-queue
+//!   wait is a sleep of fixed length: nothing says which thread woke which.
+//!   A sleep is cut into pieces of at most `piece_ns` interleaved with the
+//!   interval's work, so that a thread that blocks a thousand times a
+//!   second is not replayed as one long run and one long sleep. Run-queue
+//!   wait is not replayed: the simulated kernel makes its own.
+//! - **What dfsched's engine sees.** The runtime hears of a block only
+//!   through its idle step (no CPU for 2 passes and ≥ 200 ms), so the
+//!   replay tells the simulated engine of a block only once it has lasted
+//!   that long (scaled; `BodyConfig::engine_block_after_cycles`).
 //! - **Threads** start at their first record and end at their exit (or
 //!   their last record); threads the runtime never knew (a program's main
 //!   thread that never hinted, under a linked library) are not replayed.
@@ -758,25 +770,18 @@ struct Interval {
     cpu_ns: u64,
     wait_ns: u64,
     blocked_ns: u64,
-    /// Run periods and CPU time between the last reading of run periods
-    /// and this interval's end (which may reach back past its start, over
-    /// points that carry none: hints), when both ends carry them.
-    runs: Option<Runs>,
+    /// Run periods in the interval (interpolated between the readings
+    /// that carry them, so a stay's sum is exact where readings bracket
+    /// it); `None` without two readings.
+    runs: Option<u64>,
+    /// Voluntary switches in the interval, likewise.
+    voluntary: Option<u64>,
     /// Unclamped run-queue wait (`wait_ns` is cut to what the interval's
     /// wall time leaves; the kernel adds a wait only when it ends, so a
     /// reading lags, and the cut parts come back in a later interval):
     /// sums over many intervals are right where `wait_ns`'s overstate the
     /// blocked time.
     wait_raw_ns: u64,
-}
-
-/// Run periods and voluntary switches counted over some CPU time.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Runs {
-    runs: u64,
-    cpu_ns: u64,
-    /// Voluntary switches over the same span, when both ends carry them.
-    voluntary: Option<u64>,
 }
 
 /// A thread's intervals: CPU time from consecutive readings (never going
@@ -795,12 +800,27 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         }
         v
     };
+    // Cumulative counts, never decreasing; none without two readings.
+    let counts = |f: fn(&Point) -> Option<u64>| -> Option<Vec<(u64, u64)>> {
+        let mut v: Vec<(u64, u64)> = th
+            .points
+            .iter()
+            .filter_map(|p| Some((p.t_ns, f(p)?)))
+            .collect();
+        for i in 1..v.len() {
+            v[i].1 = v[i].1.max(v[i - 1].1);
+        }
+        (v.len() >= 2).then_some(v)
+    };
+    let runs = counts(|p| p.runs);
+    let voluntary = counts(|p| p.voluntary);
+    let between = |c: &Option<Vec<(u64, u64)>>, a: u64, b: u64| {
+        c.as_ref()
+            .map(|c| interpolate(c, b).saturating_sub(interpolate(c, a)))
+    };
     let mut out = Vec::with_capacity(th.points.len());
     let mut df = None;
     let mut cpu_prev: Option<u64> = None;
-    // The last reading of run periods, with the CPU time and voluntary
-    // switches then.
-    let mut runs_prev: Option<(u64, u64, Option<u64>)> = None;
     let mut prev_t = th.start_ns;
     for p in &th.points {
         let wall = p.t_ns - prev_t;
@@ -812,18 +832,6 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         if let Some(c) = p.cpu_ns {
             cpu_prev = Some(cpu_prev.map_or(c, |a| a.max(c)));
         }
-        let runs = match (p.runs, cpu_prev) {
-            (Some(r), Some(c)) => {
-                let since = runs_prev.map(|(r0, c0, v0)| Runs {
-                    runs: r.saturating_sub(r0),
-                    cpu_ns: c.saturating_sub(c0),
-                    voluntary: v0.zip(p.voluntary).map(|(a, b)| b.saturating_sub(a)),
-                });
-                runs_prev = Some((runs_prev.map_or(r, |(r0, ..)| r0.max(r)), c, p.voluntary));
-                since
-            }
-            _ => None,
-        };
         let wait_raw = interpolate(&waits, p.t_ns).saturating_sub(interpolate(&waits, prev_t));
         let wait = wait_raw.min(wall - cpu);
         if wall > 0 {
@@ -832,7 +840,8 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
                 cpu_ns: cpu,
                 wait_ns: wait,
                 blocked_ns: wall - cpu - wait,
-                runs,
+                runs: between(&runs, prev_t, p.t_ns),
+                voluntary: between(&voluntary, prev_t, p.t_ns),
                 wait_raw_ns: wait_raw,
             });
         }

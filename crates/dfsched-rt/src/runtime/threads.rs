@@ -66,9 +66,10 @@ impl Inner {
             (
                 self.sys.get_affinity(0),
                 crate::sys::current_cpu(),
-                self.recorder
-                    .as_ref()
-                    .map(|_| crate::record::own_schedstat()),
+                self.recorder.as_ref().map(|_| crate::record::SchedReading {
+                    voluntary: crate::record::own_voluntary(),
+                    ..crate::record::own_schedstat()
+                }),
             )
         });
         let mut st = self.lock()?;
@@ -148,10 +149,10 @@ impl Inner {
         let tid = crate::sys::gettid();
         let mask = self.sys.get_affinity(0);
         let cpu = crate::sys::current_cpu();
-        let sched = self
-            .recorder
-            .as_ref()
-            .map(|_| crate::record::own_schedstat());
+        let sched = self.recorder.as_ref().map(|_| crate::record::SchedReading {
+            voluntary: crate::record::own_voluntary(),
+            ..crate::record::own_schedstat()
+        });
         let mut st = self.lock()?;
         let mut outcome = match self.register(&mut st, tid, 0, mask, cpu, sched) {
             Ok(outcome) => outcome,

@@ -16,15 +16,15 @@
 //! ```text
 //!  per member i over its stay: cpu_i, wait_i, blocked_i, wall_i, runs_i, vol_i
 //!    (runs: run periods, schedstat's third field = voluntary + involuntary
-//!     switches, as a rate per CPU second over the stay's readings;
-//!     vol: voluntary switches, status' voluntary_ctxt_switches;
+//!     switches; vol: voluntary switches, status' voluntary_ctxt_switches;
+//!     both interpolated between their readings at the stay's ends;
 //!     blocked_i = wall_i − cpu_i − wait_i over the whole stay)
 //!
 //!  p' = n · Σ cpu_i / Σ (cpu_i + blocked_i)   members that would run at once
 //!                                             if every runnable moment ran
 //!  p  = Σ cpu_i / max wall_i                   members that did run at once
 //!
-//!  round(p') < n  and  4 · Σ vol_i ≥ Σ runs_i  →  they block on each other: a ring
+//!  round(p') < n  and  8 · Σ vol_i ≥ Σ runs_i  →  they block on each other: a ring
 //!     k = clamp(round(p), 1, round(p'))  tokens in flight
 //!     R = Σ runs_i / n                    rounds (each a hand-off)
 //!  else  →  open loop (blocking that is not waiting for the group)
@@ -49,14 +49,17 @@
 //! switches for other reasons (time slices, other processes) inflate the
 //! count; with pieces far shorter than a slice they are few.
 //!
-//! Why a quarter of the switches voluntary: in a hand-off every round
+//! Why an eighth of the switches voluntary: in a hand-off every round
 //! ends in a block of at least one of the two members it passes between —
 //! all of them block when they have CPUs of their own, one in two when a
 //! woken member preempts its waker on a shared CPU — so voluntary switches
-//! are at least half of a hand-off group's; a group that only ever loses
-//! its CPU (`bench df`'s threads, sliced by the kernel and by each other)
-//! has almost none. A quarter lies halfway; with no voluntary counts
-//! recorded there is no evidence and no ring. Blocked time alone is no
+//! are half or more of a hand-off group's when it runs alone; other
+//! processes' preemptions dilute that (a quarter was seen with a loaded
+//! test run beside it). A group that only ever loses its CPU (`bench df`'s
+//! threads, sliced by the kernel and by each other) has almost none (2 in
+//! 170). An eighth is a factor of two from the diluted hand-offs and far
+//! above the CPU-bound; with no voluntary counts recorded there is no
+//! evidence and no ring. Blocked time alone is no
 //! evidence: a busy machine's run-queue wait is read late (the kernel adds
 //! a wait when it ends), so a CPU-bound thread's intervals show "blocked"
 //! time that a later one takes back; the stay's total is used for the same
@@ -83,7 +86,7 @@
 //! per-hand-off costs (a context switch, a wake-up on another CPU) weigh
 //! what they weighed in the real run.
 
-use super::{Interval, Runs};
+use super::Interval;
 use dfsched_core::DfId;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -183,39 +186,34 @@ pub(super) fn find(
             continue;
         }
         members.sort_unstable();
-        // Per member over its stay: CPU, blocked, wall, and its run
-        // periods per CPU ns where the readings carry them; over the group,
-        // voluntary switches against the run periods of the same spans.
+        // Per member over its stay: CPU, blocked, wall; over the group,
+        // run periods and voluntary switches (None: not recorded).
         let mut cpu = vec![0u64; n];
         let (mut blocked, mut wall) = (0u64, 0u64);
-        let (mut counted, mut voluntary, mut runs_with_voluntary) = (Runs::default(), 0u64, 0u64);
-        let mut member_counts = vec![Runs::default(); n];
+        let (mut runs, mut voluntary) = (Some(0u64), Some(0u64));
         for (m, &(_, i, first, end)) in members.iter().enumerate() {
             let (mut w, mut waited) = (0u64, 0u64);
             for iv in &threads[i].intervals[first..end] {
                 cpu[m] += iv.cpu_ns;
                 w += iv.cpu_ns + iv.wait_ns + iv.blocked_ns;
                 waited += iv.wait_raw_ns;
-                if let Some(r) = iv.runs {
-                    member_counts[m].add(r);
-                    if let Some(v) = r.voluntary {
-                        voluntary += v;
-                        runs_with_voluntary += r.runs;
-                    }
-                }
+                runs = runs.zip(iv.runs).map(|(a, b)| a + b);
+                voluntary = voluntary.zip(iv.voluntary).map(|(a, b)| a + b);
             }
             // Over the whole stay, from the unclamped wait: a reading's lag
             // (the kernel adds a wait when it ends) cancels out.
             blocked += (w - cpu[m]).saturating_sub(waited);
-            counted.add(member_counts[m]);
             wall = wall.max(w);
         }
         let cpu_sum: u64 = cpu.iter().sum();
-        if cpu_sum == 0 || wall == 0 || counted.cpu_ns == 0 || runs_with_voluntary == 0 {
-            // Nothing ran, or no switch counts recorded: open loop.
+        let (Some(runs), Some(voluntary)) = (runs, voluntary) else {
+            // No switch counts recorded: open loop.
+            continue;
+        };
+        if cpu_sum == 0 || wall == 0 || runs == 0 {
             continue;
         }
-        if voluntary * BLOCKING_SHARE_DENOMINATOR < runs_with_voluntary {
+        if voluntary * BLOCKING_SHARE_DENOMINATOR < runs {
             // They switch out mostly because something else takes the CPU.
             continue;
         }
@@ -226,20 +224,7 @@ pub(super) fn find(
             continue;
         }
         let tokens = (running.round() as usize).clamp(1, runnable_round.max(1));
-        // Each member's runs over its whole stay, from its own rate (the
-        // group's where it has no readings).
-        let runs: f64 = (0..n)
-            .map(|m| {
-                let c = &member_counts[m];
-                let rate = if c.cpu_ns > 0 {
-                    c.runs as f64 / c.cpu_ns as f64
-                } else {
-                    counted.runs as f64 / counted.cpu_ns as f64
-                };
-                rate * cpu[m] as f64
-            })
-            .sum();
-        let recorded_rounds = (runs / n as f64).round().max(1.0) as u64;
+        let recorded_rounds = (runs as f64 / n as f64).round().max(1.0) as u64;
         let rounds = ((recorded_rounds as f64 * scale).round() as u64).max(1);
         let holders: Vec<usize> = (0..tokens).map(|t| t * n / tokens).collect();
         for (m, &(_, i, first, end)) in members.iter().enumerate() {
@@ -268,19 +253,9 @@ pub(super) fn find(
     (roles, rings)
 }
 
-/// A group hands off only if at least 1 in this many of its switches
-/// (over the spans where both counts are recorded) are voluntary (module
-/// doc).
-const BLOCKING_SHARE_DENOMINATOR: u64 = 4;
-
-impl Runs {
-    /// Adds `other`'s run periods and CPU time (its voluntary switches are
-    /// summed by the caller, over the spans that have them).
-    fn add(&mut self, other: Runs) {
-        self.runs += other.runs;
-        self.cpu_ns += other.cpu_ns;
-    }
-}
+/// A group hands off only if at least 1 in this many of its switches are
+/// voluntary (module doc).
+const BLOCKING_SHARE_DENOMINATOR: u64 = 8;
 
 #[cfg(test)]
 mod tests {
@@ -295,11 +270,8 @@ mod tests {
             cpu_ns: cpu * 1_000_000,
             wait_ns: wait * 1_000_000,
             blocked_ns: blocked * 1_000_000,
-            runs: runs.map(|runs| Runs {
-                runs,
-                cpu_ns: cpu * 1_000_000,
-                voluntary: Some(if blocked > 0 { runs } else { 0 }),
-            }),
+            runs,
+            voluntary: runs.map(|r| if blocked > 0 { r } else { 0 }),
             wait_raw_ns: wait * 1_000_000,
         }
     }
@@ -382,14 +354,14 @@ mod tests {
 
     #[test]
     fn switches_that_are_mostly_preemptions_or_blocked_time_that_a_lagging_wait_made_are_no_ring() {
-        // Blocked half the time, but 1 switch in 5 voluntary: CPU-bound
+        // Blocked half the time, but 1 switch in 10 voluntary: CPU-bound
         // threads that something else preempts, blocking now and then.
         let mut ivs = vec![
             vec![iv(Some(1), 50, 0, 50, Some(100))],
             vec![iv(Some(1), 50, 0, 50, Some(100))],
         ];
         for v in &mut ivs {
-            v[0].runs.as_mut().unwrap().voluntary = Some(20);
+            v[0].voluntary = Some(10);
         }
         assert!(find(&members(&ivs), 1.0, 0).1.is_empty());
         // bench df on a busy machine: the first interval reads "blocked"
@@ -400,7 +372,7 @@ mod tests {
             let mut b = iv(Some(1), 10, 90, 0, Some(5));
             b.wait_raw_ns = 130 * 1_000_000;
             for x in [&mut a, &mut b] {
-                x.runs.as_mut().unwrap().voluntary = Some(5);
+                x.voluntary = Some(5);
             }
             vec![a, b]
         };

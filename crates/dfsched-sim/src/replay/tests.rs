@@ -257,10 +257,14 @@ fn handing_off(members: u64, cpu_ms: u64, wall_ms: u64, runs: u64) -> Recording 
     let mut rec = recording(members, 1, cpu_ms, wall_ms, 0);
     let steps = wall_ms / 100;
     // Every run ends in a block (its members hand off on CPUs of their
-    // own); the runtime reads no voluntary count at a thread's start.
+    // own).
     for ev in &mut rec.events {
         match ev {
-            Event::ThreadNew { runs: r, .. } => *r = Some(0),
+            Event::ThreadNew {
+                runs: r,
+                voluntary: v,
+                ..
+            } => (*r, *v) = (Some(0), Some(0)),
             Event::Sample {
                 t_ns,
                 runs: r,
