@@ -303,13 +303,21 @@ fn record_and_replay(dir: &Path, program: &Path, args: &[&str], tag: &str) -> (V
 }
 
 /// Checks that a replay found one ring per `groups` (each a set of tids,
-/// in ring order) with hand-offs in `0.9 × rounds..=2 × rounds` each (the
-/// first and last runs are counted from rates), and that
+/// in ring order) with at most `2 × rounds` hand-offs each, and at least
+/// `0.9 × rounds` when the program passes one token (with more, a member
+/// may take the next token without switching out, so its switches count
+/// fewer hand-offs), and that
 /// the oracle replay (each ring on a CPU of its own) takes at least the
 /// ring's recorded CPU time less 10 %: with one token its members take
 /// turns, so it cannot beat their summed work, whatever the machine did
 /// while recording. Returns the rings.
-fn check_rings(summary: &Value, v: &Value, groups: &[Vec<u64>], rounds: u64) -> Vec<Value> {
+fn check_rings(
+    summary: &Value,
+    v: &Value,
+    groups: &[Vec<u64>],
+    rounds: u64,
+    one_token: bool,
+) -> Vec<Value> {
     let rings = v["plan"]["rings"].as_array().unwrap().clone();
     let found: Vec<Vec<u64>> = rings
         .iter()
@@ -340,7 +348,7 @@ fn check_rings(summary: &Value, v: &Value, groups: &[Vec<u64>], rounds: u64) -> 
     for r in &rings {
         let hand_offs = r["recorded_rounds"].as_u64().unwrap();
         assert!(
-            (rounds * 9 / 10..=2 * rounds).contains(&hand_offs),
+            hand_offs <= 2 * rounds && (!one_token || hand_offs >= rounds * 9 / 10),
             "each member hands off about once a round ({rounds}): {r}"
         );
         assert!(r["replayed_rounds"].as_u64().unwrap() >= 1);
@@ -408,7 +416,7 @@ fn ping_pong_pairs_on_pipes_replay_closed_loop_each_pair_a_ring_of_one_token() {
             g
         };
         let groups: Vec<Vec<u64>> = (1..=pairs).map(by_df).collect();
-        let rings = check_rings(&summary, &v, &groups, 2000);
+        let rings = check_rings(&summary, &v, &groups, 2000, true);
         for r in &rings {
             assert_eq!(r["tokens"], 1, "a pair takes turns: {r}");
         }
@@ -445,7 +453,7 @@ fn a_token_ring_of_pipes_replays_as_one_ring_with_at_most_its_tokens() {
         );
         let all = tids(&summary);
         assert_eq!(all.len() as u64, threads);
-        let rings = check_rings(&summary, &v, &[all], 2000);
+        let rings = check_rings(&summary, &v, &[all], 2000, tokens == 1);
         let k = rings[0]["tokens"].as_u64().unwrap();
         assert!(
             (1..=tokens).contains(&k),
