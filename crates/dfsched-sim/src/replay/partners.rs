@@ -173,7 +173,9 @@ pub(super) fn find(
     first_chan: u32,
 ) -> (Vec<Option<Role>>, Vec<Ring>) {
     let mut roles = vec![None; threads.len()];
-    let mut groups: BTreeMap<(u32, DfId), Vec<(u64, usize, usize, usize)>> = BTreeMap::new();
+    // (process, DF) → its candidates: (tid, thread index, stay first, end).
+    type Stay = (u64, usize, usize, usize);
+    let mut groups: BTreeMap<(u32, DfId), Vec<Stay>> = BTreeMap::new();
     for (i, th) in threads.iter().enumerate() {
         if let Some((df, first, end)) = one_stay(th.intervals) {
             groups
