@@ -138,20 +138,23 @@ fn inspect(a: InspectArgs) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "{:>8} {:>9} {:>9} {:>9} {:>8} {:>6} {:>7} CPUs",
-        "tid", "start s", "end s", "CPU s", "DFs", "hints", "blocks"
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} {:>7} CPUs",
+        "tid", "start s", "end s", "CPU s", "wait s", "runs", "vol. sw", "DFs", "hints", "blocks"
     )?;
     for t in s.threads.iter().take(a.threads) {
         let dfs: Vec<String> = t.dfs.iter().map(u64::to_string).collect();
         let cpus: Vec<String> = t.cpus.iter().map(u32::to_string).collect();
         writeln!(
             out,
-            "{:>8} {:>9.3} {:>9} {:>9.3} {:>8} {:>6} {:>7} {}",
+            "{:>8} {:>9.3} {:>9} {:>9.3} {:>9.3} {:>9} {:>9} {:>8} {:>6} {:>7} {}",
             t.tid,
             secs(t.start_ns),
             t.exit_ns
                 .map_or("-".to_string(), |e| format!("{:.3}", secs(e))),
             secs(t.cpu_ns),
+            secs(t.wait_ns),
+            t.runs.map_or("-".to_string(), |r| r.to_string()),
+            t.voluntary.map_or("-".to_string(), |r| r.to_string()),
             if dfs.is_empty() {
                 "-".to_string()
             } else {
@@ -169,5 +172,9 @@ fn inspect(a: InspectArgs) -> anyhow::Result<()> {
             s.threads.len() - a.threads
         )?;
     }
+    writeln!(
+        out,
+        "(wait: runnable, waiting for a CPU; runs: times switched in; vol. sw: of the switches out, the thread's own blocks; blocks: the idle step's verdicts; - : not in this recording)"
+    )?;
     Ok(())
 }

@@ -73,6 +73,12 @@ pub struct ReplayArgs {
     /// time is to be predicted), on, off.
     #[arg(long, value_enum, default_value = "auto")]
     outside_load: OutsideLoad,
+    /// Replay every block for its recorded time (open loop), even for
+    /// threads the recording shows waiting for each other (by default
+    /// those are replayed as token rings: a wake comes when the partner
+    /// has done its part).
+    #[arg(long)]
+    open_loop: bool,
     /// Print JSON instead of a table (wall time and memory left out, so the
     /// same input prints the same JSON).
     #[arg(long)]
@@ -160,6 +166,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
             OutsideLoad::Off => false,
             OutsideLoad::Auto => cpus == recordings[0].header.cpus,
         },
+        closed_loop: !a.open_loop,
         ..ReplayParams::default()
     };
     replay::topology(&params)?;
@@ -209,6 +216,32 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
             "not replayed (--outside-load)".to_string()
         }
     )?;
+    if plan.rings.is_empty() {
+        writeln!(
+            out,
+            "blocking: replayed open loop (each block lasts its recorded time){}",
+            if params.closed_loop {
+                ": no group of threads on a DF waits for itself, or the recording has no run periods"
+            } else {
+                " (--open-loop)"
+            }
+        )?;
+    }
+    for r in &plan.rings {
+        let tids: Vec<String> = r.tids.iter().map(u64::to_string).collect();
+        writeln!(
+            out,
+            "closed loop: threads {} on {} wait for each other: a ring of {} token(s) (on a CPU at once: {:.2} recorded, {:.2} counting run-queue wait), {} hand-offs each ({} replayed); their {:.3} s blocked become its waits",
+            tids.join(","),
+            r.df,
+            r.tokens,
+            r.running_milli as f64 / 1000.0,
+            r.runnable_milli as f64 / 1000.0,
+            r.recorded_rounds,
+            r.replayed_rounds,
+            r.blocked_ns as f64 * 1e-9
+        )?;
+    }
     writeln!(
         out,
         "machine: {} CPUs ({} node(s) × {} LLC(s) × {} cores × {} SMT), priced by {}",

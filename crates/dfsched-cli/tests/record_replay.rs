@@ -85,6 +85,12 @@ fn lib_dir() -> PathBuf {
 
 /// pipes.c built against libdfsched.so, or `None` after saying why.
 fn pipes_program(dir: &Path) -> Option<PathBuf> {
+    fixture_program(dir, "pipes")
+}
+
+/// tests/record_fixtures/NAME.c built against libdfsched.so, or `None`
+/// after saying why.
+fn fixture_program(dir: &Path, name: &str) -> Option<PathBuf> {
     if !Command::new("gcc")
         .arg("--version")
         .output()
@@ -94,14 +100,14 @@ fn pipes_program(dir: &Path) -> Option<PathBuf> {
         return None;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = dir.join("pipes");
+    let out = dir.join(name);
     let lib = lib_dir();
     let o = Command::new("gcc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"])
         .arg(format!("-I{}", root.join("include").display()))
         .arg("-o")
         .arg(&out)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/record_fixtures/pipes.c"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/record_fixtures/{name}.c")))
         .arg(format!("-L{}", lib.display()))
         .arg("-ldfsched")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
@@ -266,6 +272,195 @@ fn a_c_program_blocking_on_pipes_records_its_sizes_and_replays_its_blocking() {
         plan["blocked_ns"].as_u64().unwrap() > 0,
         "ping-pong threads block on their pipes: {plan}"
     );
+}
+
+/// Records `program ARGS` (linked with the library) and returns the
+/// recording's inspect summary and its 2-CPU replay (`--outside-load off`,
+/// only the policies that take no engine: their structure is the point).
+fn record_and_replay(dir: &Path, program: &Path, args: &[&str], tag: &str) -> (Value, Value) {
+    let file = dir.join(format!("{tag}.dfrec"));
+    let mut cmd = clean(Command::new(program));
+    cmd.args(args).env("DFSCHED_RECORD", &file);
+    let out = cmd.output().unwrap();
+    assert_eq!(stdout_of(&out).trim(), "done", "{tag}");
+    let summary = inspect(&file)["summary"].clone();
+    assert_eq!(summary["complete"], true, "{tag}");
+    let v = stdout_json(&dfsched(&[
+        "sim",
+        "replay",
+        file.to_str().unwrap(),
+        "--cpus",
+        "2",
+        "--policies",
+        "oracle,dfsched-rr",
+        "--outside-load",
+        "off",
+        "--access-budget",
+        "200000",
+        "--json",
+    ]));
+    (summary, v)
+}
+
+/// Checks that a replay found one ring per `groups` (each a set of tids,
+/// in ring order) with at most `2 × rounds` hand-offs each, and at least
+/// `0.9 × rounds` when the program passes one token (with more, a member
+/// may take the next token without switching out, so its switches count
+/// fewer hand-offs), and that
+/// the oracle replay (each ring on a CPU of its own) takes at least the
+/// ring's recorded CPU time less 10 %: with one token its members take
+/// turns, so it cannot beat their summed work, whatever the machine did
+/// while recording. Returns the rings.
+fn check_rings(
+    summary: &Value,
+    v: &Value,
+    groups: &[Vec<u64>],
+    rounds: u64,
+    one_token: bool,
+) -> Vec<Value> {
+    let rings = v["plan"]["rings"].as_array().unwrap().clone();
+    let found: Vec<Vec<u64>> = rings
+        .iter()
+        .map(|r| {
+            r["tids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        found, groups,
+        "the rings are the groups on one DF; plan {}, threads {}",
+        v["plan"], summary["threads"]
+    );
+    let cpu_of = |tid: u64| -> u64 {
+        summary["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"] == tid)
+            .unwrap()["cpu_ns"]
+            .as_u64()
+            .unwrap()
+    };
+    for r in &rings {
+        let hand_offs = r["recorded_rounds"].as_u64().unwrap();
+        assert!(
+            hand_offs <= 2 * rounds && (!one_token || hand_offs >= rounds * 9 / 10),
+            "each member hands off about once a round ({rounds}): {r}"
+        );
+        assert!(r["replayed_rounds"].as_u64().unwrap() >= 1);
+    }
+    let oracle = &v["results"][0];
+    assert_eq!(oracle["policy"], "oracle");
+    for (r, g) in rings.iter().zip(groups) {
+        if r["tokens"] != 1 {
+            continue;
+        }
+        let work: u64 = g.iter().map(|&t| cpu_of(t)).sum();
+        let predicted = oracle["predicted_ns"].as_u64().unwrap();
+        assert!(
+            predicted as f64 >= 0.9 * work as f64,
+            "a one-token ring replays no faster than its work: {predicted} ns for {work} ns"
+        );
+    }
+    rings
+}
+
+/// The tids of a summary's threads, ascending.
+fn tids(summary: &Value) -> Vec<u64> {
+    let mut t: Vec<u64> = summary["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    t.sort_unstable();
+    t
+}
+
+#[test]
+fn ping_pong_pairs_on_pipes_replay_closed_loop_each_pair_a_ring_of_one_token() {
+    let dir = scratch("pairs");
+    let Some(pipes) = pipes_program(&dir) else {
+        return;
+    };
+    // One pair (2 threads), then two (4 threads): each pair on its own DF,
+    // 2,000 rounds.
+    for pairs in [1u64, 2] {
+        let (summary, v) = record_and_replay(
+            &dir,
+            &pipes,
+            &[&pairs.to_string(), "2000", "20"],
+            &format!("pairs{pairs}"),
+        );
+        let threads = summary["threads"].as_array().unwrap();
+        assert_eq!(threads.len() as u64, 2 * pairs);
+        for t in threads {
+            assert!(
+                t["runs"].as_u64().is_some() && t["voluntary"].as_u64().is_some(),
+                "the recording has switch counts: {t}"
+            );
+        }
+        // pipes.c: the two threads of pair k hint DF k + 1; tids of a
+        // pair are created one after the other.
+        let by_df = |df: u64| -> Vec<u64> {
+            let mut g: Vec<u64> = threads
+                .iter()
+                .filter(|t| t["dfs"] == serde_json::json!([df]))
+                .map(|t| t["tid"].as_u64().unwrap())
+                .collect();
+            g.sort_unstable();
+            g
+        };
+        let groups: Vec<Vec<u64>> = (1..=pairs).map(by_df).collect();
+        let rings = check_rings(&summary, &v, &groups, 2000, true);
+        for r in &rings {
+            assert_eq!(r["tokens"], 1, "a pair takes turns: {r}");
+        }
+        // The same recording replayed open loop has no ring.
+        let file = dir.join(&format!("pairs{pairs}.dfrec"));
+        let open = stdout_json(&dfsched(&[
+            "sim",
+            "replay",
+            file.to_str().unwrap(),
+            "--policies",
+            "oracle",
+            "--open-loop",
+            "--access-budget",
+            "100000",
+            "--json",
+        ]));
+        assert_eq!(open["plan"]["rings"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn a_token_ring_of_pipes_replays_as_one_ring_with_at_most_its_tokens() {
+    let dir = scratch("ring");
+    let Some(ring) = fixture_program(&dir, "ring") else {
+        return;
+    };
+    // Three threads passing one token, and four passing two.
+    for (threads, tokens) in [(3u64, 1u64), (4, 2)] {
+        let (summary, v) = record_and_replay(
+            &dir,
+            &ring,
+            &[&threads.to_string(), "2000", "40", &tokens.to_string()],
+            &format!("ring{threads}"),
+        );
+        let all = tids(&summary);
+        assert_eq!(all.len() as u64, threads);
+        let rings = check_rings(&summary, &v, &[all], 2000, tokens == 1);
+        let k = rings[0]["tokens"].as_u64().unwrap();
+        assert!(
+            (1..=tokens).contains(&k),
+            "never more members at once than tokens ({tokens}): {}",
+            rings[0]
+        );
+    }
 }
 
 #[test]

@@ -100,6 +100,15 @@ pub enum Event {
         /// Its time spent runnable but waiting for a CPU so far, ns
         /// (`schedstat`; 0 when unreadable).
         wait_ns: u64,
+        /// Its run periods so far: the times it was switched in
+        /// (`schedstat`'s third field, voluntary plus involuntary context
+        /// switches). `None` in recordings made before the field existed,
+        /// or when unreadable.
+        runs: Option<u64>,
+        /// Its voluntary context switches so far (`status`'
+        /// `voluntary_ctxt_switches`: the times it blocked). `None` as for
+        /// `runs`.
+        voluntary: Option<u64>,
     },
     /// A known thread exited.
     ThreadExit {
@@ -111,6 +120,11 @@ pub enum Event {
         cpu_ns: u64,
         /// Its run-queue wait at exit, ns (`schedstat`; 0 when unreadable).
         wait_ns: u64,
+        /// Its run periods at exit (as [`Event::ThreadNew::runs`]).
+        runs: Option<u64>,
+        /// Its voluntary switches at exit (as
+        /// [`Event::ThreadNew::voluntary`]).
+        voluntary: Option<u64>,
     },
     /// A hint that changed the thread's DF (repeats of the same DF take the
     /// fast path and are not recorded: they change nothing).
@@ -166,6 +180,11 @@ pub enum Event {
         wait_ns: u64,
         /// The CPU it last ran on, if readable.
         cpu: Option<u32>,
+        /// Its run periods so far (as [`Event::ThreadNew::runs`]).
+        runs: Option<u64>,
+        /// Its voluntary switches so far (as
+        /// [`Event::ThreadNew::voluntary`]).
+        voluntary: Option<u64>,
     },
     /// The agent's sharing set of this process and its home changed.
     Sharing {
@@ -301,22 +320,28 @@ impl Encoder {
                 cpu,
                 cpu_ns,
                 wait_ns,
+                runs,
+                voluntary,
                 ..
             } => {
                 for v in [*tid, *app, opt_cpu(*cpu), *cpu_ns, *wait_ns] {
                     varint::put(&mut p, v);
                 }
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::THREAD_NEW
             }
             Event::ThreadExit {
                 tid,
                 cpu_ns,
                 wait_ns,
+                runs,
+                voluntary,
                 ..
             } => {
                 varint::put(&mut p, *tid);
                 varint::put(&mut p, *cpu_ns);
                 varint::put(&mut p, *wait_ns);
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::THREAD_EXIT
             }
             Event::Hint {
@@ -351,11 +376,14 @@ impl Encoder {
                 cpu_ns,
                 wait_ns,
                 cpu,
+                runs,
+                voluntary,
                 ..
             } => {
                 for v in [*tid, *cpu_ns, *wait_ns, opt_cpu(*cpu)] {
                     varint::put(&mut p, v);
                 }
+                put_trailing(&mut p, &[*runs, *voluntary]);
                 kind::SAMPLE
             }
             Event::Sharing { set, home, .. } => {
@@ -395,6 +423,24 @@ impl Encoder {
         varint::put(out, p.len() as u64);
         out.extend_from_slice(&p);
     }
+}
+
+/// Optional trailing fields, each as its value + 1 (0: unknown, as
+/// [`opt_cpu`]), up to the last one known: a record none of them is known
+/// for is written as an older build wrote it.
+fn put_trailing(p: &mut Vec<u8>, fields: &[Option<u64>]) {
+    let known = fields
+        .iter()
+        .rposition(Option::is_some)
+        .map_or(0, |i| i + 1);
+    for v in &fields[..known] {
+        varint::put(p, v.map_or(0, |v| v.saturating_add(1)));
+    }
+}
+
+/// An optional trailing field ([`put_trailing`]): `None` when absent or 0.
+fn trailing(f: &mut Fields<'_>) -> Option<u64> {
+    f.next().and_then(|v| v.checked_sub(1))
 }
 
 /// Ascending, deduplicated CPUs as inclusive ranges.
@@ -554,12 +600,16 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu: cpu_of(want(&mut f)?)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::THREAD_EXIT => Event::ThreadExit {
                 t_ns,
                 tid: want(&mut f)?,
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::HINT => Event::Hint {
                 t_ns,
@@ -589,6 +639,8 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, DecodeError> {
                 cpu_ns: want(&mut f)?,
                 wait_ns: want(&mut f)?,
                 cpu: cpu_of(want(&mut f)?)?,
+                runs: trailing(&mut f),
+                voluntary: trailing(&mut f),
             },
             kind::SHARING => {
                 let set = want(&mut f)?;

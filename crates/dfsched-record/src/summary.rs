@@ -16,6 +16,15 @@ pub struct ThreadSummary {
     pub exit_ns: Option<u64>,
     /// CPU time used while known (the last reading less the first), ns.
     pub cpu_ns: u64,
+    /// Time runnable but waiting for a CPU while known (the last reading
+    /// less the first), ns.
+    pub wait_ns: u64,
+    /// Run periods (times switched in) while known, the last reading less
+    /// the first; `None` when the recording has no such readings (older
+    /// than the field) or only one.
+    pub runs: Option<u64>,
+    /// Voluntary switches (blocks) while known, as `runs`.
+    pub voluntary: Option<u64>,
     /// DFs it hinted (non-zero `next`), ascending.
     pub dfs: Vec<u64>,
     /// Hints recorded.
@@ -63,7 +72,7 @@ impl Recording {
     pub fn summary(&self) -> Summary {
         let mut events: BTreeMap<&'static str, u64> = BTreeMap::new();
         let mut threads: BTreeMap<u64, ThreadSummary> = BTreeMap::new();
-        let mut first_cpu: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut first_cpu: BTreeMap<u64, Firsts> = BTreeMap::new();
         let mut dfs = std::collections::BTreeSet::new();
         let mut df_sizes: BTreeMap<(u64, u64), u64> = BTreeMap::new();
         let (mut first, mut last) = (u64::MAX, 0u64);
@@ -74,13 +83,27 @@ impl Recording {
             last = last.max(t);
             match ev {
                 Event::ThreadNew {
-                    tid, cpu, cpu_ns, ..
+                    tid,
+                    cpu,
+                    cpu_ns,
+                    wait_ns,
+                    runs,
+                    voluntary,
+                    ..
                 } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), *cpu);
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
+                    touch(&mut threads, &mut first_cpu, t, *tid, r, *cpu);
                 }
-                Event::ThreadExit { tid, cpu_ns, .. } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), None).exit_ns =
-                        Some(t);
+                Event::ThreadExit {
+                    tid,
+                    cpu_ns,
+                    wait_ns,
+                    runs,
+                    voluntary,
+                    ..
+                } => {
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
+                    touch(&mut threads, &mut first_cpu, t, *tid, r, None).exit_ns = Some(t);
                 }
                 Event::Hint {
                     tid,
@@ -89,7 +112,11 @@ impl Recording {
                     cpu_ns,
                     ..
                 } => {
-                    let th = touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), None);
+                    let r = Reading {
+                        cpu_ns: Some(*cpu_ns),
+                        ..Reading::default()
+                    };
+                    let th = touch(&mut threads, &mut first_cpu, t, *tid, r, None);
                     th.hints += 1;
                     if *next != 0 {
                         if let Err(i) = th.dfs.binary_search(next) {
@@ -99,15 +126,30 @@ impl Recording {
                     }
                 }
                 Event::Block { tid, .. } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, None, None).blocks += 1
+                    let r = Reading::default();
+                    touch(&mut threads, &mut first_cpu, t, *tid, r, None).blocks += 1
                 }
                 Event::Wake { tid, .. } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, None, None);
+                    touch(
+                        &mut threads,
+                        &mut first_cpu,
+                        t,
+                        *tid,
+                        Reading::default(),
+                        None,
+                    );
                 }
                 Event::Sample {
-                    tid, cpu_ns, cpu, ..
+                    tid,
+                    cpu_ns,
+                    wait_ns,
+                    cpu,
+                    runs,
+                    voluntary,
+                    ..
                 } => {
-                    touch(&mut threads, &mut first_cpu, t, *tid, Some(*cpu_ns), *cpu);
+                    let r = Reading::sched(*cpu_ns, *wait_ns, *runs, *voluntary);
+                    touch(&mut threads, &mut first_cpu, t, *tid, r, *cpu);
                 }
                 Event::DfSize { app, df, bytes, .. } => {
                     dfs.insert((*app, *df));
@@ -152,14 +194,55 @@ impl Recording {
     }
 }
 
-/// The summary of thread `tid`, made on first sight at `t`, with a CPU
-/// time reading and a CPU it ran on folded in.
+/// A thread's cumulative readings in one event, where it has them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reading {
+    cpu_ns: Option<u64>,
+    wait_ns: Option<u64>,
+    runs: Option<u64>,
+    voluntary: Option<u64>,
+}
+
+impl Reading {
+    /// A `schedstat` (and `status`) reading: thread new, sample, exit.
+    fn sched(cpu_ns: u64, wait_ns: u64, runs: Option<u64>, voluntary: Option<u64>) -> Reading {
+        Reading {
+            cpu_ns: Some(cpu_ns),
+            wait_ns: Some(wait_ns),
+            runs,
+            voluntary,
+        }
+    }
+}
+
+/// A thread's first reading of each cumulative counter.
+#[derive(Clone, Copy, Debug, Default)]
+struct Firsts {
+    cpu_ns: Option<u64>,
+    wait_ns: Option<u64>,
+    runs: Option<u64>,
+    voluntary: Option<u64>,
+}
+
+/// A count since its first reading: `None` until a second one.
+fn since_first(first: &mut Option<u64>, total: &mut Option<u64>, reading: Option<u64>) {
+    if let Some(n) = reading {
+        match *first {
+            None => *first = Some(n),
+            Some(f) => *total = Some(total.unwrap_or(0).max(n.saturating_sub(f))),
+        }
+    }
+}
+
+/// The summary of thread `tid`, made on first sight at `t`, with its
+/// readings and a CPU it ran on folded in (each counter: the largest
+/// reading less the first).
 fn touch<'a>(
     threads: &'a mut BTreeMap<u64, ThreadSummary>,
-    first_cpu: &mut BTreeMap<u64, u64>,
+    firsts: &mut BTreeMap<u64, Firsts>,
     t: u64,
     tid: u64,
-    cpu_ns: Option<u64>,
+    r: Reading,
     cpu: Option<u32>,
 ) -> &'a mut ThreadSummary {
     let th = threads.entry(tid).or_insert_with(|| ThreadSummary {
@@ -167,16 +250,26 @@ fn touch<'a>(
         start_ns: t,
         exit_ns: None,
         cpu_ns: 0,
+        wait_ns: 0,
+        runs: None,
+        voluntary: None,
         dfs: Vec::new(),
         hints: 0,
         blocks: 0,
         cpus: Vec::new(),
     });
     th.start_ns = th.start_ns.min(t);
-    if let Some(c) = cpu_ns {
-        let f = *first_cpu.entry(tid).or_insert(c);
-        th.cpu_ns = th.cpu_ns.max(c.saturating_sub(f));
+    let f = firsts.entry(tid).or_default();
+    if let Some(c) = r.cpu_ns {
+        let first = *f.cpu_ns.get_or_insert(c);
+        th.cpu_ns = th.cpu_ns.max(c.saturating_sub(first));
     }
+    if let Some(w) = r.wait_ns {
+        let first = *f.wait_ns.get_or_insert(w);
+        th.wait_ns = th.wait_ns.max(w.saturating_sub(first));
+    }
+    since_first(&mut f.runs, &mut th.runs, r.runs);
+    since_first(&mut f.voluntary, &mut th.voluntary, r.voluntary);
     if let Some(c) = cpu {
         if let Err(i) = th.cpus.binary_search(&c) {
             th.cpus.insert(i, c);

@@ -3,6 +3,14 @@
 use super::*;
 use proptest::prelude::*;
 
+/// Optional switch counts (each below `u64::MAX`: written as value + 1).
+fn counts() -> impl Strategy<Value = (Option<u64>, Option<u64>)> {
+    (
+        proptest::option::of(0..u64::MAX),
+        proptest::option::of(0..u64::MAX),
+    )
+}
+
 fn header() -> Header {
     Header {
         pid: 1234,
@@ -29,24 +37,32 @@ fn any_event() -> impl Strategy<Value = Event> {
             any::<u64>(),
             any_cpu(),
             any::<u64>(),
-            any::<u64>()
+            (any::<u64>(), counts())
         )
-            .prop_map(|(t_ns, tid, app, cpu, cpu_ns, wait_ns)| Event::ThreadNew {
-                t_ns,
-                tid,
-                app,
-                cpu,
-                cpu_ns,
-                wait_ns
-            }),
-        (t, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(t_ns, tid, cpu_ns, wait_ns)| {
-            Event::ThreadExit {
-                t_ns,
-                tid,
-                cpu_ns,
-                wait_ns,
+            .prop_map(
+                |(t_ns, tid, app, cpu, cpu_ns, (wait_ns, (runs, voluntary)))| Event::ThreadNew {
+                    t_ns,
+                    tid,
+                    app,
+                    cpu,
+                    cpu_ns,
+                    wait_ns,
+                    runs,
+                    voluntary
+                }
+            ),
+        (t, any::<u64>(), any::<u64>(), any::<u64>(), counts()).prop_map(
+            |(t_ns, tid, cpu_ns, wait_ns, (runs, voluntary))| {
+                Event::ThreadExit {
+                    t_ns,
+                    tid,
+                    cpu_ns,
+                    wait_ns,
+                    runs,
+                    voluntary,
+                }
             }
-        }),
+        ),
         (
             t,
             any::<u64>(),
@@ -73,15 +89,25 @@ fn any_event() -> impl Strategy<Value = Event> {
         }),
         (t, any::<u64>()).prop_map(|(t_ns, tid)| Event::Block { t_ns, tid }),
         (t, any::<u64>()).prop_map(|(t_ns, tid)| Event::Wake { t_ns, tid }),
-        (t, any::<u64>(), any::<u64>(), any::<u64>(), any_cpu()).prop_map(
-            |(t_ns, tid, cpu_ns, wait_ns, cpu)| Event::Sample {
-                t_ns,
-                tid,
-                cpu_ns,
-                wait_ns,
-                cpu
-            }
-        ),
+        (
+            t,
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any_cpu(),
+            counts()
+        )
+            .prop_map(|(t_ns, tid, cpu_ns, wait_ns, cpu, (runs, voluntary))| {
+                Event::Sample {
+                    t_ns,
+                    tid,
+                    cpu_ns,
+                    wait_ns,
+                    cpu,
+                    runs,
+                    voluntary,
+                }
+            }),
         (
             t,
             any::<u64>(),
@@ -192,6 +218,8 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             cpu: Some(0),
             cpu_ns: 0,
             wait_ns: 0,
+            runs: Some(2),
+            voluntary: None,
         },
         Event::Hint {
             t_ns: 10,
@@ -213,12 +241,16 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
             cpu_ns: 40,
             wait_ns: 0,
             cpu: Some(1),
+            runs: Some(30),
+            voluntary: Some(4),
         },
         Event::ThreadExit {
             t_ns: 90,
             tid: 1,
             cpu_ns: 70,
             wait_ns: 3,
+            runs: Some(42),
+            voluntary: Some(10),
         },
         Event::End {
             t_ns: 95,
@@ -229,10 +261,70 @@ fn a_summary_counts_threads_dfs_and_the_run_span() {
     let s = decode(&encode_all(&header(), &evs)).unwrap().summary();
     assert_eq!(s.threads.len(), 1);
     assert_eq!(s.threads[0].cpu_ns, 70);
+    assert_eq!(s.threads[0].wait_ns, 3);
+    assert_eq!(s.threads[0].runs, Some(40), "run periods: last less first");
+    assert_eq!(
+        s.threads[0].voluntary,
+        Some(6),
+        "from the first reading (4)"
+    );
     assert_eq!(s.threads[0].cpus, vec![0, 1]);
     assert_eq!(s.dfs, 1);
     assert_eq!(s.df_sizes, vec![(0, 3, 4096)]);
     assert_eq!(s.run_ns, 80);
     assert_eq!(s.dropped, 2);
     assert_eq!(s.events["hint"], 1);
+}
+
+#[test]
+fn records_without_run_periods_as_older_builds_wrote_them_decode_with_none() {
+    // A version-1 sample, thread_new and thread_exit as written before the
+    // trailing run-period field existed: exactly their old fields.
+    let mut b = Vec::new();
+    encode_header(&header(), &mut b);
+    let mut payload = |kind: u8, fields: &[u64]| {
+        let mut p = Vec::new();
+        crate::varint::put(&mut p, 0); // dt
+        for &f in fields {
+            crate::varint::put(&mut p, f);
+        }
+        b.push(kind);
+        crate::varint::put(&mut b, p.len() as u64);
+        b.extend_from_slice(&p);
+    };
+    payload(1, &[7, 0, 1, 100, 5]);
+    payload(7, &[7, 200, 6, 1]);
+    payload(2, &[7, 300, 9]);
+    let rec = decode(&b).unwrap();
+    assert_eq!(rec.events.len(), 3);
+    for ev in &rec.events {
+        match ev {
+            Event::ThreadNew {
+                runs, voluntary, ..
+            }
+            | Event::Sample {
+                runs, voluntary, ..
+            }
+            | Event::ThreadExit {
+                runs, voluntary, ..
+            } => assert_eq!((*runs, *voluntary), (None, None), "{ev:?}"),
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(rec.summary().threads[0].runs, None);
+    // And new records keep the fields through a round trip, each known or
+    // not on its own.
+    for (runs, voluntary) in [(Some(0), None), (None, Some(0)), (Some(5), Some(3))] {
+        let ev = Event::Sample {
+            t_ns: 1,
+            tid: 7,
+            cpu_ns: 2,
+            wait_ns: 3,
+            cpu: None,
+            runs,
+            voluntary,
+        };
+        let back = decode(&encode_all(&header(), std::slice::from_ref(&ev))).unwrap();
+        assert_eq!(back.events, vec![ev], "Some(0) is not None");
+    }
 }

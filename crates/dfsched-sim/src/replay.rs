@@ -14,6 +14,8 @@
 //!  bursts: Switch at each hint; per piece of ≤ `piece_ns` of the interval:
 //!    its share of `cpu` as work (on a DF: line accesses + compute, else
 //!    compute), then its share of `blocked` as Sleep
+//!    — but a ring member's stay (partners.rs): R rounds of
+//!      Wait(own) · work · Signal(successor)
 //!        ▼
 //!  Workload ──► body::run under each policy (scaled, see below)
 //! ```
@@ -36,12 +38,22 @@
 //!   that DFs fit any current private L2, so the default neither hides the
 //!   locality a placement buys nor turns a replay into a study of capacity
 //!   misses the program may not have.
-//! - **Blocking.** Off-CPU time that was not run-queue wait is a sleep of
-//!   fixed length (open loop): the replay does not know which thread woke
-//!   which. A sleep is cut into pieces of at most `piece_ns` interleaved
-//!   with the interval's work, so that a thread that blocks a thousand
-//!   times a second is not replayed as one long run and one long sleep.
-//!   Run-queue wait is not replayed: the simulated kernel makes its own.
+//! - **Blocking between partners (closed loop).** Threads of one process
+//!   on one DF whose switch counts show them handing work to each other
+//!   are replayed as a token ring ([`partners`]): a member's wait ends
+//!   when its predecessor signals, having done its part, not after the
+//!   recorded time. Their blocked time in the ring is not replayed as
+//!   sleep; the ring makes its own.
+//! - **Other blocking (open loop).** Off-CPU time that was not run-queue
+//!   wait is a sleep of fixed length: nothing says which thread woke which.
+//!   A sleep is cut into pieces of at most `piece_ns` interleaved with the
+//!   interval's work, so that a thread that blocks a thousand times a
+//!   second is not replayed as one long run and one long sleep. Run-queue
+//!   wait is not replayed: the simulated kernel makes its own.
+//! - **What dfsched's engine sees.** The runtime hears of a block only
+//!   through its idle step (no CPU for 2 passes and ≥ 200 ms), so the
+//!   replay tells the simulated engine of a block only once it has lasted
+//!   that long (scaled; `BodyConfig::engine_block_after_cycles`).
 //! - **Threads** start at their first record and end at their exit (or
 //!   their last record); threads the runtime never knew (a program's main
 //!   thread that never hinted, under a linked library) are not replayed.
@@ -81,6 +93,18 @@ pub const DEFAULT_DF_BYTES: u64 = 8192;
 pub const DEFAULT_ACCESS_BUDGET: u64 = 4_000_000;
 /// The kernel's periodic balance interval on a busy CPU, ns (4 ms).
 const KERNEL_BALANCE_NS: f64 = 4e6;
+/// The Linux runtime's idle step finds a thread blocked when it has used
+/// no CPU for this many balancer passes… (`DFSCHED_IDLE_PASSES`' default,
+/// dfsched-rt's `idle.rs`)
+const RUNTIME_IDLE_PASSES: u64 = 2;
+/// …and for at least this long, ns (its `MIN_IDLE_NS`).
+const RUNTIME_IDLE_MIN_NS: u64 = 200_000_000;
+
+/// How long a thread must block before the Linux runtime's engine hears of
+/// it, with balancer passes every `balance_interval_ns`.
+fn runtime_idle_ns(balance_interval_ns: u64) -> u64 {
+    (RUNTIME_IDLE_PASSES * balance_interval_ns).max(RUNTIME_IDLE_MIN_NS)
+}
 
 /// How to replay.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -113,6 +137,10 @@ pub struct ReplayParams {
     /// to its CPUs (CPU `c` of the recording on simulated CPU `c mod
     /// CPUs`). Meaningful on the recording's own machine; default false.
     pub outside_load: bool,
+    /// Replay threads that block on each other as token rings (closed
+    /// loop, `partners.rs`) where the recording lets the replay infer it;
+    /// false replays every block open loop. Default true.
+    pub closed_loop: bool,
 }
 
 impl Default for ReplayParams {
@@ -130,6 +158,7 @@ impl Default for ReplayParams {
             slice_jitter_milli: KernelModel::default().slice_jitter_milli,
             seed: 1,
             outside_load: false,
+            closed_loop: true,
         }
     }
 }
@@ -162,6 +191,10 @@ struct Point {
     t_ns: u64,
     cpu_ns: Option<u64>,
     wait_ns: Option<u64>,
+    /// Cumulative run periods (`schedstat`'s third field), when recorded.
+    runs: Option<u64>,
+    /// Cumulative voluntary switches, when recorded.
+    voluntary: Option<u64>,
     /// `Some(next)` at a hint.
     df: Option<Option<DfId>>,
 }
@@ -170,6 +203,7 @@ struct Point {
 #[derive(Clone, Debug)]
 struct Thread {
     process: u32,
+    tid: u64,
     start_ns: u64,
     points: Vec<Point>,
 }
@@ -192,8 +226,13 @@ pub struct ReplayPlan {
     pub cpu_ns: u64,
     /// Of it, on a DF.
     pub cpu_on_df_ns: u64,
-    /// Blocked time of every thread, ns (replayed as sleeps).
+    /// Blocked time of every thread, ns (replayed as sleeps, but for the
+    /// rings' members in their stays: [`ReplayPlan::rings`]).
     pub blocked_ns: u64,
+    /// Groups of threads that block on each other, replayed closed loop as
+    /// token rings (`partners.rs`); empty when none was found (or with
+    /// [`ReplayParams::closed_loop`] off).
+    pub rings: Vec<partners::Ring>,
     /// Run-queue wait of every thread, ns (not replayed).
     pub wait_ns: u64,
     /// The simulated run's length over the real one's (≤ 1).
@@ -346,26 +385,24 @@ impl ReplayPlan {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
+                        voluntary,
                         ..
                     }
                     | Event::ThreadExit {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
+                        voluntary,
                         ..
-                    } => (
-                        tid,
-                        Point {
-                            t_ns,
-                            cpu_ns: Some(cpu_ns),
-                            wait_ns: Some(wait_ns),
-                            df: None,
-                        },
-                    ),
-                    Event::Sample {
+                    }
+                    | Event::Sample {
                         tid,
                         cpu_ns,
                         wait_ns,
+                        runs,
+                        voluntary,
                         ..
                     } => (
                         tid,
@@ -373,6 +410,8 @@ impl ReplayPlan {
                             t_ns,
                             cpu_ns: Some(cpu_ns),
                             wait_ns: Some(wait_ns),
+                            runs,
+                            voluntary,
                             df: None,
                         },
                     ),
@@ -388,6 +427,8 @@ impl ReplayPlan {
                             t_ns,
                             cpu_ns: Some(cpu_ns),
                             wait_ns: None,
+                            runs: None,
+                            voluntary: None,
                             df: Some(df_of(app, next, &mut df_ids)),
                         },
                     ),
@@ -401,12 +442,13 @@ impl ReplayPlan {
                 };
                 by_tid.entry(tid).or_default().push(point);
             }
-            for (_, mut points) in by_tid {
+            for (tid, mut points) in by_tid {
                 // Stable: records of one thread keep their file order at
                 // equal times (a hint's reading before the next sample's).
                 points.sort_by_key(|p| p.t_ns);
                 threads.push(Thread {
                     process,
+                    tid,
                     start_ns: points[0].t_ns,
                     points,
                 });
@@ -452,18 +494,43 @@ impl ReplayPlan {
         }
         let accesses = on_df as f64 / line_ns.max(1e-9);
         let scale = (params.access_budget as f64 / accesses.max(1.0)).min(1.0);
+        // Threads that block on each other: token rings (partners.rs).
+        let members: Vec<partners::Member<'_>> = threads
+            .iter()
+            .zip(&intervals)
+            .map(|(th, ivs)| partners::Member {
+                process: th.process,
+                tid: th.tid,
+                intervals: ivs,
+            })
+            .collect();
+        let (roles, rings) = if params.closed_loop {
+            partners::find(&members, scale, 0)
+        } else {
+            (vec![None; threads.len()], Vec::new())
+        };
         // Second pass: bursts, scaled.
         let cyc = |ns: f64| -> u64 { (ns * scale / cal.cycle_ns).round() as u64 };
         let tasks = threads
             .iter()
             .zip(&intervals)
-            .map(|(th, ivs)| {
+            .zip(&roles)
+            .map(|((th, ivs), role)| {
                 let mut program = Vec::new();
                 let mut df = None;
-                for iv in ivs {
+                for (i, iv) in ivs.iter().enumerate() {
                     if iv.df != df {
                         program.push(Burst::Switch { next: iv.df });
                         df = iv.df;
+                    }
+                    if let Some(r) = role.filter(|r| (r.first..r.end).contains(&i)) {
+                        if i == r.first {
+                            let cpu: u64 = ivs[r.first..r.end].iter().map(|v| v.cpu_ns).sum();
+                            let cycles = cpu as f64 * scale / cal.cycle_ns;
+                            let switch = cal.cost.context_switch_cycles as f64;
+                            push_ring(&mut program, df, cycles, switch, &r, line_cycles, params);
+                        }
+                        continue;
                     }
                     let wall = iv.cpu_ns + iv.blocked_ns;
                     let pieces = if iv.blocked_ns == 0 {
@@ -522,6 +589,7 @@ impl ReplayPlan {
             cpu_ns: cpu,
             cpu_on_df_ns: on_df,
             blocked_ns: blocked,
+            rings,
             wait_ns: wait,
             scale,
             recorded_policy,
@@ -624,6 +692,41 @@ fn outside_tasks(
     (out, total)
 }
 
+/// A ring member's stay (partners.rs): `r.rounds` rounds of its wait, an
+/// equal share of `cycles` of work on `df` less one context switch
+/// (`switch_cycles`), and its successor's signal; a token holder skips its
+/// first wait.
+///
+/// Less a switch: the recorded CPU time holds the switch that ended each
+/// of the member's runs (Linux charges a switch's work to the tasks it
+/// switches between), and the simulated machine charges its own switch for
+/// every hand-off it replays, so the work of a round is what is left.
+fn push_ring(
+    program: &mut Vec<Burst>,
+    df: Option<DfId>,
+    cycles: f64,
+    switch_cycles: f64,
+    r: &partners::Role,
+    line_cycles: u64,
+    params: &ReplayParams,
+) {
+    let piece = (cycles / r.rounds as f64 - switch_cycles).max(0.0);
+    // Whole-cycle remainders carried from piece to piece.
+    let mut carry = 0.0f64;
+    for round in 0..r.rounds {
+        if round > 0 || !r.holds_token {
+            program.push(Burst::Wait { chan: r.wait_chan });
+        }
+        let w = piece + carry;
+        let w_cycles = w.floor() as u64;
+        carry = w - w_cycles as f64;
+        push_work(program, df, w_cycles, line_cycles, params);
+        program.push(Burst::Signal {
+            chan: r.signal_chan,
+        });
+    }
+}
+
 /// `cycles` of work on `df` as bursts: line accesses of a sweep and the
 /// rest of the sweep's accesses as compute; compute alone off any DF.
 fn push_work(
@@ -667,6 +770,18 @@ struct Interval {
     cpu_ns: u64,
     wait_ns: u64,
     blocked_ns: u64,
+    /// Run periods in the interval (interpolated between the readings
+    /// that carry them, so a stay's sum is exact where readings bracket
+    /// it); `None` without two readings.
+    runs: Option<u64>,
+    /// Voluntary switches in the interval, likewise.
+    voluntary: Option<u64>,
+    /// Unclamped run-queue wait (`wait_ns` is cut to what the interval's
+    /// wall time leaves; the kernel adds a wait only when it ends, so a
+    /// reading lags, and the cut parts come back in a later interval):
+    /// sums over many intervals are right where `wait_ns`'s overstate the
+    /// blocked time.
+    wait_raw_ns: u64,
 }
 
 /// A thread's intervals: CPU time from consecutive readings (never going
@@ -685,6 +800,24 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         }
         v
     };
+    // Cumulative counts, never decreasing; none without two readings.
+    let counts = |f: fn(&Point) -> Option<u64>| -> Option<Vec<(u64, u64)>> {
+        let mut v: Vec<(u64, u64)> = th
+            .points
+            .iter()
+            .filter_map(|p| Some((p.t_ns, f(p)?)))
+            .collect();
+        for i in 1..v.len() {
+            v[i].1 = v[i].1.max(v[i - 1].1);
+        }
+        (v.len() >= 2).then_some(v)
+    };
+    let runs = counts(|p| p.runs);
+    let voluntary = counts(|p| p.voluntary);
+    let between = |c: &Option<Vec<(u64, u64)>>, a: u64, b: u64| {
+        c.as_ref()
+            .map(|c| interpolate(c, b).saturating_sub(interpolate(c, a)))
+    };
     let mut out = Vec::with_capacity(th.points.len());
     let mut df = None;
     let mut cpu_prev: Option<u64> = None;
@@ -699,15 +832,17 @@ fn intervals_of(th: &Thread) -> Vec<Interval> {
         if let Some(c) = p.cpu_ns {
             cpu_prev = Some(cpu_prev.map_or(c, |a| a.max(c)));
         }
-        let wait = interpolate(&waits, p.t_ns)
-            .saturating_sub(interpolate(&waits, prev_t))
-            .min(wall - cpu);
+        let wait_raw = interpolate(&waits, p.t_ns).saturating_sub(interpolate(&waits, prev_t));
+        let wait = wait_raw.min(wall - cpu);
         if wall > 0 {
             out.push(Interval {
                 df,
                 cpu_ns: cpu,
                 wait_ns: wait,
                 blocked_ns: wall - cpu - wait,
+                runs: between(&runs, prev_t, p.t_ns),
+                voluntary: between(&voluntary, prev_t, p.t_ns),
+                wait_raw_ns: wait_raw,
             });
         }
         if let Some(next) = p.df {
@@ -798,6 +933,14 @@ pub fn run_policy(
         balance_interval_cycles: ((plan.balance_interval_ns as f64 / cal.cycle_ns * s) as u64)
             .max(1000),
         kernel,
+        // A ring's hand-off onto another, idle CPU: as in `bench chat`.
+        wake_other_cycles: cal.wake_other_cycles,
+        // The engine hears of a block when the runtime's idle step would
+        // have: after a thread has been still for its passes and time.
+        engine_block_after_cycles: ((runtime_idle_ns(plan.balance_interval_ns) as f64
+            / cal.cycle_ns
+            * s) as u64)
+            .max(1),
         ..base
     };
     let report = body::run(&topo, &mcfg, plan.workload.clone(), cfg, params.seed)?;
@@ -853,6 +996,9 @@ pub fn run(
     }
     Ok(with_ratios(plan, params, results))
 }
+
+mod partners;
+pub use partners::Ring;
 
 #[cfg(test)]
 mod tests;

@@ -42,13 +42,15 @@ impl Inner {
         }
         tids.into_iter()
             .filter_map(|tid| {
-                let (cpu_ns, wait_ns, cpu) = read_sample(tid)?;
+                let (sched, cpu) = read_sample(tid)?;
                 Some(Event::Sample {
                     t_ns: rec.now_ns(),
                     tid,
-                    cpu_ns,
-                    wait_ns,
+                    cpu_ns: sched.cpu_ns,
+                    wait_ns: sched.wait_ns,
                     cpu,
+                    runs: sched.runs,
+                    voluntary: sched.voluntary,
                 })
             })
             .collect()

@@ -66,9 +66,10 @@ impl Inner {
             (
                 self.sys.get_affinity(0),
                 crate::sys::current_cpu(),
-                self.recorder
-                    .as_ref()
-                    .map(|_| crate::record::own_schedstat()),
+                self.recorder.as_ref().map(|_| crate::record::SchedReading {
+                    voluntary: crate::record::own_voluntary(),
+                    ..crate::record::own_schedstat()
+                }),
             )
         });
         let mut st = self.lock()?;
@@ -148,10 +149,10 @@ impl Inner {
         let tid = crate::sys::gettid();
         let mask = self.sys.get_affinity(0);
         let cpu = crate::sys::current_cpu();
-        let sched = self
-            .recorder
-            .as_ref()
-            .map(|_| crate::record::own_schedstat());
+        let sched = self.recorder.as_ref().map(|_| crate::record::SchedReading {
+            voluntary: crate::record::own_voluntary(),
+            ..crate::record::own_schedstat()
+        });
         let mut st = self.lock()?;
         let mut outcome = match self.register(&mut st, tid, 0, mask, cpu, sched) {
             Ok(outcome) => outcome,
@@ -188,7 +189,7 @@ impl Inner {
         app: u64,
         mask: Result<CpuSet, Error>,
         cpu: Option<CpuId>,
-        sched: Option<(u64, u64)>,
+        sched: Option<crate::record::SchedReading>,
     ) -> Result<Option<Result<(), Error>>, Error> {
         if app >= st.next_app {
             return Err(CoreError::UnknownApp(AppId(app)).into());
@@ -238,7 +239,7 @@ impl Inner {
         );
         st.stats.threads_registered += 1;
         if let Some(rec) = &self.recorder {
-            let sched = sched.unwrap_or_else(|| (crate::sys::own_cpu_ns(), 0));
+            let sched = sched.unwrap_or_else(crate::record::SchedReading::own_clock);
             rec.thread_new(tid, app, cpu.map(|c| c.0), sched);
         }
         let listener: std::sync::Weak<dyn thread::ExitListener> = Arc::downgrade(self) as _;
@@ -319,10 +320,10 @@ impl thread::ExitListener for Inner {
         if !self.config.enabled || self.is_shut_down() {
             return;
         }
-        let sched = self
-            .recorder
-            .as_ref()
-            .map(|_| crate::record::own_schedstat());
+        let sched = self.recorder.as_ref().map(|_| crate::record::SchedReading {
+            voluntary: crate::record::own_voluntary(),
+            ..crate::record::own_schedstat()
+        });
         let Ok(mut st) = self.lock() else {
             return;
         };
@@ -332,7 +333,10 @@ impl thread::ExitListener for Inner {
         }
         st.stats.threads_exited += 1;
         if let Some(rec) = &self.recorder {
-            rec.thread_exit(tid, sched.unwrap_or((crate::sys::own_cpu_ns(), 0)));
+            rec.thread_exit(
+                tid,
+                sched.unwrap_or_else(crate::record::SchedReading::own_clock),
+            );
         }
         if st.handle(Event::Exit { task: TaskId(tid) }).is_ok() {
             self.apply(&mut st, None);

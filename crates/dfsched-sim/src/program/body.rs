@@ -117,6 +117,15 @@ pub struct BodyConfig {
     /// idle), cycles. Default 0.
     #[serde(default)]
     pub wake_other_cycles: u64,
+    /// How long a task must stay blocked before the Engine hears of it,
+    /// cycles; 0 (default): at once. The Linux runtime sees a block only
+    /// through its idle step (no CPU time for ≥ 2 balancer passes and
+    /// ≥ 200 ms), so a thread that blocks for microseconds at a time stays
+    /// runnable in its engine's eyes; a replay of a recorded run sets this
+    /// to that delay so that the simulated engine sees what the runtime
+    /// saw. A block shorter than this is never told, nor is its wake.
+    #[serde(default)]
+    pub engine_block_after_cycles: u64,
 }
 
 impl BodyConfig {
@@ -131,6 +140,7 @@ impl BodyConfig {
             hints: true,
             kernel: KernelModel::default(),
             wake_other_cycles: 0,
+            engine_block_after_cycles: 0,
         }
     }
 }
@@ -202,6 +212,10 @@ pub struct BodyReport {
     /// Wake-ups ([`Burst::Signal`]) that went to another, idle CPU and
     /// paid [`BodyConfig::wake_other_cycles`].
     pub remote_wakes: u64,
+    /// Blocks the Engine was told of (Engine placement; with
+    /// [`BodyConfig::engine_block_after_cycles`], only those that lasted
+    /// that long).
+    pub engine_blocks: u64,
 }
 
 /// Where the threads of one process ran.
@@ -268,6 +282,12 @@ struct Task {
     /// Its group, for batching (Engine: the priority group; static
     /// placements: its DF).
     group: Option<GroupId>,
+    /// Its blocks so far: a pending [`Ev::BlockSeen`] of an earlier block
+    /// is stale.
+    blocks: u32,
+    /// Whether the Engine was told of its current block (so is to be told
+    /// of the wake).
+    engine_blocked: bool,
 }
 
 /// A CPU's state.
@@ -291,6 +311,10 @@ enum Ev {
     ChunkDone(u32),
     /// Task `i` wakes from a sleep.
     Wake(u32),
+    /// Task `i`'s block number `n` has lasted
+    /// [`BodyConfig::engine_block_after_cycles`]: the Engine hears of it if
+    /// the task still sleeps in it.
+    BlockSeen(u32, u32),
     /// A balancer pass of the Engine.
     Balance,
     /// A periodic balance pass of the kernel model.
@@ -333,6 +357,8 @@ struct Body {
     channels: Channels,
     /// Wake-ups that crossed to an idle CPU (and paid the latency).
     remote_wakes: u64,
+    /// Blocks told to the Engine.
+    engine_blocks: u64,
 }
 
 /// Runs `work` on `topology` with the caches of `machine`, placing and
@@ -370,6 +396,7 @@ pub fn run(
         processes: body.process_reports(),
         events,
         remote_wakes: body.remote_wakes,
+        engine_blocks: body.engine_blocks,
     })
 }
 
@@ -430,6 +457,8 @@ impl Body {
                 target: None,
                 last_cpu: None,
                 group: None,
+                blocks: 0,
+                engine_blocked: false,
             });
         }
         let static_cpu = match cfg.placement {
@@ -467,6 +496,7 @@ impl Body {
             proc_cycles,
             channels: Channels::new(channels),
             remote_wakes: 0,
+            engine_blocks: 0,
         })
     }
 
@@ -647,6 +677,34 @@ impl Body {
         t.group = Some(GroupId(df.0));
     }
 
+    /// Task `i` has just blocked (a sleep or a wait): the Engine hears of
+    /// it now, or once it has lasted
+    /// [`BodyConfig::engine_block_after_cycles`].
+    fn blocked(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
+        let t = &mut self.tasks[i];
+        t.blocks = t.blocks.wrapping_add(1);
+        if self.cfg.engine_block_after_cycles == 0 {
+            t.engine_blocked = true;
+            self.engine_blocks += u64::from(self.engine.is_some());
+            self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
+        } else if self.engine.is_some() {
+            let n = t.blocks;
+            ctx.schedule_in(
+                Ticks(self.cfg.engine_block_after_cycles),
+                Ev::BlockSeen(i as u32, n),
+            );
+        }
+    }
+
+    /// Task `i` wakes: the Engine hears of it if it heard of the block.
+    fn woken(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
+        // A pending BlockSeen of this block is stale from now.
+        self.tasks[i].blocks = self.tasks[i].blocks.wrapping_add(1);
+        if std::mem::take(&mut self.tasks[i].engine_blocked) {
+            self.engine_event(Event::Wake { task: Self::tid(i) }, ctx);
+        }
+    }
+
     /// A token on channel `chan`, put there by the task on CPU index `c`:
     /// the first task waiting there takes it and wakes, at once when the
     /// kernel model places it on `c` or on a busy CPU, after
@@ -663,7 +721,7 @@ impl Body {
             self.remote_wakes += 1;
             ctx.schedule_in(Ticks(self.cfg.wake_other_cycles), Ev::Wake(w as u32));
         } else {
-            self.engine_event(Event::Wake { task: Self::tid(w) }, ctx);
+            self.woken(w, ctx);
             // The engine may have moved its target: choose again if so.
             let to = if self.target_of(w).contains(self.cpu_ids[to]) {
                 to
@@ -877,12 +935,12 @@ impl Body {
                     self.tasks[i].pc += 1;
                     self.tasks[i].phase = Phase::Blocked;
                     self.channels.wait(chan as usize, i);
-                    self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
+                    self.blocked(i, ctx);
                 }
                 Some(Burst::Sleep { cycles }) => {
                     self.tasks[i].pc += 1;
                     self.tasks[i].phase = Phase::Blocked;
-                    self.engine_event(Event::Block { task: Self::tid(i) }, ctx);
+                    self.blocked(i, ctx);
                     ctx.schedule_in(Ticks(cycles), Ev::Wake(i as u32));
                 }
                 Some(Burst::Switch { next }) => {
@@ -985,8 +1043,21 @@ impl Model for Body {
             Ev::ChunkDone(c) => self.chunk_done(c as usize, ctx),
             Ev::Wake(i) => {
                 let i = i as usize;
-                self.engine_event(Event::Wake { task: Self::tid(i) }, ctx);
+                self.woken(i, ctx);
                 self.make_ready(i, ctx);
+            }
+            Ev::BlockSeen(i, n) => {
+                let t = &self.tasks[i as usize];
+                if t.blocks == n && !t.engine_blocked {
+                    self.tasks[i as usize].engine_blocked = true;
+                    self.engine_blocks += 1;
+                    self.engine_event(
+                        Event::Block {
+                            task: TaskId(u64::from(i) + 1),
+                        },
+                        ctx,
+                    );
+                }
             }
             Ev::Balance => {
                 if self.alive > 0 {

@@ -30,6 +30,8 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
             cpu: None,
             cpu_ns: 0,
             wait_ns: 0,
+            runs: None,
+            voluntary: None,
         });
         events.push(Event::Hint {
             t_ns: 0,
@@ -50,6 +52,8 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     tid,
                     cpu_ns,
                     wait_ns: off * wait_pct / 100,
+                    runs: None,
+                    voluntary: None,
                 }
             } else {
                 Event::Sample {
@@ -58,6 +62,8 @@ fn recording(threads: u64, dfs: u64, cpu_ms: u64, wall_ms: u64, wait_pct: u64) -
                     cpu_ns,
                     wait_ns: off * wait_pct / 100,
                     cpu: Some(0),
+                    runs: None,
+                    voluntary: None,
                 }
             };
             events.push(ev);
@@ -241,4 +247,167 @@ fn other_processes_load_is_replayed_on_the_recorded_cpus_when_asked() {
         (170.0..240.0).contains(&t_with),
         "beside the load: {t_with} ms"
     );
+}
+
+/// A group of `members` threads of one process on DF 1 that hand work to
+/// each other: each uses `cpu_ms` of CPU over `wall_ms`, blocked the rest,
+/// and ends `runs` run periods (a sample every 100 ms; run periods
+/// recorded, as the runtime writes them since the field exists).
+fn handing_off(members: u64, cpu_ms: u64, wall_ms: u64, runs: u64) -> Recording {
+    let mut rec = recording(members, 1, cpu_ms, wall_ms, 0);
+    let steps = wall_ms / 100;
+    // Every run ends in a block (its members hand off on CPUs of their
+    // own).
+    for ev in &mut rec.events {
+        match ev {
+            Event::ThreadNew {
+                runs: r,
+                voluntary: v,
+                ..
+            } => (*r, *v) = (Some(0), Some(0)),
+            Event::Sample {
+                t_ns,
+                runs: r,
+                voluntary: v,
+                ..
+            }
+            | Event::ThreadExit {
+                t_ns,
+                runs: r,
+                voluntary: v,
+                ..
+            } => {
+                *r = Some(runs * (*t_ns / (100 * MS)) / steps);
+                *v = *r;
+            }
+            _ => {}
+        }
+    }
+    rec
+}
+
+/// Reads only, no wake-up latency: a ring's time is its work and
+/// switches alone.
+fn plain() -> (ReplayParams, Calibration) {
+    let params = ReplayParams {
+        write_pct: 0,
+        ..small()
+    };
+    let cal = Calibration {
+        wake_other_cycles: 0,
+        ..Calibration::default()
+    };
+    (params, cal)
+}
+
+fn predicted_ms(rec: &Recording, params: &ReplayParams, cal: &Calibration, p: DfPolicy) -> f64 {
+    let plan = ReplayPlan::new(std::slice::from_ref(rec), params, cal).unwrap();
+    let r = run(&plan, params, cal, &[p], |_| {}).unwrap();
+    r.results[0].predicted_ns as f64 / MS as f64
+}
+
+#[test]
+fn a_pair_that_hands_off_replays_as_a_ring_whose_time_is_its_work() {
+    // Ping-pong: each of two threads 200 ms of CPU over 400 ms, blocked
+    // while the other runs; 20,000 hand-offs each. On its own CPU
+    // (oracle) the ring takes the pair's CPU time: 400 ms.
+    let rec = handing_off(2, 200, 400, 20_000);
+    let (params, cal) = plain();
+    let plan = ReplayPlan::new(std::slice::from_ref(&rec), &params, &cal).unwrap();
+    assert_eq!(plan.rings.len(), 1, "{:?}", plan.rings);
+    let ring = &plan.rings[0];
+    assert_eq!(ring.tids, vec![100, 101]);
+    assert_eq!(ring.tokens, 1);
+    assert_eq!(ring.recorded_rounds, 20_000);
+    assert_eq!(
+        ring.replayed_rounds,
+        (20_000.0 * plan.scale).round() as u64,
+        "rounds scale with the replay"
+    );
+    plan.workload.validate().unwrap();
+    let got = predicted_ms(&rec, &params, &cal, DfPolicy::Oracle);
+    assert!((390.0..415.0).contains(&got), "{got} ms for 400 ms of work");
+}
+
+#[test]
+fn a_one_token_ring_never_runs_two_members_at_once_where_open_loop_would() {
+    // The same pair on 64 CPUs, split over two (coherence misses slow
+    // every piece): closed loop, its members still take turns, so the run
+    // lasts at least their summed run time; open loop, each sleeps its
+    // recorded time whatever the other does, and they overlap.
+    let rec = handing_off(2, 200, 400, 20_000);
+    let params = ReplayParams {
+        cores: 64,
+        ..small()
+    };
+    let cal = Calibration::default();
+    let report = |p: &ReplayParams| {
+        let plan = ReplayPlan::new(std::slice::from_ref(&rec), p, &cal).unwrap();
+        let r = run(&plan, p, &cal, &[DfPolicy::Split], |_| {}).unwrap();
+        r.results[0].report.clone()
+    };
+    let ran = |r: &BodyReport| -> u64 {
+        r.processes
+            .iter()
+            .flat_map(|p| p.cycles_by_cpu.iter().map(|x| x.1))
+            .sum()
+    };
+    let closed = report(&params);
+    assert_eq!(closed.cpus, 64);
+    assert!(
+        closed.makespan_cycles >= ran(&closed),
+        "one token: {} cycles of run time in a makespan of {}",
+        ran(&closed),
+        closed.makespan_cycles
+    );
+    let open = report(&ReplayParams {
+        closed_loop: false,
+        ..params.clone()
+    });
+    assert!(
+        open.makespan_cycles < ran(&open),
+        "open loop overlaps the pair: {} cycles of run time in {}",
+        ran(&open),
+        open.makespan_cycles
+    );
+}
+
+#[test]
+fn two_tokens_let_two_members_of_four_run_at_once() {
+    // Four threads, each 100 ms of CPU over 200 ms, blocked the rest: two
+    // ran at any time. On CPUs to spare the ring of two tokens takes the
+    // work over two: 200 ms; one CPU takes all of it: 400 ms.
+    let rec = handing_off(4, 100, 200, 4_000);
+    let (params, cal) = plain();
+    let plan = ReplayPlan::new(std::slice::from_ref(&rec), &params, &cal).unwrap();
+    assert_eq!(plan.rings[0].tokens, 2);
+    let wide = ReplayParams {
+        cores: 64,
+        ..params.clone()
+    };
+    let got = predicted_ms(&rec, &wide, &cal, DfPolicy::Vanilla);
+    assert!((190.0..215.0).contains(&got), "{got} ms on 64 CPUs");
+    let one = ReplayParams { cores: 1, ..params };
+    let got = predicted_ms(&rec, &one, &cal, DfPolicy::Vanilla);
+    assert!((390.0..425.0).contains(&got), "{got} ms on 1 CPU");
+}
+
+#[test]
+fn recordings_without_run_periods_replay_open_loop_as_before() {
+    // The same hand-off shape with no run periods (a recording made before
+    // the field): no ring, and the plan is what the open loop makes.
+    let old = recording(2, 1, 200, 400, 0);
+    let (params, cal) = plain();
+    let plan = ReplayPlan::new(std::slice::from_ref(&old), &params, &cal).unwrap();
+    assert!(plan.rings.is_empty());
+    let open = ReplayPlan::new(
+        std::slice::from_ref(&old),
+        &ReplayParams {
+            closed_loop: false,
+            ..params
+        },
+        &cal,
+    )
+    .unwrap();
+    assert_eq!(plan.workload, open.workload);
 }

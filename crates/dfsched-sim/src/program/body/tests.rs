@@ -321,3 +321,43 @@ fn channels_pass_every_token_and_a_wake_up_onto_an_idle_cpu_pays_its_latency() {
     assert!(same.makespan_cycles < dear.makespan_cycles);
     assert_eq!(same.tasks, 2);
 }
+
+#[test]
+fn the_engine_hears_only_of_blocks_that_outlast_the_runtimes_idle_delay() {
+    // One task: ten sleeps of 1,000 cycles, then one of 1,000,000, between
+    // bits of work. Told at once, the engine hears of all eleven; with a
+    // delay of 100,000 cycles (the runtime's idle step), of the long one.
+    let mut program = vec![Burst::Switch {
+        next: Some(DfId(1)),
+    }];
+    for k in 0..11 {
+        program.push(Burst::Compute { cycles: 5_000 });
+        program.push(Burst::Sleep {
+            cycles: if k == 10 { 1_000_000 } else { 1_000 },
+        });
+    }
+    program.push(Burst::Compute { cycles: 5_000 });
+    let work = Workload {
+        dfs: vec![DfSpec { bytes: 4096 }],
+        tasks: vec![TaskSpec {
+            process: 0,
+            start_cycles: 0,
+            allowed: None,
+            program,
+            background: false,
+        }],
+    };
+    let engine = || Placement::Engine(dfsched_core::Config::default());
+    let told = |delay| {
+        let cfg = BodyConfig {
+            engine_block_after_cycles: delay,
+            ..quick(engine(), RqPolicy::Vanilla)
+        };
+        let r = run(&two_cpus(), &small_cache(64), work.clone(), cfg, 1).unwrap();
+        assert!(r.makespan_cycles >= 1_010_000, "every sleep is slept");
+        r.engine_blocks
+    };
+    assert_eq!(told(0), 11);
+    assert_eq!(told(100_000), 1);
+    assert_eq!(told(2_000_000), 0, "longer than any sleep: never told");
+}
