@@ -5,14 +5,15 @@
 #
 # Usage: vmlinux-h.sh [BZIMAGE] [OUT]
 #   BZIMAGE  default: $DFSCHED_SCX_KERNEL, else /work/shared/kernels/bzImage-6.12.117-scx
-#   OUT      default: <workspace>/target/scx/vmlinux.h (git-ignored; a few MB, never committed)
+#   OUT      default: <workspace>/target/scx/<BZIMAGE's name>/vmlinux.h (git-ignored; 3.4 MB, never
+#            committed), one per kernel image, so a header never serves another kernel
 # Needs: bpftool (Debian: apt-get install bpftool), gzip/xz/zstd for the kernel's compression.
 # Cached: OUT is rewritten only when BZIMAGE is newer than it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 image=${1:-${DFSCHED_SCX_KERNEL:-/work/shared/kernels/bzImage-6.12.117-scx}}
-out=${2:-$root/target/scx/vmlinux.h}
+out=${2:-$root/target/scx/$(basename "$image")/vmlinux.h}
 [ -f "$image" ] || { echo "vmlinux-h.sh: no kernel image at $image (build one with /work/shared/kernels/build-sched-ext-kernel.sh)" >&2; exit 1; }
 if [ -s "$out" ] && [ "$out" -nt "$image" ]; then echo "$out"; exit 0; fi
 bpftool=$(command -v bpftool || echo /usr/sbin/bpftool)

@@ -280,6 +280,7 @@ pub const STAT_NAMES: [&str; intf::NR_STATS as usize] = [
     "disp_drain",
     "quota_spent",
     "kick",
+    "keep_last",
 ];
 
 #[cfg(test)]
@@ -294,6 +295,7 @@ mod tests {
             "disp_same_group"
         );
         assert_eq!(STAT_NAMES[intf::STAT_KICK as usize], "kick");
+        assert_eq!(STAT_NAMES[intf::STAT_KEEP_LAST as usize], "keep_last");
     }
 
     #[test]

@@ -24,6 +24,8 @@
  *   the shared queue by every CPU; a thread whose home it may not run on goes to the shared queue. So no
  *   runnable thread waits on a map entry (the kernel's watchdog would end the scheduler if one did).
  * - Partial mode (SCX_OPS_SWITCH_PARTIAL): only threads whose policy is SCHED_EXT are scheduled here.
+ * - SCX_OPS_ENQ_LAST: a thread whose slice ends with nothing else queued comes back through enqueue
+ *   (see there), so a thread that never sleeps still follows its home when the maps change.
  */
 #include "scx.bpf.h"
 #include "intf.h"
@@ -202,6 +204,18 @@ void BPF_STRUCT_OPS(dfsched_enqueue, struct task_struct *p, u64 enq_flags)
 	int cpu;
 
 	g = group_of(p, &gid);
+	/* SCX_ENQ_LAST: @p's slice ended and nothing else is queued for this CPU (dispatch found
+	 * nothing). Without ENQ_LAST in the ops flags the kernel would keep @p running here without asking,
+	 * and a spinning thread would never reach a home it was given after it started; with it, @p goes
+	 * on running only where it may run, and otherwise to its group's queue (a home CPU is kicked). */
+	if (enq_flags & SCX_ENQ_LAST) {
+		cpu = bpf_get_smp_processor_id();
+		if (!g || home_has(g, cpu)) {
+			stat_inc(DFSCHED_STAT_KEEP_LAST);
+			dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+			return;
+		}
+	}
 	if (!g) {
 		stat_inc(DFSCHED_STAT_ENQ_SHARED);
 		dsq_insert(p, DFSCHED_SHARED_DSQ, slice_ns, enq_flags);
@@ -322,6 +336,6 @@ struct sched_ext_ops dfsched_ops = {
 	.exit_task = (void *)dfsched_exit_task,
 	.init = (void *)dfsched_init,
 	.exit = (void *)dfsched_exit,
-	.flags = SCX_OPS_SWITCH_PARTIAL,
+	.flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
 	.name = "dfsched",
 };

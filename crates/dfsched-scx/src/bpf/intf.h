@@ -36,7 +36,8 @@
 #define DFSCHED_STAT_DISP_DRAIN 7
 #define DFSCHED_STAT_QUOTA_SPENT 8
 #define DFSCHED_STAT_KICK 9
-#define DFSCHED_NR_STATS 10
+#define DFSCHED_STAT_KEEP_LAST 10
+#define DFSCHED_NR_STATS 11
 
 /* A group's entry in the `groups` map. */
 struct dfs_group {
