@@ -213,6 +213,32 @@ mod tests {
         }
     }
 
+    /// dfsched-rt's client (`crates/dfsched-rt/src/scx.rs`) writes its keys in alphabetical order and
+    /// no quota; its test holds these lines.
+    #[test]
+    fn the_runtime_clients_lines_parse() {
+        let got: Request =
+            serde_json::from_str(r#"{"group":7,"home":"0-3","op":"group"}"#).unwrap();
+        assert_eq!(
+            got,
+            Request::Group {
+                group: 7,
+                home: "0-3".into(),
+                quota: 0
+            }
+        );
+        let got: Request = serde_json::from_str(r#"{"group":7,"op":"place","tid":4242}"#).unwrap();
+        assert_eq!(
+            got,
+            Request::Place {
+                tid: 4242,
+                group: 7
+            }
+        );
+        let got: Request = serde_json::from_str(r#"{"group":7,"op":"reclaim"}"#).unwrap();
+        assert_eq!(got, Request::Reclaim { group: 7 });
+    }
+
     #[test]
     fn unknown_ops_and_fields_are_refused() {
         assert!(serde_json::from_str::<Request>(r#"{"op":"format_disk"}"#).is_err());
