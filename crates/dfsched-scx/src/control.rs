@@ -37,8 +37,10 @@ pub struct Control {
     free: BTreeSet<u32>,
     /// (connection, its group id) → scheduler group id.
     groups: BTreeMap<(ConnId, u64), u32>,
-    /// tid → the connection that placed it last.
-    placed: BTreeMap<u32, ConnId>,
+    /// tid → the connection that placed it last, and the scheduler group it is in.
+    placed: BTreeMap<u32, (ConnId, u32)>,
+    /// Scheduler group id → its home as last written (for the state).
+    homes: BTreeMap<u32, String>,
 }
 
 impl Control {
@@ -51,6 +53,7 @@ impl Control {
             free: BTreeSet::new(),
             groups: BTreeMap::new(),
             placed: BTreeMap::new(),
+            homes: BTreeMap::new(),
         }
     }
 
@@ -86,6 +89,7 @@ impl Control {
                     return Reply::error(e);
                 }
                 self.groups.insert((conn, group), gid);
+                self.homes.insert(gid, home);
                 Reply {
                     gid: Some(gid),
                     ..Reply::ok()
@@ -97,7 +101,7 @@ impl Control {
                 };
                 match maps.place(tid, gid) {
                     Ok(()) => {
-                        self.placed.insert(tid, conn);
+                        self.placed.insert(tid, (conn, gid));
                         Reply::ok()
                     }
                     Err(e) => Reply::error(e),
@@ -114,8 +118,21 @@ impl Control {
                 let Some(gid) = self.groups.remove(&(conn, group)) else {
                     return Reply::error(format!("no group {group} on this connection"));
                 };
+                // Its threads leave it first: an id is reused, and a stale entry would put them in
+                // the next group that gets it.
+                let members: Vec<u32> = self
+                    .placed
+                    .iter()
+                    .filter(|(_, &(_, g))| g == gid)
+                    .map(|(&t, _)| t)
+                    .collect();
+                for tid in members {
+                    let _ = maps.unplace(tid);
+                    self.placed.remove(&tid);
+                }
                 let r = maps.set_group(gid, &[], 0);
                 self.free.insert(gid);
+                self.homes.remove(&gid);
                 match r {
                     Ok(()) => Reply::ok(),
                     Err(e) => Reply::error(e),
@@ -125,6 +142,7 @@ impl Control {
                 let mut state = maps.state();
                 state["groups_in_use"] = self.groups.len().into();
                 state["threads_placed"] = self.placed.len().into();
+                state["groups"] = self.groups_json();
                 Reply {
                     state: Some(state),
                     ..Reply::ok()
@@ -133,12 +151,31 @@ impl Control {
         }
     }
 
+    /// The groups in use: `[{"gid":2,"home":"0-3","tids":[…]}, …]`, by gid (threads placed by
+    /// this server; one that exited stays listed until its group ends).
+    pub fn groups_json(&self) -> serde_json::Value {
+        let mut tids: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for (&tid, &(_, gid)) in &self.placed {
+            tids.entry(gid).or_default().push(tid);
+        }
+        self.homes
+            .iter()
+            .map(|(gid, home)| {
+                serde_json::json!({
+                    "gid": gid,
+                    "home": home,
+                    "tids": tids.remove(gid).unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
     /// Undoes what connection `conn` made: its threads unplaced, its groups emptied.
     pub fn closed(&mut self, maps: &mut dyn Maps, conn: ConnId) {
         let tids: Vec<u32> = self
             .placed
             .iter()
-            .filter(|(_, &c)| c == conn)
+            .filter(|(_, &(c, _))| c == conn)
             .map(|(&t, _)| t)
             .collect();
         for tid in tids {
@@ -155,6 +192,7 @@ impl Control {
             if let Some(gid) = self.groups.remove(&key) {
                 let _ = maps.set_group(gid, &[], 0);
                 self.free.insert(gid);
+                self.homes.remove(&gid);
             }
         }
     }
@@ -242,6 +280,24 @@ mod tests {
             c.handle(&mut m, 2, group(1, "1")).gid,
             Some(g),
             "its id is free again"
+        );
+    }
+
+    #[test]
+    fn the_state_lists_each_group_with_its_home_and_threads() {
+        let (mut c, mut m) = (Control::new(4, 1), Fake::default());
+        let g = c.handle(&mut m, 1, group(3, "0-1")).gid.unwrap();
+        assert!(c.handle(&mut m, 1, Request::Place { tid: 50, group: 3 }).ok);
+        assert!(c.handle(&mut m, 1, Request::Place { tid: 51, group: 3 }).ok);
+        assert_eq!(
+            c.groups_json(),
+            serde_json::json!([{"gid": g, "home": "0-1", "tids": [50, 51]}])
+        );
+        assert!(c.handle(&mut m, 1, Request::Reclaim { group: 3 }).ok);
+        assert_eq!(c.groups_json(), serde_json::json!([]));
+        assert!(
+            m.tids.is_empty(),
+            "its threads left it, so a reuse of its id takes none of them"
         );
     }
 
