@@ -295,6 +295,75 @@ mod tests {
         assert!(ScxMode::parse("run/x.sock").is_err());
     }
 
+    /// A server run by another uid (a child of this test that became `nobody`) is refused. Needs
+    /// root to change uid; elsewhere the next test covers our own, non-root uid.
+    #[test]
+    fn a_server_of_another_uid_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI runs as root: this test must run there"
+            );
+            eprintln!("SKIP a_server_of_another_uid_is_refused: not root, cannot change uid");
+            return;
+        }
+        const NOBODY: libc::uid_t = 65534;
+        let dir = std::env::temp_dir().join(format!("dfsched-scx-nobody-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let path = dir.join("s.sock");
+        // Everything the child needs is made before the fork: it only makes system calls.
+        // SAFETY: an all-zero sockaddr_un is valid; the path fits (a short temp path, checked).
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = path.to_str().unwrap().as_bytes();
+        assert!(bytes.len() < addr.sun_path.len());
+        for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: the child runs only async-signal-safe system calls (setgid, setuid, socket, bind,
+        // listen, pause, _exit) on memory prepared before the fork, and never returns.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above; `addr` is a valid sockaddr_un of the size passed.
+            unsafe {
+                if libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+                    libc::_exit(1);
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                if fd < 0
+                    || libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0
+                    || libc::listen(fd, 4) != 0
+                {
+                    libc::_exit(2);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        assert!(child > 0, "fork failed");
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !path.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let r = ScxLink::connect(&path);
+        // SAFETY: kill and waitpid on our own child.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            matches!(r, Err(ScxError::NotRoot { uid: NOBODY, .. })),
+            "a server of uid {NOBODY} must be refused"
+        );
+    }
+
     /// A server of our own uid: refused unless we are root (then it is root's).
     #[test]
     fn a_server_that_is_not_root_is_refused() {

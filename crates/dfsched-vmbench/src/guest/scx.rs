@@ -39,6 +39,8 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-groups-on-home", 1, groups_on_home),
     ("scx-runtime-df-groups", 1, runtime_df_groups),
     ("scx-bench-df", 1, bench_df),
+    ("scx-succession", 1, succession),
+    ("scx-faults", 1, faults),
 ];
 
 const SOCKET: &str = "/run/dfsched-scx/sock";
@@ -110,6 +112,8 @@ impl Loaded {
             ));
         }
         let log_before = dmesg().len();
+        // A loader that was killed leaves its socket file: the wait below must see the new one.
+        let _ = std::fs::remove_file(SOCKET);
         let scx = ctx.bin("dfsched-scx");
         let mut cmd = Command::new(&scx);
         cmd.args(["run", "--socket", SOCKET]).args(extra);
@@ -283,6 +287,92 @@ fn stat(state: &serde_json::Value, name: &str) -> u64 {
     state["stats"][name].as_u64().unwrap_or(0)
 }
 
+/// `dfsched-scx client --hold`: one connection, kept while this lives; requests sent as needed.
+struct Client {
+    run: Running,
+    stdin: std::process::ChildStdin,
+    replies: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Client {
+    fn start(ctx: &Ctx) -> Result<Client, String> {
+        let mut cmd = Command::new(ctx.bin("dfsched-scx"));
+        cmd.args(["client", "--hold", "--socket", SOCKET]);
+        let mut run = Running::start(cmd, "dfsched-scx client --hold")?;
+        let stdin = run.child.stdin.take().ok_or("client stdin")?;
+        let stdout = run.child.stdout.take().ok_or("client stdout")?;
+        Ok(Client {
+            run,
+            stdin,
+            replies: BufReader::new(stdout).lines(),
+        })
+    }
+
+    /// Sends `lines`; `Err` unless every reply is `ok` (a reply comes within the server's timeout).
+    fn send(&mut self, lines: &[String]) -> Result<(), String> {
+        for l in lines {
+            writeln!(self.stdin, "{l}").map_err(|e| format!("client stdin: {e}"))?;
+            let reply = self
+                .replies
+                .next()
+                .ok_or("the client ended")?
+                .map_err(|e| format!("client stdout: {e}"))?;
+            if !reply.contains(r#""ok":true"#) {
+                return Err(format!("{l} got {reply}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGINT: the connection closes, and the scheduler drops its groups.
+    fn close(self) {
+        // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
+        unsafe { libc::kill(self.run.pid() as libc::pid_t, libc::SIGINT) };
+    }
+}
+
+/// `n` spinning threads with `SCHED_EXT` (`dfsched-scx ext -- dfsched-vmspin n`), once all started.
+fn ext_spinners(ctx: &Ctx, n: usize) -> Result<(Running, Vec<i32>), String> {
+    let mut cmd = Command::new(ctx.bin("dfsched-scx"));
+    cmd.arg("ext")
+        .arg("--")
+        .arg(ctx.bin("dfsched-vmspin"))
+        .arg(n.to_string());
+    let spin = Running::start(cmd, "SCHED_EXT spinners")?;
+    poll(Duration::from_secs(60), || match spin.threads() {
+        Ok(ts) if ts.iter().filter(|t| t.name.starts_with("spin-")).count() == n => {
+            Step::Holds(String::new())
+        }
+        _ => Step::NotYet("spinners not all started".into()),
+    })?;
+    let tids = spin
+        .threads()?
+        .iter()
+        .filter(|t| t.name.starts_with("spin-"))
+        .map(|t| t.tid)
+        .collect();
+    Ok((spin, tids))
+}
+
+/// The `spin-*` threads of `spin` against the scheduler's homes (see [`on_home`]).
+fn spinners_on_home(loaded: &Loaded, spin: &Running, full: &CpuSet) -> Result<String, String> {
+    let state = loaded.state()?;
+    let ts: Vec<Thread> = spin
+        .threads()?
+        .into_iter()
+        .filter(|t| t.name.starts_with("spin-"))
+        .collect();
+    on_home(spin.pid(), &ts, &homes_by_tid(&state), full)
+}
+
+fn group_line(group: usize, home: &CpuSet) -> String {
+    format!(r#"{{"op":"group","group":{group},"home":"{home}"}}"#)
+}
+
+fn place_line(tid: i32, group: usize) -> String {
+    format!(r#"{{"op":"place","tid":{tid},"group":{group}}}"#)
+}
+
 fn load_unload(ctx: &Ctx) -> Result<String, String> {
     let loaded = Loaded::start(ctx, &[])?;
     let mut cmd = Command::new(ctx.bin("dfsched-scx"));
@@ -342,61 +432,19 @@ fn groups_on_home(ctx: &Ctx) -> Result<String, String> {
     let per: Vec<usize> = homes.iter().map(|h| h.len() + 1).collect();
     let total: usize = per.iter().sum();
     let loaded = Loaded::start(ctx, &[])?;
-    let mut cmd = Command::new(ctx.bin("dfsched-scx"));
-    cmd.arg("ext")
-        .arg("--")
-        .arg(ctx.bin("dfsched-vmspin"))
-        .arg(total.to_string());
-    let spin = Running::start(cmd, "SCHED_EXT spinners")?;
-    let threads = poll(Duration::from_secs(60), || match spin.threads() {
-        Ok(ts) if ts.iter().filter(|t| t.name.starts_with("spin-")).count() == total => {
-            Step::Holds(String::new())
-        }
-        _ => Step::NotYet("spinners not all started".into()),
-    })
-    .and_then(|_| spin.threads())?;
-    let tids: Vec<i32> = threads
-        .iter()
-        .filter(|t| t.name.starts_with("spin-"))
-        .map(|t| t.tid)
-        .collect();
+    let (spin, tids) = ext_spinners(ctx, total)?;
     // Group g: the next per[g] spinners, home homes[g].
     let mut lines = Vec::new();
     let mut at = 0;
     for (g, home) in homes.iter().enumerate() {
-        lines.push(format!(r#"{{"op":"group","group":{g},"home":"{home}"}}"#));
-        for tid in &tids[at..at + per[g]] {
-            lines.push(format!(r#"{{"op":"place","tid":{tid},"group":{g}}}"#));
-        }
+        lines.push(group_line(g, home));
+        lines.extend(tids[at..at + per[g]].iter().map(|&t| place_line(t, g)));
         at += per[g];
     }
-    let mut cmd = Command::new(ctx.bin("dfsched-scx"));
-    cmd.args(["client", "--hold", "--socket", SOCKET]);
-    let mut client = Running::start(cmd, "dfsched-scx client --hold")?;
-    {
-        let mut stdin = client.child.stdin.take().ok_or("client stdin")?;
-        for l in &lines {
-            writeln!(stdin, "{l}").map_err(|e| format!("client stdin: {e}"))?;
-        }
-        // Dropped: stdin ends, the client holds its connection (and so the groups).
-    }
-    let stdout = client.child.stdout.take().ok_or("client stdout")?;
-    let replies: Vec<String> = BufReader::new(stdout)
-        .lines()
-        .take(lines.len())
-        .map_while(Result::ok)
-        .collect();
-    if replies.len() != lines.len() || replies.iter().any(|r| !r.contains(r#""ok":true"#)) {
-        return Err(format!("requests {lines:?} got {replies:?}"));
-    }
+    let mut client = Client::start(ctx)?;
+    client.send(&lines)?;
     let held = reach_and_hold("spinners on their group's home", || {
-        let state = loaded.state()?;
-        let ts: Vec<Thread> = spin
-            .threads()?
-            .into_iter()
-            .filter(|t| t.name.starts_with("spin-"))
-            .collect();
-        on_home(spin.pid(), &ts, &homes_by_tid(&state), &full)
+        spinners_on_home(&loaded, &spin, &full)
     })?;
     let state = loaded.state()?;
     let (same, switch, enq) = (
@@ -407,9 +455,32 @@ fn groups_on_home(ctx: &Ctx) -> Result<String, String> {
     if enq == 0 || same == 0 {
         return Err(format!("no grouped dispatch counted: {state}"));
     }
+    // Re-homed: group 0 moves to the CPUs of the last LLC that no group has (its second half), and
+    // its threads must follow.
+    let last = ctx.preset.expected.llcs.last().ok_or("no LLC")?;
+    let taken: CpuSet = homes.iter().fold(CpuSet::new(), |a, h| a.union(h));
+    let moved: CpuSet = last.iter().filter(|c| !taken.contains(*c)).collect();
+    client.send(&[group_line(0, &moved)])?;
+    let followed = reach_and_hold("group 0's threads on its new home", || {
+        let state = loaded.state()?;
+        let g0 = state["groups"]
+            .as_array()
+            .and_then(|gs| {
+                gs.iter().find(|g| {
+                    g["tids"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t.as_i64() == Some(tids[0] as i64)))
+                })
+            })
+            .map(|g| g["home"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        if g0 != moved.to_string() {
+            return Err(format!("group 0's home is {g0:?}, not {moved}"));
+        }
+        spinners_on_home(&loaded, &spin, &full)
+    })?;
     // The client's connection ends: its groups with it.
-    // SAFETY: kill has no memory effects; the pid is our child's.
-    unsafe { libc::kill(client.pid() as libc::pid_t, libc::SIGINT) };
+    client.close();
     let gone = poll(Duration::from_secs(30), || match loaded.state() {
         Ok(s) if s["groups_in_use"] == 0 && s["threads_placed"] == 0 => {
             Step::Holds("no group left".into())
@@ -417,14 +488,168 @@ fn groups_on_home(ctx: &Ctx) -> Result<String, String> {
         Ok(s) => Step::NotYet(format!("{}", s["groups"])),
         Err(e) => Step::NotYet(e),
     })?;
-    drop(client);
     spin.finish(30)?;
     let unloaded = loaded.unload()?;
     let homes: Vec<String> = homes.iter().map(|h| h.to_string()).collect();
     Ok(format!(
         "homes {homes:?}, {total} threads, full mask {full}; held {HOLD_SAMPLES} samples: {held}; \
-         dispatches same-group {same}, group switches {switch}; client gone: {gone}; {unloaded}"
+         dispatches same-group {same}, group switches {switch}; group 0 re-homed to {moved}, held: {followed}; \
+         client gone: {gone}; {unloaded}"
     ))
+}
+
+/// Same-group dispatches and group switches while two groups of two spinners share one CPU for
+/// [`SUCCESSION_WINDOW`], under `--quota quota`.
+fn succession_run(ctx: &Ctx, quota: u32, cpu: CpuId) -> Result<(u64, u64), String> {
+    let full = online()?;
+    let loaded = Loaded::start(ctx, &["--quota", &quota.to_string()])?;
+    let (spin, tids) = ext_spinners(ctx, 4)?;
+    let home = CpuSet::single(cpu);
+    let mut client = Client::start(ctx)?;
+    let mut lines = vec![group_line(0, &home), group_line(1, &home)];
+    lines.extend(tids.iter().enumerate().map(|(i, &t)| place_line(t, i / 2)));
+    client.send(&lines)?;
+    reach_and_hold("four spinners of two groups on one CPU", || {
+        spinners_on_home(&loaded, &spin, &full)
+    })?;
+    let before = loaded.state()?;
+    std::thread::sleep(SUCCESSION_WINDOW);
+    let after = loaded.state()?;
+    let d = |n: &str| stat(&after, n).saturating_sub(stat(&before, n));
+    let counts = (d("disp_same_group"), d("disp_group_switch"));
+    client.close();
+    spin.finish(30)?;
+    loaded.unload()?;
+    Ok(counts)
+}
+
+/// How long the succession check counts dispatches.
+const SUCCESSION_WINDOW: Duration = Duration::from_secs(5);
+
+fn succession(ctx: &Ctx) -> Result<String, String> {
+    let cpu = online()?.iter().last().ok_or("no CPU online")?;
+    let (s8, w8) = succession_run(ctx, 8, cpu)?;
+    let (s1, w1) = succession_run(ctx, 1, cpu)?;
+    let frac = |s: u64, w: u64| s as f64 / (s + w).max(1) as f64;
+    let (f8, f1) = (frac(s8, w8), frac(s1, w1));
+    let seen = format!(
+        "two groups of 2 on CPU {}: quota 8: {s8} same-group dispatches, {w8} switches ({:.0} % back to back); \
+         quota 1: {s1} same, {w1} switches ({:.0} %)",
+        cpu.0,
+        f8 * 100.0,
+        f1 * 100.0
+    );
+    if s8 + w8 < 20 || s1 + w1 < 20 {
+        return Err(format!("too few dispatches counted to compare: {seen}"));
+    }
+    // Expected: 7 of 8 with quota 8, none with quota 1 (the other group always has a thread queued).
+    if f8 < f1 + 0.5 {
+        return Err(format!("no succession: {seen}"));
+    }
+    Ok(seen)
+}
+
+/// Faults of the userspace part: it is stopped (the BPF side goes on with the maps as they were),
+/// killed (the kernel unloads the scheduler), and SysRq-S (the kernel ends it; the loader says why).
+fn faults(ctx: &Ctx) -> Result<String, String> {
+    let full = online()?;
+    let home: CpuSet = half_llc_homes(ctx).remove(0);
+    let n = home.len() + 1;
+    let mut seen = Vec::new();
+
+    // SIGSTOP: the threads stay on their home (stale maps), the scheduler stays enabled.
+    let loaded = Loaded::start(ctx, &[])?;
+    let (spin, tids) = ext_spinners(ctx, n)?;
+    let mut client = Client::start(ctx)?;
+    let mut lines = vec![group_line(0, &home)];
+    lines.extend(tids.iter().map(|&t| place_line(t, 0)));
+    client.send(&lines)?;
+    reach_and_hold("spinners on their home", || {
+        spinners_on_home(&loaded, &spin, &full)
+    })?;
+    // The homes as placed, read now: the stopped loader cannot answer `state`.
+    let homes = homes_by_tid(&loaded.state()?);
+    let pid = loaded.run.pid() as libc::pid_t;
+    // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let mut stopped = String::new();
+    for i in 0..HOLD_SAMPLES {
+        std::thread::sleep(SAMPLE);
+        let ts: Vec<Thread> = spin
+            .threads()?
+            .into_iter()
+            .filter(|t| t.name.starts_with("spin-"))
+            .collect();
+        let state = read(STATE);
+        stopped = on_home(spin.pid(), &ts, &homes, &full)
+            .map_err(|e| format!("loader stopped, sample {i}: {e}"))?;
+        if state != "enabled" {
+            return Err(format!("loader stopped: state {state}"));
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    seen.push(format!(
+        "SIGSTOP: state enabled, threads on their home for {HOLD_SAMPLES} samples ({stopped})"
+    ));
+    client.close();
+    seen.push(format!("SIGCONT then SIGINT: {}", loaded.unload()?));
+
+    // SIGKILL: the kernel unloads it; the threads go on under the default scheduler.
+    let mut loaded = Loaded::start(ctx, &[])?;
+    let mut client = Client::start(ctx)?;
+    client.send(&lines)?;
+    // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(loaded.run.pid() as libc::pid_t, libc::SIGKILL) };
+    let after = poll(Duration::from_secs(60), || {
+        let state = read(STATE);
+        let on: Vec<Option<bool>> = tids.iter().map(|&t| ext_enabled(spin.pid(), t)).collect();
+        let s = format!("state {state}, ext.enabled {on:?}");
+        if state == "disabled" && on.iter().all(|&x| x == Some(false)) {
+            Step::Holds(s)
+        } else {
+            Step::NotYet(s)
+        }
+    })?;
+    let _ = loaded.run.child.wait();
+    let bad: Vec<String> = dmesg()
+        .into_iter()
+        .skip(loaded.log_before)
+        .filter(|l| bad_log_line(l))
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("after SIGKILL, kernel log: {bad:?}"));
+    }
+    drop(client);
+    seen.push(format!("SIGKILL: {after}; log clean"));
+
+    // SysRq-S: the kernel ends the scheduler; the loader exits 2 with the kernel's reason.
+    let mut loaded = Loaded::start(ctx, &[])?;
+    std::fs::write("/proc/sysrq-trigger", "S").map_err(|e| format!("/proc/sysrq-trigger: {e}"))?;
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        match loaded.run.child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
+            _ => return Err("the loader did not exit within 30 s of SysRq-S".into()),
+        }
+    };
+    let out = loaded.output();
+    let said = out
+        .lines()
+        .find(|l| l.contains("the kernel ended"))
+        .unwrap_or_default()
+        .to_string();
+    if status.code() != Some(2) || !said.to_lowercase().contains("sysrq") {
+        return Err(format!("after SysRq-S the loader exited {status}: {out}"));
+    }
+    let state = read(STATE);
+    if state != "disabled" {
+        return Err(format!("after SysRq-S, state {state}"));
+    }
+    spin.finish(30)?;
+    seen.push(format!("SysRq-S: exit 2, {}; state {state}", said.trim()));
+    Ok(seen.join("; "))
 }
 
 fn runtime_df_groups(ctx: &Ctx) -> Result<String, String> {
