@@ -66,6 +66,14 @@ enum Cmd {
         /// Print the state every N seconds (0: at start and end only).
         #[arg(long, default_value_t = 0, value_name = "N")]
         stats_secs: u64,
+        /// The kernel's watchdog: a runnable SCHED_EXT thread not run for this long ends the
+        /// scheduler (0: the kernel's default, 30 s).
+        #[arg(long, default_value_t = 0, value_name = "MS")]
+        timeout_ms: u32,
+        /// For the safety-net check only: never dispatch this scheduler group (its threads stall
+        /// and the kernel's watchdog must end the scheduler).
+        #[arg(long, value_name = "GID", hide = true)]
+        test_stall_group: Option<u32>,
     },
     /// Ask a running scheduler for its state.
     State {
@@ -197,13 +205,8 @@ fn describe(e: &ExitInfo) -> String {
     )
 }
 
-fn run(slice_us: u64, quota: u32, socket: &Path, stats_secs: u64) -> Result<i32> {
+fn run(socket: &Path, stats_secs: u64, settings: Settings) -> Result<i32> {
     catch_stop_signals()?;
-    let settings = Settings {
-        slice_ns: slice_us.max(1) * 1000,
-        quota_dfl: quota.max(1),
-        nr_cpus: possible_cpus()?.min(intf::MAX_CPUS),
-    };
     let mut storage = MaybeUninit::uninit();
     let mut sched = Scheduler::load(&mut storage, settings)?;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -211,7 +214,8 @@ fn run(slice_us: u64, quota: u32, socket: &Path, stats_secs: u64) -> Result<i32>
     let mut control = control::Control::new(intf::MAX_GROUPS, intf::HOME_WORDS as usize);
     let (state, ops) = sched::sysfs_state();
     println!(
-        "dfsched-scx: loaded (state {state}, ops {ops}; slice {slice_us} us, quota {}, {} CPUs); socket {}",
+        "dfsched-scx: loaded (state {state}, ops {ops}; slice {} us, quota {}, {} CPUs); socket {}",
+        settings.slice_ns / 1000,
         settings.quota_dfl,
         settings.nr_cpus,
         socket.display()
@@ -321,7 +325,18 @@ fn main() {
             quota,
             socket,
             stats_secs,
-        } => run(slice_us, quota, &socket, stats_secs),
+            timeout_ms,
+            test_stall_group,
+        } => possible_cpus().and_then(|cpus| {
+            let settings = Settings {
+                slice_ns: slice_us.max(1) * 1000,
+                quota_dfl: quota.max(1),
+                nr_cpus: cpus.min(intf::MAX_CPUS),
+                timeout_ms,
+                stall_group: test_stall_group,
+            };
+            run(&socket, stats_secs, settings)
+        }),
         Cmd::State { socket } => server::request(&socket, &proto::Request::State)
             .with_context(|| format!("asking {}", socket.display()))
             .map(|r| {

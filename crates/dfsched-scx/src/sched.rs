@@ -21,6 +21,12 @@ pub struct Settings {
     pub quota_dfl: u32,
     /// CPUs the scheduler scans (the machine's possible CPUs; at most [`intf::MAX_CPUS`]).
     pub nr_cpus: u32,
+    /// The kernel's watchdog: a runnable thread not run for this long ends the scheduler
+    /// (`ops.timeout_ms`; 0: the kernel's default, 30 s).
+    pub timeout_ms: u32,
+    /// For the safety-net check only: this scheduler group is never dispatched, so its threads
+    /// stall and the watchdog must end the scheduler.
+    pub stall_group: Option<u32>,
 }
 
 /// Why loading or a map write failed.
@@ -132,6 +138,8 @@ impl<'obj> Scheduler<'obj> {
         ro.slice_ns = settings.slice_ns;
         ro.quota_dfl = settings.quota_dfl.max(1);
         ro.nr_cpus = settings.nr_cpus;
+        ro.stall_gid = settings.stall_group.unwrap_or(u32::MAX);
+        open.struct_ops.dfsched_ops_mut().timeout_ms = settings.timeout_ms;
         let mut skel = open.load().map_err(bpf("loading the BPF scheduler"))?;
         let link = skel.maps.dfsched_ops.attach_struct_ops().map_err(bpf(
             "attaching the scheduler (is another sched_ext scheduler loaded?)",

@@ -40,6 +40,10 @@ const volatile u64 slice_ns = 5000000;	/* a thread's time slice */
 const volatile u32 quota_dfl = 8;	/* a group's quota when its entry says 0 (dispatches in a row) */
 const volatile u32 nr_cpus = 1;		/* CPUs to scan (the machine's nr_cpu_ids, at most MAX_CPUS) */
 
+/* For the safety-net check only (`dfsched-scx run --test-stall-group G`): group G's threads are never
+ * dispatched, so they stall and the kernel's watchdog must end the scheduler. Off: ~0. */
+const volatile u32 stall_gid = ~0u;
+
 /* Groups below this id are looked at by dispatch; the loader raises it before it writes a group past it. */
 volatile u32 groups_hi;
 
@@ -143,6 +147,8 @@ static __always_inline bool serves(u32 slot, s32 cpu, u32 *quota)
 	*quota = quota_dfl;
 	if (slot >= SHARED_SLOT)
 		return true;
+	if (slot == stall_gid)
+		return false;
 	g = bpf_map_lookup_elem(&groups, &slot);
 	if (!g)
 		return false;
@@ -172,6 +178,8 @@ s32 BPF_STRUCT_OPS(dfsched_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 		}
 		return cpu;
 	}
+	if (gid == stall_gid)
+		return prev_cpu;
 	if (home_has(g, prev_cpu) && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
 	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 		stat_inc(DFSCHED_STAT_LOCAL_IDLE);
@@ -210,7 +218,7 @@ void BPF_STRUCT_OPS(dfsched_enqueue, struct task_struct *p, u64 enq_flags)
 	 * on running only where it may run, and otherwise to its group's queue (a home CPU is kicked). */
 	if (enq_flags & SCX_ENQ_LAST) {
 		cpu = bpf_get_smp_processor_id();
-		if (!g || home_has(g, cpu)) {
+		if (!g || (home_has(g, cpu) && gid != stall_gid)) {
 			stat_inc(DFSCHED_STAT_KEEP_LAST);
 			dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 			return;

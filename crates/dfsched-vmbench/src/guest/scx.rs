@@ -19,6 +19,12 @@
 //!   counted, not judged: the engine may re-home a group while its threads are still hinting, and
 //!   a thread's last CPU then lags its group's new home for a moment.
 //!
+//! - `scx-succession`: two groups of two spinners share one CPU: with `--quota 8` most dispatches
+//!   come from the group served just before (7 of 8 expected), with `--quota 1` almost none.
+//! - `scx-faults`: the loader SIGSTOPped (threads stay on their home, state enabled), SIGKILLed
+//!   (state disabled, threads back on the default scheduler), a group the scheduler is told never to
+//!   dispatch (the watchdog ends it: exit 1, "runnable task stall"), SysRq-S (exit 2).
+//!
 //! Every check loads the scheduler itself and unloads it before returning (the [`Loaded`] guard
 //! kills it otherwise), so a failed check leaves the next one a kernel with sched_ext disabled.
 
@@ -157,6 +163,18 @@ impl Loaded {
             return Err(format!("dfsched-scx state: {v}"));
         }
         Ok(v["state"].clone())
+    }
+
+    /// Waits (at most `limit`) for the loader to exit by itself; its status and output.
+    fn wait_exit(&mut self, limit: Duration) -> Result<(std::process::ExitStatus, String), String> {
+        let end = Instant::now() + limit;
+        loop {
+            match self.run.child.try_wait() {
+                Ok(Some(s)) => return Ok((s, self.output())),
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
+                _ => return Err(format!("the loader did not exit within {limit:?}")),
+            }
+        }
     }
 
     /// What the loader printed so far (after it ended: all of it).
@@ -549,8 +567,9 @@ fn succession(ctx: &Ctx) -> Result<String, String> {
     Ok(seen)
 }
 
-/// Faults of the userspace part: it is stopped (the BPF side goes on with the maps as they were),
-/// killed (the kernel unloads the scheduler), and SysRq-S (the kernel ends it; the loader says why).
+/// Faults: the userspace part stopped (the BPF side goes on with the maps as they were) or killed
+/// (the kernel unloads the scheduler); a stalled group (the watchdog ends the scheduler); SysRq-S
+/// (the kernel ends it). The loader says why in each case it sees.
 fn faults(ctx: &Ctx) -> Result<String, String> {
     let full = online()?;
     let home: CpuSet = half_llc_homes(ctx).remove(0);
@@ -623,18 +642,45 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
     drop(client);
     seen.push(format!("SIGKILL: {after}; log clean"));
 
+    // A stalled group (the scheduler told never to dispatch it, a test-only setting): the kernel's
+    // watchdog ends the scheduler, the loader exits 1 with the kernel's reason, and the threads go
+    // on under the default scheduler. The kernel log says "stall" here, as it must; nothing else.
+    let mut loaded = Loaded::start(ctx, &["--timeout-ms", "3000", "--test-stall-group", "0"])?;
+    let mut client = Client::start(ctx)?;
+    client.send(&lines)?;
+    let (status, out) = loaded.wait_exit(Duration::from_secs(120))?;
+    let said = out
+        .lines()
+        .find(|l| l.contains("the kernel ended"))
+        .unwrap_or_default()
+        .to_string();
+    if status.code() != Some(1) || !said.contains("stall") {
+        return Err(format!("after a stall the loader exited {status}: {out}"));
+    }
+    let back = poll(Duration::from_secs(60), || {
+        let on: Vec<Option<bool>> = tids.iter().map(|&t| ext_enabled(spin.pid(), t)).collect();
+        let s = format!("state {}, ext.enabled {on:?}", read(STATE));
+        if read(STATE) == "disabled" && on.iter().all(|&x| x == Some(false)) {
+            Step::Holds(s)
+        } else {
+            Step::NotYet(s)
+        }
+    })?;
+    let bad: Vec<String> = dmesg()
+        .into_iter()
+        .skip(loaded.log_before)
+        .filter(|l| l.contains("BUG:") || l.contains("WARNING:"))
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("after the stall, kernel log: {bad:?}"));
+    }
+    drop(client);
+    seen.push(format!("stalled group: exit 1, {}; {back}", said.trim()));
+
     // SysRq-S: the kernel ends the scheduler; the loader exits 2 with the kernel's reason.
     let mut loaded = Loaded::start(ctx, &[])?;
     std::fs::write("/proc/sysrq-trigger", "S").map_err(|e| format!("/proc/sysrq-trigger: {e}"))?;
-    let end = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        match loaded.run.child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
-            _ => return Err("the loader did not exit within 30 s of SysRq-S".into()),
-        }
-    };
-    let out = loaded.output();
+    let (status, out) = loaded.wait_exit(Duration::from_secs(30))?;
     let said = out
         .lines()
         .find(|l| l.contains("the kernel ended"))
@@ -646,6 +692,14 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
     let state = read(STATE);
     if state != "disabled" {
         return Err(format!("after SysRq-S, state {state}"));
+    }
+    let bad: Vec<String> = dmesg()
+        .into_iter()
+        .skip(loaded.log_before)
+        .filter(|l| bad_log_line(l))
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("after SysRq-S, kernel log: {bad:?}"));
     }
     spin.finish(30)?;
     seen.push(format!("SysRq-S: exit 2, {}; state {state}", said.trim()));
