@@ -101,6 +101,12 @@
  *   DFSCHED_AGENT_LONE_PASSES=N      while the agent serves this process
  *                                    alone, exchange every N passes and
  *                                    sample for itself between (10; 1..1000)
+ *   DFSCHED_SCX=auto|off|PATH        the sched_ext body: threads get the
+ *                                    SCHED_EXT policy and placements go to
+ *                                    dfsched's BPF scheduler (dfsched-scx run,
+ *                                    root's socket) instead of affinity masks;
+ *                                    auto: when the kernel's sched_ext
+ *                                    scheduler is dfsched's (auto)
  *   DFSCHED_LOG=LEVEL                the runtime's own events on stderr, one
  *                                    line each: off|error|warn|info|debug|trace
  *                                    (off)
@@ -222,7 +228,8 @@ int dfsched_balance_now(void);
 
 /*
  * dfsched's counters as a JSON object. The runtime's own: hint_calls,
- * fast_hints, affinity_calls (sched_setaffinity made), affinity_failures
+ * fast_hints, affinity_calls (sched_setaffinity made), scx_body (placements
+ * go to dfsched's sched_ext scheduler), scx_placements, scx_failures, affinity_failures
  * {esrch, eperm, einval, other}, refused_calls {unknown_app, wrong_app,
  * not_in_df, no_cpu, shut_down, thread_exiting, other}, balance_errors,
  * balance_cpu_ns, recent_pass_cpu_ns, threads_registered, threads_attached,

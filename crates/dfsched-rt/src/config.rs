@@ -20,6 +20,7 @@
 //! | `DFSCHED_AGENT_TIMEOUT_MS` | the budget of one exchange with the agent in a balancer pass, connect included (see [`crate::agent::LINK_TIMEOUT`] for the default's reasons); a view later than this is read at the next pass, one later still is a failure and the link backs off | `50` | `1..=10000` |
 //! | `DFSCHED_AGENT_LONE_PASSES` | while the agent's view names this process as its only registered one, exchange with the agent once every this many passes and sample the outside load itself between (see [`crate::agent::LONE_PASSES`]); `1` = every pass | `10` | `1..=1000` |
 //! | `DFSCHED_AGENT_TRUST_ROOT` | also talk to an agent run by root (an administrator's, started with `--serve-all-users`) in a root-owned directory no one else may write; without it only an agent of the program's own uid, in a directory of its own with mode 0700, is used | `0` | `0`/`1` |
+//! | `DFSCHED_SCX` | the sched_ext body (see [`crate::scx`]): give the threads the `SCHED_EXT` policy and send placements to dfsched's BPF scheduler (`dfsched-scx run`, root's) instead of narrowing affinity masks; `auto` does so when `sys/kernel/sched_ext` (under `DFSCHED_SYSFS_ROOT`) shows dfsched's scheduler enabled, and uses its default socket | `auto` | `auto`/`off`/an absolute socket path |
 //! | `DFSCHED_RULES` | rules that pick the process's policy and each thread's DF by command name, executable, cgroup, user and thread name, first match wins (see [`crate::rules`]); written by `dfsched run --rules FILE` from a TOML file | none | the rules as JSON (`{"rules":[…]}`) |
 //! | `DFSCHED_SYSFS_ROOT` | directory holding the `sys/devices/system/…` tree to read the topology from | `/` | a non-empty path |
 //! | `DFSCHED_LOG` | the runtime's own events (`tracing`) on stderr, one line each, at this level and above (see `log.rs`); for programs without a subscriber of their own | `off` | `off`/`error`/`warn`/`info`/`debug`/`trace` |
@@ -92,6 +93,7 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_AGENT_TRUST_ROOT",
     "DFSCHED_AGENT_TIMEOUT_MS",
     "DFSCHED_AGENT_LONE_PASSES",
+    "DFSCHED_SCX",
     "DFSCHED_RULES",
     "DFSCHED_SYSFS_ROOT",
     "DFSCHED_LOG",
@@ -173,6 +175,9 @@ pub struct RuntimeConfig {
     /// The process's own choice from them is applied by
     /// [`RuntimeConfig::with_process_rules`]. Default none.
     pub rules: Option<crate::rules::Rules>,
+    /// Whether placements go to dfsched's sched_ext scheduler instead of
+    /// affinity masks (`DFSCHED_SCX`). Default [`crate::scx::ScxMode::Auto`].
+    pub scx: crate::scx::ScxMode,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -209,6 +214,7 @@ impl Default for RuntimeConfig {
             external_window: DEFAULT_EXTERNAL_WINDOW,
             idle_passes: DEFAULT_IDLE_PASSES,
             agent: crate::agent::AgentMode::Auto,
+            scx: crate::scx::ScxMode::Auto,
             agent_trust: crate::agent::Trust::OwnUid,
             agent_timeout_ms: crate::agent::LINK_TIMEOUT.as_millis() as u64,
             agent_lone_passes: crate::agent::LONE_PASSES,
@@ -340,6 +346,7 @@ impl RuntimeConfig {
                 self.idle_passes = n as u32;
             }
             "DFSCHED_AGENT" => self.agent = value.parse().map_err(&bad)?,
+            "DFSCHED_SCX" => self.scx = crate::scx::ScxMode::parse(value).map_err(&bad)?,
             "DFSCHED_AGENT_TIMEOUT_MS" => {
                 let ms = parse_u64(value).map_err(&bad)?;
                 if !(1..=MAX_AGENT_TIMEOUT_MS).contains(&ms) {

@@ -115,6 +115,8 @@ pub enum AffinityOp {
     Get,
     /// `sched_setaffinity`.
     Set,
+    /// `sched_setscheduler(SCHED_EXT)` (the sched_ext body, see `crate::scx`).
+    SetSchedExt,
 }
 
 impl std::fmt::Display for AffinityOp {
@@ -122,6 +124,7 @@ impl std::fmt::Display for AffinityOp {
         f.write_str(match self {
             AffinityOp::Get => "sched_getaffinity",
             AffinityOp::Set => "sched_setaffinity",
+            AffinityOp::SetSchedExt => "sched_setscheduler(SCHED_EXT)",
         })
     }
 }

@@ -174,6 +174,7 @@ pub mod procfs;
 pub mod record;
 pub mod rules;
 mod runtime;
+pub mod scx;
 pub mod signals;
 pub mod smt_pair;
 mod state;

@@ -191,6 +191,10 @@ impl Runtime {
             }
             _ => None,
         };
+        let mut state = State::new(engine);
+        if config.enabled {
+            state.scx = scx_link(&config, &mut state.stats);
+        }
         let inner = Arc::new(Inner {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             machine,
@@ -198,7 +202,7 @@ impl Runtime {
             allowed,
             sys,
             shut_down: AtomicBool::new(false),
-            state: Mutex::new(State::new(engine)),
+            state: Mutex::new(state),
             started,
             pid: std::process::id(),
             fork_generation: crate::fork::generation(),
@@ -527,6 +531,27 @@ fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
         }
     }
     inner.finish_recording();
+}
+
+/// The link to dfsched's sched_ext scheduler, when `config.scx` says to use
+/// one (see [`crate::scx`]); a scheduler that cannot be reached is counted
+/// and warned about, and the runtime places by affinity.
+fn scx_link(
+    config: &RuntimeConfig,
+    stats: &mut crate::stats::RuntimeStats,
+) -> Option<crate::scx::ScxLink> {
+    let path = config.scx.socket(&config.sysfs_root)?;
+    match crate::scx::ScxLink::connect(&path) {
+        Ok(link) => {
+            stats.scx_body = true;
+            Some(link)
+        }
+        Err(e) => {
+            stats.scx_failures += 1;
+            tracing::warn!(error = %e, "sched_ext body not used; placing by affinity");
+            None
+        }
+    }
 }
 
 /// `machine` restricted to the CPUs of `allowed`: every domain intersected

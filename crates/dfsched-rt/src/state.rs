@@ -121,6 +121,9 @@ pub(crate) struct State {
     /// Passes in a row that took the online CPUs from `/proc/stat` instead
     /// of reading the online file (`runtime/online.rs`, step 1).
     pub(crate) online_reads_skipped_in_a_row: u32,
+    /// The link to dfsched's sched_ext scheduler while placements go there
+    /// instead of to affinity masks (`crate::scx`); `None`: by affinity.
+    pub(crate) scx: Option<crate::scx::ScxLink>,
 }
 
 impl State {
@@ -149,6 +152,7 @@ impl State {
             pthreads: HashMap::default(),
             online: engine_cpus,
             online_reads_skipped_in_a_row: 0,
+            scx: None,
         }
     }
 }

@@ -193,6 +193,16 @@ pub struct RuntimeStats {
     /// Successful `sched_setaffinity` calls (the engine's `placements`
     /// counts the placements it decided).
     pub affinity_calls: u64,
+    /// Whether placements go to dfsched's sched_ext scheduler (the scx
+    /// body, [`crate::scx`]) rather than to affinity masks, now.
+    pub scx_body: bool,
+    /// Placements and group ends carried out through the sched_ext
+    /// scheduler's socket.
+    pub scx_placements: u64,
+    /// Failures of the scx body (the socket unreachable at start, a request
+    /// refused or timed out, `SCHED_EXT` refused): each ends the body for
+    /// this runtime, which then places by affinity.
+    pub scx_failures: u64,
     /// Failed `sched_setaffinity` calls, by errno.
     pub affinity_failures: PlacementFailures,
     /// Times a thread's allowed CPUs were found changed by someone else
@@ -350,6 +360,9 @@ mod tests {
             "hint_calls",
             "fast_hints",
             "affinity_calls",
+            "scx_body",
+            "scx_placements",
+            "scx_failures",
             "balance_errors",
             "balance_cpu_ns",
             "recent_pass_cpu_ns",

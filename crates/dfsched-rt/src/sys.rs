@@ -152,6 +152,30 @@ pub fn set_affinity(tid: u64, cpus: &CpuSet) -> Result<(), Error> {
     }
 }
 
+/// `SCHED_EXT` (include/uapi/linux/sched.h, Linux 6.12): the policy of threads scheduled by the
+/// loaded sched_ext scheduler. Not in the libc crate yet.
+pub const SCHED_EXT: libc::c_int = 7;
+
+/// Gives thread `tid` (0 = the calling thread) the `SCHED_EXT` policy, so that a sched_ext
+/// scheduler in partial mode schedules it (see [`crate::scx`]). Any thread may set it on itself and
+/// on threads of its own uid: it is not a real-time policy. On a kernel without sched_ext it fails
+/// with `EINVAL`; while no sched_ext scheduler is loaded the thread stays on the default scheduler.
+pub fn set_sched_ext(tid: u64) -> Result<(), Error> {
+    let pid = pid_of(AffinityOp::SetSchedExt, tid)?;
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a live sched_param the kernel only reads; `pid` is a tid or 0.
+    let rc = unsafe { libc::sched_setscheduler(pid, SCHED_EXT, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::Affinity {
+            op: AffinityOp::SetSchedExt,
+            tid,
+            errno: last_errno(),
+        })
+    }
+}
+
 /// `CLOSE_RANGE_CLOEXEC` (linux/close_range.h, Linux 5.11): mark the range
 /// close-on-exec instead of closing it now.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -362,6 +386,11 @@ pub trait SysOps: Send + Sync + 'static {
     /// with no CPU hotplug).
     fn stored_mask(&self, tid: u64) -> Result<CpuSet, Error> {
         self.get_affinity(tid)
+    }
+    /// As [`set_sched_ext`] (the scx body, see [`crate::scx`]). The default
+    /// is the real call.
+    fn set_sched_ext(&self, tid: u64) -> Result<(), Error> {
+        set_sched_ext(tid)
     }
 }
 

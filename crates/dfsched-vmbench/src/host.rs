@@ -357,6 +357,51 @@ pub fn binaries_in(dir: &Path) -> Result<Binaries, BenchError> {
     })
 }
 
+/// The sched_ext scheduler's loader, as the guest sees it in `/opt/dfsched`.
+pub const SCX_BINARY: &str = "dfsched-scx";
+
+/// Builds `dfsched-scx` (`crates/dfsched-scx`, its own workspace: it needs
+/// clang, libelf and bpftool, which the rest of the bench does not) with
+/// `cargo build --release --locked` in the cache's `cargo-scx` target dir,
+/// its BPF part compiled against the BTF of `kernel` (the image the guest
+/// boots; `DFSCHED_SCX_KERNEL`, see that crate's README). Returns the
+/// binary.
+pub fn build_scx(cache: &Path, kernel: &Path) -> Result<PathBuf, BenchError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = cache.join("cargo-scx");
+    let manifest = workspace_root().join("crates/dfsched-scx/Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", &target)
+        .env("DFSCHED_SCX_KERNEL", kernel)
+        .args(["build", "--release", "--locked", "-q", "--manifest-path"])
+        .arg(&manifest);
+    eprintln!(
+        "vmbench: cargo build --release of dfsched-scx (target dir {})",
+        target.display()
+    );
+    let out = cmd.status().map_err(|e| BenchError::Command {
+        command: format!("{cmd:?}"),
+        detail: e.to_string(),
+    })?;
+    if !out.success() {
+        return Err(BenchError::Command {
+            command: format!("{cmd:?}"),
+            detail: format!(
+                "{out} (it needs clang-19, libelf-dev, zlib1g-dev, pkg-config and bpftool: see crates/dfsched-scx/README.md)"
+            ),
+        });
+    }
+    let bin = target.join("release").join(SCX_BINARY);
+    if !bin.is_file() {
+        return Err(BenchError::Missing {
+            what: bin.display().to_string(),
+            how: "the build left no binary".into(),
+        });
+    }
+    Ok(bin)
+}
+
 /// The shared libraries `ldd` lists for `bin` (absolute paths, the dynamic
 /// loader included); empty for a static binary.
 fn libraries(bin: &Path) -> Result<Vec<PathBuf>, BenchError> {
@@ -426,8 +471,9 @@ impl<W: std::io::Write> Tree<W> {
 /// The guest's `/init`: mounts, then the plan, then power-off. The plan's
 /// records go to the console; `panic=-1` plus QEMU's `-no-reboot` turn a
 /// crash of this script into QEMU's exit.
-fn init_script(preset: &Preset, marker: &str, only: Option<&str>) -> String {
+fn init_script(preset: &Preset, marker: &str, only: Option<&str>, scx: bool) -> String {
     let only = only.map(|o| format!(" --only {o}")).unwrap_or_default();
+    let only = if scx { format!("{only} --scx") } else { only };
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -450,14 +496,14 @@ poweroff -f
 }
 
 /// Writes the initramfs for `preset` to `out`: busybox, the binaries in
-/// `/opt/dfsched`, every library they and busybox need at its host path,
-/// the preset's expected topology and `/init`.
+/// `/opt/dfsched` (with `scx`, the sched_ext scheduler's loader too, and the
+/// plan then runs the scx checks), every library they and busybox need at
+/// its host path, the preset's expected topology and `/init`.
 pub fn build_initramfs(
     preset: &Preset,
     tools: &Tools,
     bins: &Binaries,
-    marker: &str,
-    only: Option<&str>,
+    (marker, only, scx): (&str, Option<&str>, Option<&Path>),
     out: &Path,
 ) -> Result<(), BenchError> {
     let file = std::fs::File::create(out).map_err(io_err(out))?;
@@ -489,14 +535,22 @@ pub fn build_initramfs(
         tree.copy(&host, &format!("/opt/dfsched/{b}"))?;
         libs.extend(libraries(&host)?);
     }
+    if let Some(scx) = scx {
+        tree.copy(scx, &format!("/opt/dfsched/{SCX_BINARY}"))?;
+        libs.extend(libraries(scx)?);
+    }
     for lib in libs {
         tree.copy(&lib, &lib.to_string_lossy())?;
     }
     let expected = serde_json::to_vec_pretty(preset).expect("a preset serialises");
     tree.file("/etc/dfsched-vm/preset.json", 0o644, &expected)
         .map_err(w)?;
-    tree.file("/init", 0o755, init_script(preset, marker, only).as_bytes())
-        .map_err(w)?;
+    tree.file(
+        "/init",
+        0o755,
+        init_script(preset, marker, only, scx.is_some()).as_bytes(),
+    )
+    .map_err(w)?;
     tree.cpio.finish().map_err(w)?;
     Ok(())
 }
@@ -649,6 +703,9 @@ pub struct Setup {
     pub cache: PathBuf,
     /// Run only this check of the plan (after the topology check).
     pub only: Option<String>,
+    /// The sched_ext scheduler's loader (`--scx`): put in the guest, and the
+    /// plan is the scx checks (see `guest/scx.rs`).
+    pub scx: Option<PathBuf>,
 }
 
 impl Setup {
@@ -669,6 +726,7 @@ impl Setup {
             bins,
             cache,
             only: None,
+            scx: None,
         })
     }
 
@@ -688,8 +746,7 @@ impl Setup {
             preset,
             &self.tools,
             &self.bins,
-            &marker,
-            self.only.as_deref(),
+            (&marker, self.only.as_deref(), self.scx.as_deref()),
             &initrd,
         )?;
         let mut boots = 0;
@@ -779,8 +836,11 @@ mod tests {
     #[test]
     fn the_init_script_runs_the_plan_with_the_marker_then_powers_off() {
         let p = Preset::by_name("1llc-4").unwrap();
-        let s = init_script(&p, "MK", None);
+        let s = init_script(&p, "MK", None, false);
         assert!(s.contains("plan --preset 1llc-4 --marker MK"), "{s}");
+        assert!(!s.contains("--scx"), "the default plan: {s}");
+        let s = init_script(&p, "MK", Some("scx-load-unload"), true);
+        assert!(s.contains("--only scx-load-unload --scx"), "{s}");
         assert!(s.contains("mount -t cgroup2"));
         assert!(s.trim_end().ends_with("poweroff -f"));
     }

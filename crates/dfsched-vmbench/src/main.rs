@@ -49,6 +49,12 @@ enum Cmd {
         /// Copy the guest's console to stderr as it runs.
         #[arg(long)]
         console: bool,
+        /// Run the sched_ext checks instead of the plan (after the topology
+        /// check): builds dfsched-scx (needs clang-19, libelf-dev, bpftool)
+        /// and puts it in the guest. Needs a kernel with sched_ext (--kernel
+        /// /work/shared/kernels/bzImage-6.12.117-scx).
+        #[arg(long)]
+        scx: bool,
     },
     /// List the presets.
     List,
@@ -65,10 +71,20 @@ fn main() -> Result<()> {
             }
         }
         Cmd::Checks => {
-            for (name, llcs, _) in dfsched_vmbench::guest::checks::PLAN {
+            let scx = dfsched_vmbench::guest::scx::PLAN
+                .iter()
+                .map(|(n, l, c)| (*n, *l, *c, true));
+            for (name, llcs, _, is_scx) in dfsched_vmbench::guest::checks::PLAN
+                .iter()
+                .map(|(n, l, c)| (*n, *l, *c, false))
+                .chain(scx)
+            {
+                if is_scx {
+                    print!("(--scx) ");
+                }
                 println!(
                     "{name}{}",
-                    if *llcs > 1 {
+                    if llcs > 1 {
                         format!(" (needs {llcs} LLCs)")
                     } else {
                         String::new()
@@ -83,6 +99,7 @@ fn main() -> Result<()> {
             only,
             timeout_secs,
             console,
+            scx,
         } => {
             let chosen: Vec<Preset> = if presets.is_empty() {
                 Preset::all()
@@ -102,6 +119,9 @@ fn main() -> Result<()> {
                 kernel.or_else(|| std::env::var_os("DFSCHED_VMBENCH_KERNEL").map(PathBuf::from));
             let mut setup = Setup::prepare(kernel.as_deref(), bin_dir.as_deref())?;
             setup.only = only;
+            if scx {
+                setup.scx = Some(host::build_scx(&setup.cache, &setup.kernel)?);
+            }
             let start = Instant::now();
             let mut failed = Vec::new();
             for p in &chosen {

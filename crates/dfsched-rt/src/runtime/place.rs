@@ -107,6 +107,17 @@ enum Prep {
     Settled(Result<(), Error>),
 }
 
+/// The scx body failed: it is dropped for good (its scheduler ends the
+/// groups of the closed connection), counted and warned about once; the
+/// runtime places by affinity from now on.
+#[cold]
+fn scx_failed(st: &mut State, e: crate::scx::ScxError) {
+    st.scx = None;
+    st.stats.scx_body = false;
+    st.stats.scx_failures += 1;
+    tracing::warn!(error = %e, "sched_ext body failed; placing by affinity from now on");
+}
+
 impl Inner {
     /// Carries out `st.decisions` (leaving it empty). Returns the outcome of
     /// the latest placement of `caller` (the calling thread's tid), if any
@@ -148,7 +159,17 @@ impl Inner {
                             Prep::Settled(outcome) => outcome,
                         };
                     }
-                    // Counted by the engine as it decides them.
+                    // The scx body ends the group's queue and home.
+                    Decision::GroupReclaimed { group } if st.scx.is_some() => {
+                        if let Some(link) = st.scx.as_mut() {
+                            match link.reclaim(group) {
+                                Ok(()) => st.stats.scx_placements += 1,
+                                Err(e) => scx_failed(st, e),
+                            }
+                        }
+                    }
+                    // Counted by the engine as it decides them; their
+                    // members' `Place` decisions carry them out.
                     Decision::GroupMoved { .. }
                     | Decision::GroupSplit { .. }
                     | Decision::TaskMoved { .. }
@@ -160,7 +181,11 @@ impl Inner {
             // CPU, where everything it touches afterwards is cache-cold.
             if let (Some(cpus), Some(tid)) = (own, caller) {
                 match self.prepare(st, tid, cpus, 0, a) {
-                    Prep::Ready(p) if st.decisions.is_empty() => return Some(p),
+                    // Under the scx body nothing moves the caller now (the
+                    // scheduler does, later): `make` sends it from here.
+                    Prep::Ready(p) if st.decisions.is_empty() && st.scx.is_none() => {
+                        return Some(p)
+                    }
                     Prep::Ready(p) => a.outcome = Some(self.make(st, p, true, a)),
                     Prep::Settled(outcome) => a.outcome = Some(outcome),
                 }
@@ -198,18 +223,22 @@ impl Inner {
             rec.stale = false;
             return Prep::Settled(Ok(()));
         }
-        match self.sys.affinity_if_not(target, &rec.last_set) {
-            Ok(Some(mask)) if may_reread => {
-                a.reread.push(tid);
-                // `sched_getaffinity` leaves offline CPUs out: only the
-                // stored mask says whether someone else set it.
-                let stored = self.sys.stored_mask(target).unwrap_or(mask);
-                if stored != rec.last_set {
-                    return Prep::Settled(self.allowed_changed(st, tid, stored));
+        // Under the scx body the mask is the program's, never ours: there
+        // is nothing of dfsched's to read back.
+        if st.scx.is_none() {
+            match self.sys.affinity_if_not(target, &rec.last_set) {
+                Ok(Some(mask)) if may_reread => {
+                    a.reread.push(tid);
+                    // `sched_getaffinity` leaves offline CPUs out: only the
+                    // stored mask says whether someone else set it.
+                    let stored = self.sys.stored_mask(target).unwrap_or(mask);
+                    if stored != rec.last_set {
+                        return Prep::Settled(self.allowed_changed(st, tid, stored));
+                    }
                 }
+                Ok(_) => {}
+                Err(e) => return Prep::Settled(self.placement_failed(st, tid, e)),
             }
-            Ok(_) => {}
-            Err(e) => return Prep::Settled(self.placement_failed(st, tid, e)),
         }
         let Some(rec) = st.tasks.get_mut(&tid) else {
             return Prep::Settled(Ok(()));
@@ -218,7 +247,9 @@ impl Inner {
         // move of the caller this state would be cold.
         let previous = std::mem::replace(&mut rec.last_set, cpus.clone());
         rec.stale = false;
-        st.stats.affinity_calls += 1;
+        if st.scx.is_none() {
+            st.stats.affinity_calls += 1;
+        }
         Prep::Ready(Prepared {
             tid,
             cpus,
@@ -236,9 +267,39 @@ impl Inner {
         a: &mut Applying,
     ) -> Result<(), Error> {
         let target = if is_caller { 0 } else { p.tid };
+        if st.scx.is_some() {
+            match self.make_scx(st, &p) {
+                Some(outcome) => return outcome,
+                // The body failed and is gone: place by affinity instead.
+                None => st.stats.affinity_calls += 1,
+            }
+        }
         match self.sys.set_affinity(target, &p.cpus) {
             Ok(()) => Ok(()),
             Err(e) => self.make_failed(st, p, target, e, a),
+        }
+    }
+
+    /// Step 2 under the scx body: the placement goes to dfsched's sched_ext
+    /// scheduler (the thread's group gets the home `p.cpus`, the thread the
+    /// group; see `crate::scx`). `None` when the body failed and was
+    /// dropped: the caller places by affinity.
+    fn make_scx(&self, st: &mut State, p: &Prepared) -> Option<Result<(), Error>> {
+        let group = st.engine.task(TaskId(p.tid)).and_then(|v| v.group);
+        let link = st.scx.as_mut()?;
+        match link.place(&*self.sys, p.tid, group, &p.cpus) {
+            Ok(()) => {
+                st.stats.scx_placements += 1;
+                Some(Ok(()))
+            }
+            // The thread exited: as a failed affinity call would say.
+            Err(crate::scx::ScxError::Policy(e)) if e.errno() == Some(libc::ESRCH) => {
+                Some(self.placement_failed(st, p.tid, e))
+            }
+            Err(e) => {
+                scx_failed(st, e);
+                None
+            }
         }
     }
 
@@ -345,8 +406,15 @@ impl Inner {
     /// mask is its allowed set until the call's end sets its target. A
     /// thread whose last placement failed (its record is stale) is
     /// reported: its mask is not its target. Returns every mismatch, by
-    /// tid.
+    /// tid. Under the scx body the masks are the program's and placement is
+    /// the BPF scheduler's, which this cannot read: it says so as an error
+    /// rather than pass unchecked.
     pub(crate) fn check_placements(&self, st: &State) -> Result<(), String> {
+        if st.scx.is_some() {
+            return Err("placements go to the sched_ext scheduler (scx body): \
+                        the kernel masks are not dfsched's to check"
+                .into());
+        }
         let mut tids: Vec<u64> = st.tasks.keys().copied().collect();
         tids.sort_unstable();
         let mut bad = Vec::new();

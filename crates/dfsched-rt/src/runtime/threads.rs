@@ -301,6 +301,9 @@ impl Inner {
     /// Removes `tid`'s record, keeping its fast-path count; whether it was
     /// there.
     pub(crate) fn forget_task(&self, st: &mut State, tid: u64) -> bool {
+        if let Some(link) = st.scx.as_mut() {
+            link.forget(tid);
+        }
         match st.tasks.remove(&tid) {
             Some(rec) => {
                 st.retired_fast_hints += rec.fast.get();

@@ -1,7 +1,8 @@
 //! The guest's test driver (runs as root inside the VM):
 //!
-//! - `dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]`
-//!   runs the plan and prints its records on stdout (the console);
+//! - `dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]`
+//!   runs the plan (with `--scx`, the sched_ext checks instead) and prints its records on stdout
+//!   (the console);
 //! - `dfsched-vmcheck workload DFS PER_DF [--no-split]` is the DF workload the plan
 //!   observes (see `guest/workload.rs`);
 //! - `dfsched-vmcheck split N` is the one-group workload of the
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N"
+        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N"
     );
     std::process::exit(2)
 }
@@ -63,7 +64,14 @@ fn main() {
                 std::process::exit(2);
             }
             let only = flag("--only");
-            let failed = guest::run_plan(preset, &marker, PathBuf::from(bin_dir), only.as_deref());
+            let scx = args.iter().any(|a| a == "--scx");
+            let failed = guest::run_plan(
+                preset,
+                &marker,
+                PathBuf::from(bin_dir),
+                only.as_deref(),
+                scx,
+            );
             std::process::exit(if failed == 0 { 0 } else { 1 });
         }
         _ => usage(),

@@ -18,6 +18,7 @@
 mod balancing;
 pub mod checks;
 pub mod observe;
+pub mod scx;
 pub mod workload;
 
 use crate::preset::Preset;
@@ -84,15 +85,28 @@ pub fn poll(deadline: Duration, mut f: impl FnMut() -> Step) -> Result<String, S
 }
 
 /// Runs the plan on `preset`, printing records with `marker`; returns the
-/// number of failed checks.
-pub fn run_plan(preset: Preset, marker: &str, bin_dir: PathBuf, only: Option<&str>) -> u32 {
+/// number of failed checks. With `scx`, the plan is the topology check and
+/// then [`scx::PLAN`] (the sched_ext body's checks) instead of
+/// [`checks::PLAN`].
+pub fn run_plan(
+    preset: Preset,
+    marker: &str,
+    bin_dir: PathBuf,
+    only: Option<&str>,
+    scx: bool,
+) -> u32 {
     let emit = |r: Record| println!("{}", r.line(marker));
     emit(Record::Begin {
         preset: preset.name.clone(),
     });
     let ctx = Ctx { preset, bin_dir };
     let (mut passed, mut failed) = (0, 0);
-    for (name, needs_llcs, check) in checks::PLAN {
+    let plan: Vec<&(&str, usize, checks::CheckFn)> = if scx {
+        checks::PLAN[..1].iter().chain(scx::PLAN).collect()
+    } else {
+        checks::PLAN.iter().collect()
+    };
+    for (name, needs_llcs, check) in plan {
         if only.is_some_and(|o| o != *name) && *name != "topology-sysfs" {
             continue;
         }

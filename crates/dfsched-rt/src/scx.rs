@@ -1,0 +1,427 @@
+//! The sched_ext body's client: when dfsched's BPF scheduler (`crates/dfsched-scx`, loaded by the
+//! root-run `dfsched-scx run`) is the kernel's scheduler, the runtime gives its threads the
+//! `SCHED_EXT` policy and sends the engine's placements to that scheduler's control socket instead
+//! of narrowing the threads' affinity masks. The scheduler then keeps each thread on its group's home
+//! and runs a group's threads in succession there; the masks stay as the program set them.
+//!
+//! ```text
+//!  engine ── Place {task, cpus} ──► group of task? ─ yes ─► {"op":"group",group,home:cpus} (when changed)
+//!                                                          {"op":"place",tid,group}
+//!                                                 └ no ──► {"op":"unplace",tid}   (the shared queue)
+//!         ── GroupReclaimed {g} ──► {"op":"reclaim",group:g}
+//! ```
+//!
+//! (`GroupMoved`, `GroupSplit` and `TaskMoved` come with the `Place` decisions of the threads they
+//! move, so the `Place`s carry them.) The wire format is `crates/dfsched-scx/src/proto.rs`'s; the
+//! example lines of its doc are checked here too.
+//!
+//! When: `DFSCHED_SCX` (see [`crate::config`]): `auto` (the default) uses the default socket when
+//! `/sys/kernel/sched_ext/root/ops` reads `dfsched` and `state` reads `enabled`; `off` never; a path
+//! uses that socket.
+//!
+//! Trust and time: the server must be root's (`SO_PEERCRED` of the socket says uid 0), else the link
+//! is refused; every exchange has [`TIMEOUT`] for its write and for its answer. A link that fails is
+//! dropped for good: the runtime counts it and goes back to placing by affinity (the thread's next
+//! placement reads its mask back, finds it wide and re-places it).
+
+use dfsched_core::{CpuSet, GroupId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where `dfsched-scx run` listens by default.
+pub const DEFAULT_SOCKET: &str = "/run/dfsched-scx/sock";
+
+/// The name dfsched's BPF scheduler registers (`ops.name`).
+pub const OPS_NAME: &str = "dfsched";
+
+/// The budget of one write and of one answer. A request is a map write in the server's main loop,
+/// which polls every 100 ms: 2 s is long against that, and bounds what a stalled server costs a hint
+/// (the runtime's lock is held meanwhile) before the link is dropped.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether and where to reach the sched_ext scheduler (`DFSCHED_SCX`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ScxMode {
+    /// The default socket, when the kernel's sched_ext scheduler is dfsched's.
+    #[default]
+    Auto,
+    /// Never: place by affinity.
+    Off,
+    /// This socket (the scheduler is taken as active).
+    Socket(PathBuf),
+}
+
+impl ScxMode {
+    /// Parses `auto`, `off` or an absolute path.
+    pub fn parse(value: &str) -> Result<ScxMode, String> {
+        match value {
+            "auto" => Ok(ScxMode::Auto),
+            "off" => Ok(ScxMode::Off),
+            p if p.starts_with('/') => Ok(ScxMode::Socket(PathBuf::from(p))),
+            _ => Err("auto, off or an absolute socket path".into()),
+        }
+    }
+
+    /// The socket to use, if any: for `Auto`, only when `sysfs_root`'s
+    /// `sys/kernel/sched_ext` says dfsched's scheduler is enabled.
+    pub fn socket(&self, sysfs_root: &Path) -> Option<PathBuf> {
+        match self {
+            ScxMode::Off => None,
+            ScxMode::Socket(p) => Some(p.clone()),
+            ScxMode::Auto => {
+                let dir = sysfs_root.join("sys/kernel/sched_ext");
+                let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+                (read("state").trim() == "enabled" && read("root/ops").trim() == OPS_NAME)
+                    .then(|| PathBuf::from(DEFAULT_SOCKET))
+            }
+        }
+    }
+}
+
+/// Why an exchange with the scheduler failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScxError {
+    /// The socket could not be reached, written or read in time.
+    #[error("sched_ext scheduler socket {path}: {source}")]
+    Io {
+        /// The socket.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The server is not root's.
+    #[error("sched_ext scheduler socket {path} is served by uid {uid}, not root: refused")]
+    NotRoot {
+        /// The socket.
+        path: PathBuf,
+        /// Its server's uid.
+        uid: u32,
+    },
+    /// The scheduler refused the request.
+    #[error("the sched_ext scheduler refused {request}: {why}")]
+    Refused {
+        /// The request line.
+        request: String,
+        /// Its answer.
+        why: String,
+    },
+    /// `sched_setscheduler(SCHED_EXT)` failed.
+    #[error("{0}")]
+    Policy(crate::error::Error),
+}
+
+/// The uid of the process serving `stream` (`SO_PEERCRED`).
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the fd is a connected Unix socket that `stream` owns for the call; `cred` and `len`
+    // are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Group keys on the wire: the engine's group ids as they are.
+fn key(group: GroupId) -> u64 {
+    group.0
+}
+
+/// One connection to the scheduler, with what was already sent on it. The scheduler ties the
+/// groups to the connection: they end when it closes (the process exits).
+pub struct ScxLink {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    /// The home last sent per group, so a group's home is written only when it changes.
+    homes: BTreeMap<u64, CpuSet>,
+    /// Threads given SCHED_EXT (by tid).
+    ext: BTreeSet<u64>,
+    /// Requests answered `ok`.
+    pub requests: u64,
+}
+
+impl ScxLink {
+    /// Connects to `path` and checks that root serves it.
+    pub fn connect(path: &Path) -> Result<ScxLink, ScxError> {
+        let io = |source| ScxError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let stream = UnixStream::connect(path).map_err(io)?;
+        let uid = peer_uid(&stream).map_err(io)?;
+        if uid != 0 {
+            return Err(ScxError::NotRoot {
+                path: path.to_path_buf(),
+                uid,
+            });
+        }
+        stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+        stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
+        let writer = stream.try_clone().map_err(io)?;
+        Ok(ScxLink {
+            path: path.to_path_buf(),
+            reader: BufReader::new(stream),
+            writer,
+            homes: BTreeMap::new(),
+            ext: BTreeSet::new(),
+            requests: 0,
+        })
+    }
+
+    fn request(&mut self, line: serde_json::Value) -> Result<(), ScxError> {
+        let io = |source| ScxError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut text = line.to_string();
+        text.push('\n');
+        self.writer.write_all(text.as_bytes()).map_err(io)?;
+        let mut answer = String::new();
+        match self.reader.read_line(&mut answer) {
+            Ok(0) => return Err(io(std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => {}
+            Err(e) => return Err(io(e)),
+        }
+        let reply: serde_json::Value =
+            serde_json::from_str(&answer).map_err(|e| ScxError::Refused {
+                request: text.trim().to_string(),
+                why: format!("unreadable answer {answer:?}: {e}"),
+            })?;
+        if reply["ok"] == true {
+            self.requests += 1;
+            Ok(())
+        } else {
+            Err(ScxError::Refused {
+                request: text.trim().to_string(),
+                why: reply["error"].as_str().unwrap_or("no reason").to_string(),
+            })
+        }
+    }
+
+    /// Carries out `Place { tid, cpus }` for a thread in `group` (or in none): the thread gets
+    /// SCHED_EXT (once), its group the home `cpus` (when it changed), and the thread the group.
+    /// `sys` makes the policy call (the kernel, or a test's fake).
+    pub fn place(
+        &mut self,
+        sys: &dyn crate::sys::SysOps,
+        tid: u64,
+        group: Option<GroupId>,
+        cpus: &CpuSet,
+    ) -> Result<(), ScxError> {
+        if !self.ext.contains(&tid) {
+            sys.set_sched_ext(tid).map_err(ScxError::Policy)?;
+            self.ext.insert(tid);
+        }
+        let Some(group) = group else {
+            return self.request(serde_json::json!({"op": "unplace", "tid": tid}));
+        };
+        let g = key(group);
+        if self.homes.get(&g) != Some(cpus) {
+            self.request(serde_json::json!({"op": "group", "group": g, "home": cpus.to_string()}))?;
+            self.homes.insert(g, cpus.clone());
+        }
+        self.request(serde_json::json!({"op": "place", "tid": tid, "group": g}))
+    }
+
+    /// Carries out `GroupReclaimed { group }`.
+    pub fn reclaim(&mut self, group: GroupId) -> Result<(), ScxError> {
+        let g = key(group);
+        if self.homes.remove(&g).is_none() {
+            return Ok(()); // never sent: nothing to end
+        }
+        self.request(serde_json::json!({"op": "reclaim", "group": g}))
+    }
+
+    /// Forgets thread `tid` (it exited; the scheduler drops its entry itself).
+    pub fn forget(&mut self, tid: u64) {
+        self.ext.remove(&tid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    #[test]
+    fn auto_uses_the_socket_only_when_dfscheds_scheduler_is_enabled() {
+        let root = std::env::temp_dir().join(format!("dfsched-scx-mode-{}", std::process::id()));
+        let dir = root.join("sys/kernel/sched_ext");
+        std::fs::create_dir_all(dir.join("root")).unwrap();
+        let set = |state: &str, ops: &str| {
+            std::fs::write(dir.join("state"), format!("{state}\n")).unwrap();
+            std::fs::write(dir.join("root/ops"), format!("{ops}\n")).unwrap();
+        };
+        set("enabled", "dfsched");
+        assert_eq!(
+            ScxMode::Auto.socket(&root),
+            Some(PathBuf::from(DEFAULT_SOCKET))
+        );
+        set("enabled", "simple");
+        assert_eq!(ScxMode::Auto.socket(&root), None, "another scheduler");
+        set("disabled", "dfsched");
+        assert_eq!(ScxMode::Auto.socket(&root), None);
+        assert_eq!(ScxMode::Off.socket(&root), None);
+        assert_eq!(ScxMode::Auto.socket(Path::new("/nonexistent")), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn modes_parse_and_a_relative_path_is_refused() {
+        assert_eq!(ScxMode::parse("auto"), Ok(ScxMode::Auto));
+        assert_eq!(ScxMode::parse("off"), Ok(ScxMode::Off));
+        assert_eq!(
+            ScxMode::parse("/run/x.sock"),
+            Ok(ScxMode::Socket("/run/x.sock".into()))
+        );
+        assert!(ScxMode::parse("run/x.sock").is_err());
+    }
+
+    /// A server run by another uid (a child of this test that became `nobody`) is refused. Needs
+    /// root to change uid; elsewhere the next test covers our own, non-root uid.
+    #[test]
+    fn a_server_of_another_uid_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI runs as root: this test must run there"
+            );
+            eprintln!("SKIP a_server_of_another_uid_is_refused: not root, cannot change uid");
+            return;
+        }
+        const NOBODY: libc::uid_t = 65534;
+        let dir = std::env::temp_dir().join(format!("dfsched-scx-nobody-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let path = dir.join("s.sock");
+        // Everything the child needs is made before the fork: it only makes system calls.
+        // SAFETY: an all-zero sockaddr_un is valid; the path fits (a short temp path, checked).
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = path.to_str().unwrap().as_bytes();
+        assert!(bytes.len() < addr.sun_path.len());
+        for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: the child runs only async-signal-safe system calls (setgid, setuid, socket, bind,
+        // listen, pause, _exit) on memory prepared before the fork, and never returns.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above; `addr` is a valid sockaddr_un of the size passed.
+            unsafe {
+                if libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+                    libc::_exit(1);
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                if fd < 0
+                    || libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0
+                    || libc::listen(fd, 4) != 0
+                {
+                    libc::_exit(2);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        assert!(child > 0, "fork failed");
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !path.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let r = ScxLink::connect(&path);
+        // SAFETY: kill and waitpid on our own child.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            matches!(r, Err(ScxError::NotRoot { uid: NOBODY, .. })),
+            "a server of uid {NOBODY} must be refused"
+        );
+    }
+
+    /// A server of our own uid: refused unless we are root (then it is root's).
+    #[test]
+    fn a_server_that_is_not_root_is_refused() {
+        let path =
+            std::env::temp_dir().join(format!("dfsched-scx-peer-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let r = ScxLink::connect(&path);
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        if euid == 0 {
+            assert!(r.is_ok(), "root's own server is root's");
+        } else {
+            assert!(matches!(r, Err(ScxError::NotRoot { uid, .. }) if uid == euid));
+        }
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// The lines this client writes are the ones `crates/dfsched-scx/src/proto.rs` documents and
+    /// parses (its test holds the same lines).
+    #[test]
+    fn requests_are_the_documented_lines() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let server = std::thread::spawn(move || {
+            let mut r = BufReader::new(b.try_clone().unwrap());
+            let mut w = b;
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                got.push(line.trim().to_string());
+                w.write_all(b"{\"ok\":true}\n").unwrap();
+            }
+            got
+        });
+        let writer = a.try_clone().unwrap();
+        let mut link = ScxLink {
+            path: "pair".into(),
+            reader: BufReader::new(a),
+            writer,
+            homes: BTreeMap::new(),
+            ext: BTreeSet::from([4242]), // as if SCHED_EXT were set already
+            requests: 0,
+        };
+        let cpus: CpuSet = "0-3".parse().unwrap();
+        let sys = crate::sys::RealSys;
+        link.place(&sys, 4242, Some(GroupId(7)), &cpus).unwrap();
+        link.place(&sys, 4242, Some(GroupId(7)), &cpus).unwrap();
+        let got = server.join().unwrap();
+        assert_eq!(
+            got,
+            [
+                r#"{"group":7,"home":"0-3","op":"group"}"#,
+                r#"{"group":7,"op":"place","tid":4242}"#,
+                r#"{"group":7,"op":"place","tid":4242}"#,
+            ]
+        );
+        assert_eq!(link.requests, 3, "the unchanged home was not sent again");
+    }
+}

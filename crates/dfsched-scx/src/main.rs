@@ -1,0 +1,360 @@
+//! `dfsched-scx`: loads dfsched's sched_ext scheduler, serves its control socket, shows its state, and
+//! unloads it cleanly on SIGINT/SIGTERM, saying why it stopped (the kernel's exit record).
+//!
+//! ```text
+//! dfsched-scx run [--slice-us N] [--quota N] [--socket PATH] [--stats-secs N]
+//! dfsched-scx state [--socket PATH]             one `state` request, printed as JSON
+//! dfsched-scx client [--socket PATH] [--hold]   requests from stdin (one JSON line each), replies on
+//!                                               stdout, over one connection (kept open with --hold
+//!                                               until SIGINT/SIGTERM: groups live as long as it)
+//! ```
+//!
+//! Exit codes of `run`: 0 when it unloaded the scheduler itself (a signal), 1 when the kernel ended the
+//! scheduler with an error (a stall, a BPF error) or it could not load, 2 when the kernel ended it
+//! otherwise (SysRq-S).
+
+#![warn(missing_docs)]
+
+mod bpf {
+    #![allow(missing_docs, clippy::all, unused_imports)]
+    include!(concat!(env!("OUT_DIR"), "/dfsched.skel.rs"));
+}
+mod control;
+mod intf {
+    //! Constants shared with the BPF side, generated from `src/bpf/intf.h` (all of them, used or not).
+    #![allow(dead_code)]
+    include!(concat!(env!("OUT_DIR"), "/intf.rs"));
+}
+mod proto;
+mod sched;
+mod server;
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use sched::{exit_kind, ExitInfo, Scheduler, Settings};
+use std::io::{BufRead as _, Write as _};
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where the control socket is by default.
+const DEFAULT_SOCKET: &str = "/run/dfsched-scx/sock";
+
+/// dfsched's sched_ext scheduler (partial mode: only SCHED_EXT threads).
+#[derive(Parser)]
+#[command(name = "dfsched-scx", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Load the scheduler and serve its control socket until SIGINT/SIGTERM.
+    Run {
+        /// A thread's time slice, in microseconds.
+        #[arg(long, default_value_t = 5000, value_name = "US")]
+        slice_us: u64,
+        /// Dispatches in a row a CPU gives one group before it serves the next group with queued
+        /// threads (a group may set its own). 1 turns batching off.
+        #[arg(long, default_value_t = 8, value_name = "N")]
+        quota: u32,
+        /// The control socket.
+        #[arg(long, default_value = DEFAULT_SOCKET, value_name = "PATH")]
+        socket: PathBuf,
+        /// Print the state every N seconds (0: at start and end only).
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        stats_secs: u64,
+        /// The kernel's watchdog: a runnable SCHED_EXT thread not run for this long ends the
+        /// scheduler (0: the kernel's default, 30 s).
+        #[arg(long, default_value_t = 0, value_name = "MS")]
+        timeout_ms: u32,
+        /// For the safety-net check only: never dispatch this scheduler group (its threads stall
+        /// and the kernel's watchdog must end the scheduler).
+        #[arg(long, value_name = "GID", hide = true)]
+        test_stall_group: Option<u32>,
+    },
+    /// Ask a running scheduler for its state.
+    State {
+        /// The control socket.
+        #[arg(long, default_value = DEFAULT_SOCKET, value_name = "PATH")]
+        socket: PathBuf,
+    },
+    /// Send requests (JSON lines on stdin) over one connection; print the replies.
+    Client {
+        /// The control socket.
+        #[arg(long, default_value = DEFAULT_SOCKET, value_name = "PATH")]
+        socket: PathBuf,
+        /// After stdin ends, keep the connection (and so its groups) until SIGINT/SIGTERM.
+        #[arg(long)]
+        hold: bool,
+    },
+    /// Run a command with the SCHED_EXT policy (inherited by its threads and children), so the loaded
+    /// scheduler schedules it.
+    Ext {
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+}
+
+/// `SCHED_EXT` (include/uapi/linux/sched.h, Linux 6.12): not in the libc crate yet.
+const SCHED_EXT: libc::c_int = 7;
+
+/// Sets SCHED_EXT on the calling thread and execs `command`.
+fn exec_ext(command: &[String]) -> Result<i32> {
+    use std::os::unix::process::CommandExt as _;
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call's duration.
+    if unsafe { libc::sched_setscheduler(0, SCHED_EXT, &param) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("sched_setscheduler(SCHED_EXT) (is the kernel built with sched_ext?)");
+    }
+    let err = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    Err(err).with_context(|| format!("exec {}", command[0]))
+}
+
+/// Set by SIGINT/SIGTERM.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Relaxed: the main loop polls the flag; no other data is published with it.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set [`STOP`] instead of killing the process.
+fn catch_stop_signals() -> Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the sigaction
+        // struct is zeroed (an empty mask, no flags) before its handler is set.
+        let r = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error()).context("sigaction");
+        }
+    }
+    Ok(())
+}
+
+/// The machine's possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-7`), as a count.
+fn possible_cpus() -> Result<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .context("/sys/devices/system/cpu/possible")?;
+    let last = text
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .and_then(|s| s.parse::<u32>().ok())
+        .context("parsing /sys/devices/system/cpu/possible")?;
+    Ok(last + 1)
+}
+
+/// The loaded scheduler as the control state's [`control::Maps`].
+struct Loaded<'a, 'obj>(&'a mut Scheduler<'obj>);
+
+impl control::Maps for Loaded<'_, '_> {
+    fn set_group(&mut self, gid: u32, home: &[u64], quota: u32) -> Result<(), String> {
+        self.0
+            .set_group(gid, home, quota)
+            .map_err(|e| e.to_string())
+    }
+    fn place(&mut self, tid: u32, gid: u32) -> Result<(), String> {
+        self.0.place(tid, gid).map_err(|e| e.to_string())
+    }
+    fn unplace(&mut self, tid: u32) -> Result<(), String> {
+        self.0.unplace(tid).map_err(|e| e.to_string())
+    }
+    fn state(&self) -> serde_json::Value {
+        state_json(self.0)
+    }
+}
+
+fn state_json(s: &Scheduler) -> serde_json::Value {
+    let (state, ops) = sched::sysfs_state();
+    let stats: serde_json::Map<String, serde_json::Value> = sched::STAT_NAMES
+        .iter()
+        .zip(s.stats())
+        .map(|(n, v)| (n.to_string(), v.into()))
+        .collect();
+    let set = s.settings();
+    serde_json::json!({
+        "state": state,
+        "ops": ops,
+        "slice_us": set.slice_ns / 1000,
+        "quota": set.quota_dfl,
+        "nr_cpus": set.nr_cpus,
+        "stats": stats,
+    })
+}
+
+fn describe(e: &ExitInfo) -> String {
+    let msg = if e.msg.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", e.msg)
+    };
+    format!(
+        "{}{msg} (exit kind {}, code {})",
+        e.reason, e.kind, e.exit_code
+    )
+}
+
+fn run(socket: &Path, stats_secs: u64, settings: Settings) -> Result<i32> {
+    catch_stop_signals()?;
+    let mut storage = MaybeUninit::uninit();
+    let mut sched = Scheduler::load(&mut storage, settings)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    server::serve(socket, tx).with_context(|| format!("control socket {}", socket.display()))?;
+    let mut control = control::Control::new(intf::MAX_GROUPS, intf::HOME_WORDS as usize);
+    let (state, ops) = sched::sysfs_state();
+    println!(
+        "dfsched-scx: loaded (state {state}, ops {ops}; slice {} us, quota {}, {} CPUs); socket {}",
+        settings.slice_ns / 1000,
+        settings.quota_dfl,
+        settings.nr_cpus,
+        socket.display()
+    );
+    println!("dfsched-scx: state {}", state_json(&sched));
+    let _ = std::io::stdout().flush();
+    let mut last_stats = Instant::now();
+    let ended_by_kernel = loop {
+        // Relaxed: see on_signal.
+        if STOP.load(Ordering::Relaxed) {
+            break None;
+        }
+        if let Some(e) = sched.exit_info() {
+            break Some(e);
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(server::Event::Request { conn, req, reply }) => {
+                let r = control.handle(&mut Loaded(&mut sched), conn, req);
+                let _ = reply.send(r);
+            }
+            Ok(server::Event::Closed { conn }) => control.closed(&mut Loaded(&mut sched), conn),
+            Err(_) => {}
+        }
+        if stats_secs > 0 && last_stats.elapsed() >= Duration::from_secs(stats_secs) {
+            last_stats = Instant::now();
+            println!("dfsched-scx: state {}", state_json(&sched));
+            let _ = std::io::stdout().flush();
+        }
+    };
+    println!("dfsched-scx: state {}", state_json(&sched));
+    let _ = std::fs::remove_file(socket);
+    let code = match ended_by_kernel {
+        Some(e) => {
+            sched.detach();
+            println!(
+                "dfsched-scx: the kernel ended the scheduler: {}",
+                describe(&e)
+            );
+            if e.is_error() {
+                1
+            } else {
+                2
+            }
+        }
+        None => match sched.detach() {
+            Some(e) if e.kind == exit_kind::UNREG => {
+                println!("dfsched-scx: unloaded: {}", describe(&e));
+                0
+            }
+            Some(e) => {
+                println!(
+                    "dfsched-scx: unloaded, but the kernel said: {}",
+                    describe(&e)
+                );
+                if e.is_error() {
+                    1
+                } else {
+                    2
+                }
+            }
+            None => {
+                println!("dfsched-scx: unloaded; the kernel left no exit record");
+                1
+            }
+        },
+    };
+    let (state, _) = sched::sysfs_state();
+    println!("dfsched-scx: sched_ext state now {state}");
+    Ok(code)
+}
+
+fn client(socket: &Path, hold: bool) -> Result<i32> {
+    catch_stop_signals()?;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)
+        .with_context(|| format!("connecting to {}", socket.display()))?;
+    stream.set_read_timeout(Some(server::REQUEST_TIMEOUT))?;
+    stream.set_write_timeout(Some(server::REQUEST_TIMEOUT))?;
+    let mut replies = std::io::BufReader::new(stream.try_clone()?);
+    let mut failed = 0;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        stream.write_all(format!("{}\n", line.trim()).as_bytes())?;
+        let mut answer = String::new();
+        replies.read_line(&mut answer)?;
+        print!("{answer}");
+        let _ = std::io::stdout().flush();
+        if !serde_json::from_str::<proto::Reply>(&answer).is_ok_and(|r| r.ok) {
+            failed += 1;
+        }
+    }
+    if hold {
+        // Relaxed: see on_signal.
+        while !STOP.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+fn main() {
+    let result = match Cli::parse().cmd {
+        Cmd::Run {
+            slice_us,
+            quota,
+            socket,
+            stats_secs,
+            timeout_ms,
+            test_stall_group,
+        } => possible_cpus().and_then(|cpus| {
+            let settings = Settings {
+                slice_ns: slice_us.max(1) * 1000,
+                quota_dfl: quota.max(1),
+                nr_cpus: cpus.min(intf::MAX_CPUS),
+                timeout_ms,
+                stall_group: test_stall_group,
+            };
+            run(&socket, stats_secs, settings)
+        }),
+        Cmd::State { socket } => server::request(&socket, &proto::Request::State)
+            .with_context(|| format!("asking {}", socket.display()))
+            .map(|r| {
+                println!("{}", serde_json::to_string(&r).expect("a reply serialises"));
+                if r.ok {
+                    0
+                } else {
+                    1
+                }
+            }),
+        Cmd::Client { socket, hold } => client(&socket, hold),
+        Cmd::Ext { command } => exec_ext(&command),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("dfsched-scx: {e:#}");
+            std::process::exit(1)
+        }
+    }
+}
