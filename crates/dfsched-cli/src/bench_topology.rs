@@ -91,7 +91,9 @@ fn parse_shape(s: &str) -> Result<Shape, String> {
     }
     let cpus = u64::from(nodes) * u64::from(llcs) * u64::from(cores) * u64::from(smt);
     if cpus > u64::from(dfsched_core::cpuset::MAX_CPUS) {
-        return Err(format!("{s:?} makes {cpus} CPUs, more than the reader takes"));
+        return Err(format!(
+            "{s:?} makes {cpus} CPUs, more than the reader takes"
+        ));
     }
     Ok(Shape {
         nodes,
@@ -142,10 +144,8 @@ pub fn run(args: TopologyBenchArgs) -> Result<(), Failure> {
     let (root, _tree, shape) = match &args.sysfs_root {
         Some(root) => (root.clone(), None, None),
         None => {
-            let dir = std::env::temp_dir().join(format!(
-                "dfsched-bench-topology-{}",
-                std::process::id()
-            ));
+            let dir =
+                std::env::temp_dir().join(format!("dfsched-bench-topology-{}", std::process::id()));
             let tree = TempTree(dir.clone());
             let s = args.shape;
             dfsched::sysfs::write_test_tree(&dir, s.nodes, s.llcs, s.cores, s.smt)
@@ -193,7 +193,10 @@ fn measure(root: &Path, shape: Option<Shape>, repeat: u32) -> Result<TopologyBen
         let json = crate::topology::json(&read, &allowed)?;
         lap(4, ms_since(t));
         if text.len() != text_bytes || json.len() != json_bytes {
-            return Err(anyhow::anyhow!("the topology read differently from one round to the next").into());
+            return Err(anyhow::anyhow!(
+                "the topology read differently from one round to the next"
+            )
+            .into());
         }
     }
     let summary = |v: &[f64]| Summary::of(v).expect("at least one round, no NaN");
@@ -288,7 +291,13 @@ mod tests {
                 smt: 2
             })
         );
-        for bad in ["2x64x32", "2x64x32x2x1", "2x0x32x2", "axbxcxd", "1000x1000x1x1"] {
+        for bad in [
+            "2x64x32",
+            "2x64x32x2x1",
+            "2x0x32x2",
+            "axbxcxd",
+            "1000x1000x1x1",
+        ] {
             assert!(parse_shape(bad).is_err(), "{bad} parsed");
         }
     }

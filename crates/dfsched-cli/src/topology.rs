@@ -174,7 +174,9 @@ impl Serialize for SortedLeaves<'_> {
         cpus.sort_by_key(|c| decimal_string_order(c.0));
         let mut map = s.serialize_map(Some(cpus.len()))?;
         for cpu in cpus {
-            let leaf = topo.leaf(cpu).expect("every CPU of the topology has a leaf");
+            let leaf = topo
+                .leaf(cpu)
+                .expect("every CPU of the topology has a leaf");
             map.serialize_entry(&cpu, &leaf)?;
         }
         map.end()
