@@ -129,6 +129,7 @@ fn getaffinity_into(pid: libc::pid_t, buf: &mut [u64]) -> Result<(), i32> {
 pub fn set_affinity(tid: u64, cpus: &CpuSet) -> Result<(), Error> {
     let pid = pid_of(AffinityOp::Set, tid)?;
     let words = cpus.as_words();
+    let words: &[u64] = &words;
     if words.is_empty() {
         return Err(Error::Affinity {
             op: AffinityOp::Set,
