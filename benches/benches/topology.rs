@@ -4,8 +4,10 @@
 //! `dfsched topology`, `dfsched_init()` and the agent spend reading the
 //! machine. The goal is ≤ 50 ms at 8,192 CPUs for the whole
 //! `dfsched topology` process; this measures the read and the tree build in
-//! process (the process adds exec and printing). Trees are written once per
-//! size in a temp dir (about a second each) and read warm from the page cache.
+//! process (the process adds exec and printing: `dfsched bench topology`
+//! times the whole process, README "Topology at scale"). Trees are written
+//! once per size in a temp dir (about a second each) and read warm from
+//! the page cache.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dfsched::sysfs::{read_topology, write_test_tree};

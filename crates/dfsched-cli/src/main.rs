@@ -3,6 +3,7 @@
 //! ```text
 //! dfsched [-v…] bench df [--threads N] [--dfs N] … [--json] [--grid paper]
 //! dfsched [-v…] bench overhead [--quick] [--others LIST] [--own LIST] … [--json]
+//! dfsched [-v…] bench topology [--shape NxLxCxS] [--repeat N] [--json]
 //! dfsched [-v…] topology [--json] [--sysfs-root PATH]
 //! dfsched [-v…] calibrate [--output PATH] [--quick] [--json]
 //! dfsched [-v…] sim closed-network|figure|pinter-example|df-bench|partition …
@@ -36,6 +37,7 @@ mod bench_chat;
 mod bench_cothreads;
 mod bench_overhead;
 mod bench_spin;
+mod bench_topology;
 mod calibrate;
 mod cmd_attach;
 mod cmd_compare;
@@ -150,6 +152,10 @@ enum BenchCommand {
     /// beside thousands of other threads and with thousands of its own.
     #[command(long_about = bench_overhead::OVERHEAD_LONG_ABOUT)]
     Overhead(bench_overhead::OverheadArgs),
+    /// What `dfsched topology` costs on a sysfs fixture of thousands of
+    /// CPUs (8,192 by default): medians of the process and of its parts.
+    #[command(long_about = bench_topology::TOPOLOGY_LONG_ABOUT)]
+    Topology(bench_topology::TopologyBenchArgs),
     /// The hinting program of `bench overhead` (run by it, not by people).
     #[command(hide = true)]
     OverheadHinter(bench_overhead::HinterFlags),
@@ -239,6 +245,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Overhead(args),
         } => bench_overhead::run(args),
+        Command::Bench {
+            bench: BenchCommand::Topology(args),
+        } => bench_topology::run(args),
         Command::Bench {
             bench: BenchCommand::OverheadHinter(flags),
         } => bench_overhead::run_hinter(flags),

@@ -16,7 +16,8 @@
 use crate::Failure;
 use anyhow::Context;
 use clap::Args;
-use dfsched_core::{Cache, CpuSet, DomainId, Level, Topology};
+use dfsched_core::{Cache, CpuId, CpuSet, DomainId, Level, Topology};
+use serde::Serialize;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -44,14 +45,164 @@ pub fn run(args: TopologyArgs) -> Result<(), Failure> {
         )
     })?;
     let allowed = dfsched::sys::get_affinity(0).context("reading this process's allowed CPUs")?;
-    let text = if args.json {
-        let v = serde_json::json!({ "topology": topo, "allowed": allowed });
-        serde_json::to_string_pretty(&v).context("serialising the topology")?
+    // Buffered: stdout alone is line-buffered, and the JSON of a large
+    // machine is some 170k lines.
+    let mut out = std::io::BufWriter::with_capacity(OUT_BUFFER_BYTES, std::io::stdout().lock());
+    if args.json {
+        write_json(&topo, &allowed, &mut out).context("writing the topology")?;
+        writeln!(out).context("writing the topology")?;
     } else {
-        render(&topo, &allowed)
-    };
-    writeln!(std::io::stdout().lock(), "{}", text.trim_end()).context("writing the topology")?;
+        writeln!(out, "{}", render(&topo, &allowed).trim_end()).context("writing the topology")?;
+    }
+    out.flush().context("writing the topology")?;
     Ok(())
+}
+
+/// The output buffer: 3.5 MB of JSON at 8,192 CPUs leave in some 50
+/// writes.
+const OUT_BUFFER_BYTES: usize = 64 << 10;
+
+/// The JSON object `--json` prints (without its closing newline), as a
+/// string.
+pub fn json(topo: &Topology, allowed: &CpuSet) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    write_json(topo, allowed, &mut out).context("serialising the topology")?;
+    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// Writes the JSON object `--json` prints (without its closing newline):
+/// `{"allowed": …, "topology": …}`, the topology as dfsched-core serialises
+/// it, pretty-printed, with every object's keys in sorted order (the order
+/// in which `serde_json::json!`'s map printed them before this was
+/// streamed; the leaf map's keys are CPU numbers sorted as strings).
+///
+/// Streamed through borrowing mirrors of the core's types rather than
+/// built as a `serde_json::Value` first: the tree of an 8,192-CPU machine
+/// took some 100k small allocations to build and drop. The test
+/// `the_streamed_json_is_what_the_value_tree_printed` holds the mirrors to
+/// the core's own serialisation, so a field added there and not here fails
+/// it.
+pub fn write_json(
+    topo: &Topology,
+    allowed: &CpuSet,
+    out: &mut impl std::io::Write,
+) -> serde_json::Result<()> {
+    serde_json::to_writer_pretty(
+        out,
+        &SortedOutput {
+            allowed,
+            topology: SortedTopology(topo),
+        },
+    )
+}
+
+/// `--json`'s object, keys sorted.
+#[derive(Serialize)]
+struct SortedOutput<'a> {
+    allowed: &'a CpuSet,
+    topology: SortedTopology<'a>,
+}
+
+/// [`Topology`]'s serialisation, keys sorted: `domains`, `leaf`.
+struct SortedTopology<'a>(&'a Topology);
+
+impl Serialize for SortedTopology<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let topo = self.0;
+        let mut st = s.serialize_struct("Topology", 2)?;
+        st.serialize_field(
+            "domains",
+            &Seq(topo.domains().iter().map(|d| SortedDomain {
+                caches: SortedCaches(&d.caches),
+                children: &d.children,
+                cpus: &d.cpus,
+                depth: d.depth,
+                id: d.id,
+                level: d.level,
+                parent: d.parent,
+            })),
+        )?;
+        st.serialize_field("leaf", &SortedLeaves(topo))?;
+        st.end()
+    }
+}
+
+/// [`dfsched_core::Domain`]'s fields, sorted.
+#[derive(Serialize)]
+struct SortedDomain<'a> {
+    caches: SortedCaches<'a>,
+    children: &'a [DomainId],
+    cpus: &'a CpuSet,
+    depth: u32,
+    id: DomainId,
+    level: Level,
+    parent: Option<DomainId>,
+}
+
+/// A domain's caches, each with [`Cache`]'s fields sorted.
+struct SortedCaches<'a>(&'a [Cache]);
+
+impl Serialize for SortedCaches<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|c| SortedCache {
+            kind: &c.kind,
+            level: c.level,
+            size_bytes: c.size_bytes,
+        }))
+    }
+}
+
+/// [`Cache`]'s fields, sorted.
+#[derive(Serialize)]
+struct SortedCache<'a> {
+    kind: &'a str,
+    level: u8,
+    size_bytes: Option<u64>,
+}
+
+/// The topology's map from each CPU to its leaf domain, keyed by CPU
+/// number in string order (`"0"`, `"1"`, `"10"`, `"100"`, …), as a JSON
+/// object's sorted keys are.
+struct SortedLeaves<'a>(&'a Topology);
+
+impl Serialize for SortedLeaves<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let topo = self.0;
+        let mut cpus: Vec<CpuId> = topo.cpus().iter().collect();
+        cpus.sort_by_key(|c| decimal_string_order(c.0));
+        let mut map = s.serialize_map(Some(cpus.len()))?;
+        for cpu in cpus {
+            let leaf = topo
+                .leaf(cpu)
+                .expect("every CPU of the topology has a leaf");
+            map.serialize_entry(&cpu, &leaf)?;
+        }
+        map.end()
+    }
+}
+
+/// A key that orders numbers as their decimal strings order: the digits
+/// left-aligned to ten places, then the number of digits (a string before
+/// the longer ones it begins: "1" < "10").
+fn decimal_string_order(n: u32) -> (u64, u32) {
+    let digits = n.checked_ilog10().map_or(1, |d| d + 1);
+    (u64::from(n) * 10u64.pow(10 - digits), digits)
+}
+
+/// A sequence serialised from an iterator (cloned, since `serialize`
+/// takes `&self`).
+struct Seq<I>(I);
+
+impl<I> Serialize for Seq<I>
+where
+    I: Iterator + Clone,
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.clone())
+    }
 }
 
 /// The tree, for people.
@@ -151,6 +302,63 @@ mod tests {
         assert!(text.contains("├── dom1 llc {0-1}"), "{text}");
         assert!(text.contains("│   ├── dom3 cpu {0}"), "{text}");
         assert!(text.contains("    └── dom6 cpu {3}"), "{text}");
+    }
+
+    /// The JSON as it was printed before it was streamed: a
+    /// `serde_json::Value` tree (whose maps sort their keys) of the core's
+    /// own serialisation.
+    fn value_tree_json(topo: &Topology, allowed: &CpuSet) -> String {
+        let v = serde_json::json!({ "topology": topo, "allowed": allowed });
+        serde_json::to_string_pretty(&v).unwrap()
+    }
+
+    #[test]
+    fn the_streamed_json_is_what_the_value_tree_printed() {
+        let mut shapes: Vec<Topology> = [(1, 1, 1, 1), (1, 1, 2, 1), (2, 2, 2, 2), (2, 3, 4, 2)]
+            .into_iter()
+            .map(|(n, l, c, s)| Topology::test(n, l, c, s))
+            .collect();
+        // An L2 cluster, a cache of unknown size, CPUs numbered with gaps
+        // and past 100 (the leaf map's keys sort as strings).
+        let cpus: CpuSet = "0-3,98-101,1000".parse().unwrap();
+        let spec = |level, cpus: &str, size_bytes| dfsched_core::DomainSpec {
+            level,
+            cpus: cpus.parse().unwrap(),
+            caches: vec![Cache {
+                level: 2,
+                kind: "Unified".into(),
+                size_bytes,
+            }],
+        };
+        shapes.push(
+            Topology::new(
+                &cpus,
+                vec![
+                    spec(Level::L2, "0-3", Some(2 << 20)),
+                    spec(Level::L2, "98-101", None),
+                    spec(Level::Core, "98-99", Some(1000)),
+                ],
+            )
+            .unwrap(),
+        );
+        for topo in shapes {
+            let allowed = topo.cpus().clone();
+            assert_eq!(
+                json(&topo, &allowed).unwrap(),
+                value_tree_json(&topo, &allowed),
+                "{} CPUs",
+                topo.nr_cpus()
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_order_as_their_decimal_strings() {
+        let mut v: Vec<u32> = vec![0, 1, 2, 9, 10, 11, 19, 100, 101, 1000, 8191, 99, u32::MAX];
+        let mut by_string = v.clone();
+        by_string.sort_by_key(|n| n.to_string());
+        v.sort_by_key(|&n| decimal_string_order(n));
+        assert_eq!(v, by_string);
     }
 
     #[test]

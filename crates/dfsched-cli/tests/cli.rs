@@ -53,6 +53,37 @@ fn topology_from_a_missing_sysfs_root_fails_with_exit_1() {
     assert!(out.stdout.is_empty());
 }
 
+/// `bench topology` writes its fixture, runs `dfsched topology` on it as a
+/// process in both forms and in process, and reports a median of each
+/// (never judged: timing belongs to benchmarks), and removes the fixture.
+#[test]
+fn bench_topology_json_reports_every_item_on_its_fixture() {
+    let v = stdout_json(&dfsched(&[
+        "bench", "topology", "--shape", "1x2x2x2", "--repeat", "2", "--json",
+    ]));
+    assert_eq!(v["cpus"], 8);
+    assert_eq!(v["shape"]["llcs"], 2);
+    assert_eq!(v["repeat"], 2);
+    for item in [
+        "process_text_ms",
+        "process_json_ms",
+        "read_ms",
+        "render_text_ms",
+        "render_json_ms",
+    ] {
+        let s = &v[item];
+        let (min, median) = (s["min"].as_f64(), s["median"].as_f64());
+        assert!(min.is_some_and(|m| m > 0.0) && median >= min, "{item}: {s}");
+    }
+    assert!(v["json_bytes"].as_u64().unwrap() > v["text_bytes"].as_u64().unwrap());
+    let mut args = vec!["bench", "topology", "--shape", "1x1x2x0"];
+    let out = dfsched(&args);
+    assert_eq!(out.status.code(), Some(2), "a zero count is a usage error");
+    args.truncate(2);
+    args.extend(["--sysfs-root", "/nonexistent/dfsched-test"]);
+    assert_eq!(dfsched(&args).status.code(), Some(2));
+}
+
 #[test]
 fn tiny_bench_json_has_the_documented_keys() {
     let mut args = TINY.to_vec();

@@ -4,21 +4,27 @@
 //! `i`. Sets within CPUs 0–127 — every set on machines of up to 128 CPUs,
 //! and the engine's hot path runs on nothing else — keep their words inline,
 //! so making, cloning, intersecting and dropping them never allocates; larger
-//! sets keep their words on the heap.
+//! sets keep on the heap their words from the first non-zero one to the
+//! last, so that a set of a few high CPUs (CPU 8000's leaf, a core
+//! 8000-8001) is a word or two, not the 125 zero words below it.
 //!
 //! ```text
 //!   Inline { len: 0..=2, words: [w0, w1] }   CPUs 0-127 (unused words are 0)
-//!   Heap([w0, w1, w2, …])                    some CPU ≥ 128
+//!   Heap { skip: s, words: [ws, …, wn] }     some CPU ≥ 128: words s..=n,
+//!                                            ws and wn non-zero
 //! ```
 //!
-//! Invariants: the words in use ([`CpuSet::as_words`]) have no trailing zero
-//! word, and a set is inline exactly when it has at most `INLINE_WORDS` of
-//! them. So a set has one representation, and equality, hashing and ordering
-//! (lexicographic on the words, as for a `Vec<u64>`) all go by the words in
-//! use.
+//! Invariants: the words in use (`span`) have no trailing zero word, a set
+//! is inline exactly when its highest non-zero word is below
+//! `INLINE_WORDS`, and a heap set keeps no zero word before its first
+//! non-zero one. So a set has one representation, and equality and hashing
+//! go by it; ordering is lexicographic on the whole bitmap's words up to
+//! the last non-zero one ([`CpuSet::as_words`]), as for a `Vec<u64>` of
+//! them.
 
 use crate::ids::CpuId;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -45,8 +51,15 @@ enum Words {
         /// The words; those at `len` and beyond are 0.
         words: [u64; INLINE_WORDS],
     },
-    /// More than `INLINE_WORDS` words, the last non-zero.
-    Heap(Box<[u64]>),
+    /// Some word at or past `INLINE_WORDS` is non-zero: the bitmap's
+    /// words `skip..skip + words.len()`, the first and the last non-zero;
+    /// every word outside them is 0.
+    Heap {
+        /// Index of the first word kept (the first non-zero one).
+        skip: u32,
+        /// The words kept.
+        words: Box<[u64]>,
+    },
 }
 
 /// Why a cpulist did not parse.
@@ -86,28 +99,64 @@ impl CpuSet {
         s
     }
 
-    /// A set from `n` words given by `word(i)`, trailing zero words trimmed;
-    /// inline when they fit.
+    /// A set whose bitmap words `lo..hi` are given by `word(i)` (`i` the
+    /// word's index in the whole bitmap) and every other word is 0; zero
+    /// words at either end are trimmed, and it is inline when it fits.
     #[inline]
-    fn from_fn(n: usize, word: impl Fn(usize) -> u64) -> CpuSet {
-        let mut words = [0; INLINE_WORDS];
-        if n <= INLINE_WORDS {
-            for (i, w) in words.iter_mut().enumerate().take(n) {
+    fn from_range(lo: usize, hi: usize, word: impl Fn(usize) -> u64) -> CpuSet {
+        let mut hi = hi;
+        while hi > lo && word(hi - 1) == 0 {
+            hi -= 1;
+        }
+        if hi == lo {
+            return CpuSet::new();
+        }
+        if hi <= INLINE_WORDS {
+            let mut words = [0; INLINE_WORDS];
+            for (i, w) in words.iter_mut().enumerate().take(hi).skip(lo) {
                 *w = word(i);
             }
             return CpuSet::inline(words);
         }
-        let mut v: Vec<u64> = (0..n).map(word).collect();
-        while v.last() == Some(&0) {
-            v.pop();
-        }
-        if v.len() <= INLINE_WORDS {
-            words[..v.len()].copy_from_slice(&v);
-            return CpuSet::inline(words);
+        // `hi > lo` and `word(hi - 1)` is non-zero, so this stops by
+        // `hi - 1`.
+        let mut lo = lo;
+        while word(lo) == 0 {
+            lo += 1;
         }
         CpuSet {
-            words: Words::Heap(v.into_boxed_slice()),
+            words: Words::Heap {
+                skip: lo as u32,
+                words: (lo..hi).map(word).collect(),
+            },
         }
+    }
+
+    /// The words in use: the index of the first (0 for an inline set)
+    /// and the words from it to the last non-zero one.
+    #[inline]
+    fn span(&self) -> (usize, &[u64]) {
+        match &self.words {
+            Words::Inline { len, words } => (0, &words[..usize::from(*len)]),
+            Words::Heap { skip, words } => (*skip as usize, words),
+        }
+    }
+
+    /// One past the index of the last non-zero word (0 when empty).
+    #[inline]
+    fn end(&self) -> usize {
+        let (lo, w) = self.span();
+        lo + w.len()
+    }
+
+    /// Word `i` of the whole bitmap.
+    #[inline]
+    fn word(&self, i: usize) -> u64 {
+        let (lo, w) = self.span();
+        i.checked_sub(lo)
+            .and_then(|j| w.get(j))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// An inline set from its words, zero or not.
@@ -132,18 +181,25 @@ impl CpuSet {
                 *len = (*len).max(w as u8 + 1);
                 absent
             }
-            Words::Heap(words) if w < words.len() => {
-                let absent = words[w] & bit == 0;
-                words[w] |= bit;
+            Words::Heap { skip, words }
+                if (*skip as usize..*skip as usize + words.len()).contains(&w) =>
+            {
+                let x = &mut words[w - *skip as usize];
+                let absent = *x & bit == 0;
+                *x |= bit;
                 absent
             }
             _ => {
-                // Beyond the words in use: grow onto the heap (no set with
-                // a CPU this high fits inline).
-                let mut v = self.as_words().to_vec();
-                v.resize(w + 1, 0);
-                v[w] = bit;
-                self.words = Words::Heap(v.into_boxed_slice());
+                // Outside the words in use: the set is made again over
+                // the wider span (on the heap: no set with a CPU this high
+                // fits inline).
+                let old = std::mem::take(self);
+                let (lo, hi) = match old.span() {
+                    (_, []) => (w, w + 1),
+                    (lo, words) => (lo.min(w), (lo + words.len()).max(w + 1)),
+                };
+                let add = |i: usize| if i == w { bit } else { 0 };
+                *self = CpuSet::from_range(lo, hi, |i| old.word(i) | add(i));
                 true
             }
         }
@@ -155,9 +211,9 @@ impl CpuSet {
         if !self.contains(cpu) {
             return false;
         }
-        let words = self.as_words();
         let keep = |i: usize| if i == w { !bit } else { !0 };
-        *self = CpuSet::from_fn(words.len(), |i| words[i] & keep(i));
+        let (lo, hi) = (self.span().0, self.end());
+        *self = CpuSet::from_range(lo, hi, |i| self.word(i) & keep(i));
         true
     }
 
@@ -165,7 +221,7 @@ impl CpuSet {
     #[inline]
     pub fn contains(&self, cpu: CpuId) -> bool {
         let (w, b) = (cpu.0 as usize / 64, cpu.0 % 64);
-        self.as_words().get(w).is_some_and(|x| x & (1 << b) != 0)
+        self.word(w) & (1 << b) != 0
     }
 
     /// Number of CPUs in the set.
@@ -174,10 +230,7 @@ impl CpuSet {
         if let Some(x) = self.inline_words() {
             return x.iter().map(|w| w.count_ones() as usize).sum();
         }
-        self.as_words()
-            .iter()
-            .map(|w| w.count_ones() as usize)
-            .sum()
+        self.span().1.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// The inline words, zeros included, if the set is inline: the hot
@@ -186,14 +239,14 @@ impl CpuSet {
     fn inline_words(&self) -> Option<&[u64; INLINE_WORDS]> {
         match &self.words {
             Words::Inline { words, .. } => Some(words),
-            Words::Heap(_) => None,
+            Words::Heap { .. } => None,
         }
     }
 
     /// Whether the set is empty.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.as_words().is_empty()
+        self.span().1.is_empty()
     }
 
     /// The lowest CPU, if any.
@@ -205,13 +258,11 @@ impl CpuSet {
     /// The CPUs in increasing order.
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.as_words()
-            .iter()
-            .enumerate()
-            .flat_map(|(wi, &w)| Bits {
-                word: w,
-                base: wi as u32 * 64,
-            })
+        let (lo, words) = self.span();
+        words.iter().enumerate().flat_map(move |(wi, &w)| Bits {
+            word: w,
+            base: (lo + wi) as u32 * 64,
+        })
     }
 
     /// `self ∩ other`.
@@ -220,16 +271,23 @@ impl CpuSet {
         if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
             return CpuSet::inline(std::array::from_fn(|i| x[i] & y[i]));
         }
-        let (a, b) = (self.as_words(), other.as_words());
-        CpuSet::from_fn(a.len().min(b.len()), |i| a[i] & b[i])
+        let lo = self.span().0.max(other.span().0);
+        let hi = self.end().min(other.end());
+        CpuSet::from_range(lo, hi.max(lo), |i| self.word(i) & other.word(i))
     }
 
     /// `self ∪ other`.
     #[inline]
     pub fn union(&self, other: &CpuSet) -> CpuSet {
-        let (a, b) = (self.as_words(), other.as_words());
-        let get = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
-        CpuSet::from_fn(a.len().max(b.len()), |i| get(a, i) | get(b, i))
+        if self.is_empty() {
+            return other.clone();
+        }
+        if other.is_empty() {
+            return self.clone();
+        }
+        let lo = self.span().0.min(other.span().0);
+        let hi = self.end().max(other.end());
+        CpuSet::from_range(lo, hi, |i| self.word(i) | other.word(i))
     }
 
     /// Whether every CPU of `self` is in `other`.
@@ -238,11 +296,11 @@ impl CpuSet {
         if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
             return x.iter().zip(y).all(|(a, b)| a & !b == 0);
         }
-        let b = other.as_words();
-        self.as_words()
+        let (lo, words) = self.span();
+        words
             .iter()
             .enumerate()
-            .all(|(i, w)| w & !b.get(i).copied().unwrap_or(0) == 0)
+            .all(|(i, w)| w & !other.word(lo + i) == 0)
     }
 
     /// Whether the two sets share a CPU.
@@ -251,26 +309,31 @@ impl CpuSet {
         if let (Some(x), Some(y)) = (self.inline_words(), other.inline_words()) {
             return x.iter().zip(y).any(|(a, b)| a & b != 0);
         }
-        self.as_words()
-            .iter()
-            .zip(other.as_words())
-            .any(|(a, b)| a & b != 0)
+        let lo = self.span().0.max(other.span().0);
+        let hi = self.end().min(other.end());
+        (lo..hi).any(|i| self.word(i) & other.word(i) != 0)
     }
 
-    /// The raw bitmap words (bit `i % 64` of word `i / 64` is CPU `i`), as the
-    /// kernel's `cpu_set_t` lays them out on 64-bit little-endian machines.
+    /// The raw bitmap words from word 0 to the last non-zero one (bit
+    /// `i % 64` of word `i / 64` is CPU `i`), as the kernel's `cpu_set_t`
+    /// lays them out on 64-bit little-endian machines. Borrowed, except for
+    /// a heap set that keeps no words below its first non-zero one: its
+    /// zero words are then made.
     #[inline]
-    pub fn as_words(&self) -> &[u64] {
-        match &self.words {
-            Words::Inline { len, words } => &words[..usize::from(*len)],
-            Words::Heap(words) => words,
+    pub fn as_words(&self) -> Cow<'_, [u64]> {
+        match self.span() {
+            (0, words) => Cow::Borrowed(words),
+            (lo, words) => {
+                let mut v = vec![0; lo];
+                v.extend_from_slice(words);
+                Cow::Owned(v)
+            }
         }
     }
 
     /// A set from raw bitmap words (see [`CpuSet::as_words`]).
     pub fn from_words(words: &[u64]) -> Self {
-        let n = words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
-        CpuSet::from_fn(n, |i| words[i])
+        CpuSet::from_range(0, words.len(), |i| words[i])
     }
 }
 
@@ -287,26 +350,34 @@ impl PartialEq for CpuSet {
         // Unused inline words are 0, so inline sets compare whole.
         match (self.inline_words(), other.inline_words()) {
             (Some(x), Some(y)) => x == y,
-            _ => self.as_words() == other.as_words(),
+            _ => self.span() == other.span(),
         }
     }
 }
 
 impl Eq for CpuSet {}
 
-/// Hashes the words in use, as a `Vec<u64>` of them would hash.
+/// Hashes the words in use and where they start (one representation per
+/// set, so equal sets hash alike).
 impl Hash for CpuSet {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_words().hash(state);
+        self.span().hash(state);
     }
 }
 
-/// Lexicographic on the words in use, as a `Vec<u64>` of them would order:
-/// maps keyed by sets iterate in the same order whatever the representation.
+/// Lexicographic on the bitmap's words up to the last non-zero one, as a
+/// `Vec<u64>` of [`CpuSet::as_words`] would order: maps keyed by sets
+/// iterate in the same order whatever the representation.
 impl Ord for CpuSet {
     #[inline]
     fn cmp(&self, other: &CpuSet) -> Ordering {
-        self.as_words().cmp(other.as_words())
+        // Below both sets' first words kept, both bitmaps are 0.
+        let start = self.span().0.min(other.span().0);
+        let (a_end, b_end) = (self.end(), other.end());
+        (start..a_end.min(b_end))
+            .map(|i| self.word(i).cmp(&other.word(i)))
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| a_end.cmp(&b_end))
     }
 }
 
@@ -485,10 +556,10 @@ mod tests {
     #[test]
     fn sets_beyond_cpu_127_grow_onto_the_heap_and_shrink_back() {
         let mut s: CpuSet = "1,64".parse().unwrap();
-        assert_eq!(s.as_words(), &[2, 1]);
+        assert_eq!(&*s.as_words(), &[2, 1]);
         assert!(matches!(s.words, Words::Inline { len: 2, .. }));
         assert!(s.insert(CpuId(200)));
-        assert!(matches!(s.words, Words::Heap(_)));
+        assert!(matches!(s.words, Words::Heap { skip: 0, .. }));
         assert_eq!(s.as_words().len(), 4);
         assert_eq!(s.to_string(), "1,64,200");
         assert!(s.remove(CpuId(200)));
@@ -502,7 +573,30 @@ mod tests {
         ));
         assert_eq!(wide.union(&s).to_string(), "1,64,300");
         assert_eq!(CpuSet::from_words(&[0, 0, 0, 0]), CpuSet::new());
-        assert_eq!(CpuSet::from_words(&[5, 0, 0]).as_words(), &[5]);
+        assert_eq!(&*CpuSet::from_words(&[5, 0, 0]).as_words(), &[5]);
+    }
+
+    #[test]
+    fn a_set_of_high_cpus_keeps_only_its_own_words() {
+        let mut s = CpuSet::single(CpuId(8000));
+        assert!(matches!(&s.words, Words::Heap { skip: 125, words } if words.len() == 1));
+        assert_eq!(s.as_words().len(), 126);
+        assert_eq!(s.first(), Some(CpuId(8000)));
+        s.insert(CpuId(8191));
+        s.insert(CpuId(7999));
+        assert_eq!(s.to_string(), "7999-8000,8191");
+        assert!(matches!(&s.words, Words::Heap { skip: 124, words } if words.len() == 4));
+        assert!(s.remove(CpuId(7999)));
+        assert!(matches!(&s.words, Words::Heap { skip: 125, words } if words.len() == 3));
+        assert!(s.remove(CpuId(8191)));
+        assert_eq!(s, CpuSet::single(CpuId(8000)));
+        assert!(s.remove(CpuId(8000)));
+        assert!(matches!(s.words, Words::Inline { len: 0, .. }));
+        let high: CpuSet = "8000-8001".parse().unwrap();
+        let low: CpuSet = "0-1".parse().unwrap();
+        assert!(high.union(&low).as_words().len() == 126 && !high.intersects(&low));
+        assert!(high.intersection(&low).is_empty());
+        assert_eq!(CpuSet::from_words(&high.as_words()), high);
     }
 
     /// The same set reached through different operations.
@@ -534,6 +628,7 @@ mod tests {
             let (u, _) = equal_by_two_routes(&b);
             // The order a `Vec<u64>` of the words would have.
             let words = |s: &CpuSet| s.as_words().to_vec();
+            prop_assert_eq!(x.partial_cmp(&u), Some(words(&x).cmp(&words(&u))));
             prop_assert_eq!(x.cmp(&u), words(&x).cmp(&words(&u)));
             prop_assert_eq!(x == u, a == b);
             let inter: Vec<u32> = a.intersection(&b).copied().collect();
@@ -541,7 +636,41 @@ mod tests {
             prop_assert_eq!(x.intersects(&u), !inter.is_empty());
             prop_assert_eq!(x.is_subset(&u), a.is_subset(&b));
             prop_assert_eq!(x.union(&u).len(), a.union(&b).count());
-            prop_assert_eq!(CpuSet::from_words(x.as_words()), x.clone());
+            prop_assert_eq!(CpuSet::from_words(&x.as_words()), x.clone());
+        }
+
+        /// Sets far from CPU 0 (kept from their first non-zero word) and
+        /// sets near it, mixed: every operation agrees with a plain model.
+        #[test]
+        fn sets_of_high_cpus_agree_with_a_model(
+            a in proptest::collection::btree_set(prop_oneof![0u32..200, 600u32..1400], 0..12),
+            b in proptest::collection::btree_set(prop_oneof![0u32..200, 700u32..1300], 0..12),
+            probe in 0u32..1500,
+        ) {
+            let x: CpuSet = a.iter().copied().map(CpuId).collect();
+            let y: CpuSet = b.iter().copied().map(CpuId).collect();
+            let model = |s: &CpuSet| s.iter().map(|c| c.0).collect::<std::collections::BTreeSet<u32>>();
+            prop_assert_eq!(model(&x), a.clone());
+            prop_assert_eq!(x.len(), a.len());
+            prop_assert_eq!(x.first().map(|c| c.0), a.first().copied());
+            prop_assert_eq!(x.contains(CpuId(probe)), a.contains(&probe));
+            prop_assert_eq!(model(&x.intersection(&y)), a.intersection(&b).copied().collect());
+            prop_assert_eq!(model(&x.union(&y)), a.union(&b).copied().collect());
+            prop_assert_eq!(x.is_subset(&y), a.is_subset(&b));
+            prop_assert_eq!(x.intersects(&y), !a.is_disjoint(&b));
+            prop_assert_eq!(x.cmp(&y), x.as_words().to_vec().cmp(&y.as_words().to_vec()));
+            prop_assert_eq!(x == y, a == b);
+            let (mut grown, mut shrunk) = (x.clone(), x.clone());
+            prop_assert_eq!(grown.insert(CpuId(probe)), !a.contains(&probe));
+            prop_assert_eq!(shrunk.remove(CpuId(probe)), a.contains(&probe));
+            let mut with = a.clone();
+            with.insert(probe);
+            let mut without = a.clone();
+            without.remove(&probe);
+            prop_assert_eq!(&grown, &with.iter().copied().map(CpuId).collect::<CpuSet>());
+            prop_assert_eq!(&shrunk, &without.iter().copied().map(CpuId).collect::<CpuSet>());
+            prop_assert_eq!(hash_of(&shrunk), hash_of(&without.iter().copied().map(CpuId).collect()));
+            prop_assert_eq!(CpuSet::from_words(&x.as_words()), x.clone());
         }
 
         #[test]

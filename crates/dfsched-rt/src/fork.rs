@@ -117,7 +117,8 @@ pub(crate) fn unlock_start() {
 
 /// Notes `mask` as the forking thread's mask in the child (`None`: leave it).
 fn set_child_mask(mask: Option<&CpuSet>) {
-    let words = mask.map(CpuSet::as_words).unwrap_or(&[]);
+    let words = mask.map(CpuSet::as_words);
+    let words: &[u64] = words.as_deref().unwrap_or(&[]);
     if words.len() > MASK_WORDS || words.iter().all(|w| *w == 0) {
         CHILD_MASK_WORDS.store(0, Ordering::Relaxed);
         return;

@@ -129,6 +129,7 @@ fn getaffinity_into(pid: libc::pid_t, buf: &mut [u64]) -> Result<(), i32> {
 pub fn set_affinity(tid: u64, cpus: &CpuSet) -> Result<(), Error> {
     let pid = pid_of(AffinityOp::Set, tid)?;
     let words = cpus.as_words();
+    let words: &[u64] = &words;
     if words.is_empty() {
         return Err(Error::Affinity {
             op: AffinityOp::Set,
@@ -304,6 +305,26 @@ pub(crate) fn open_at(
     // SAFETY: `fd` was just returned by openat, is open, and is owned by
     // nothing else: the File takes sole ownership and closes it.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// The link count of `rel` relative to the directory `dir`
+/// (`fstatat(2)`, following links as an open would). A directory's link
+/// count is 2 + its subdirectories on sysfs (kernfs), ext4 and tmpfs; other
+/// filesystems may say 1 for "not counted".
+pub(crate) fn nlink_at(dir: &std::fs::File, rel: &std::ffi::CStr) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd as _;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `dir` is an open descriptor kept alive by the borrow, `rel`
+    // a NUL-terminated string that outlives the call, and `st` a writable
+    // stat buffer that fstatat fills completely when it returns 0.
+    let r = unsafe { libc::fstatat(dir.as_raw_fd(), rel.as_ptr(), st.as_mut_ptr(), 0) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstatat returned 0, so it wrote the whole buffer.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // nlink_t is u32 on some targets
+    Ok(st.st_nlink as u64)
 }
 
 /// The CPU time the calling thread has used, in nanoseconds

@@ -22,7 +22,8 @@
 //!   [`Level::L2`];
 //! - NUMA nodes are [`Level::Node`].
 //!
-//! A core's siblings come from `thread_siblings_list`, or failing that from
+//! A core's siblings come from `thread_siblings_list` (or, unread, from a
+//! like L1: see "Siblings from the L1" below), or failing that from
 //! its level-1 caches, or failing that it is the CPU alone. A CPU without a
 //! `cache` directory is fine: it simply has no cache domains.
 //!
@@ -56,7 +57,26 @@
 //! - the `indexI` directories are taken in order until the first missing
 //!   one (the kernel numbers them without gaps), not listed (only the
 //!   first CPU's is, to see that it has no gap);
+//! - **the end of the indexes**: where the first `cache` directory's link
+//!   count is 2 + its subdirectories, all of them `indexI` (sysfs, and the
+//!   ext4 or tmpfs of fixture trees), each CPU's `cache` directory is
+//!   looked at with one `stat` whose link count says how many `indexI`
+//!   it holds, instead of two failed opens past the last one (a CPU with
+//!   more or fewer cache leaves than the first is so still read whole);
+//!   elsewhere the end is probed;
 //! - `thread_siblings_list` is read once per core;
+//! - **siblings from the L1**: a core whose first level-1 cache is like
+//!   the first level-1 cache of the last core whose `thread_siblings_list`
+//!   was read (the same index, level, type and size, as many sharing
+//!   CPUs, at least two), where that file named exactly that cache's
+//!   CPUs, takes its siblings from its L1, unread. The L1 is the core's
+//!   own (SMT threads share it); a core of another kind (a hybrid part's,
+//!   its L1 of another size) is unlike and read, an L1 of one CPU (no SMT,
+//!   or a platform reporting L1 per thread) never stands for siblings,
+//!   and once a core read had siblings other than its L1's CPUs (an SMT4
+//!   core whose L1 serves pairs) every core's file is read. The price, as
+//!   for like caches: a garbled `thread_siblings_list` of a like core is
+//!   not seen;
 //! - **like caches**: a cache whose `indexI` was read whole on an earlier
 //!   CPU, and which has the same size and the same number of sharing CPUs
 //!   as that one, takes its level and type from it, unread. The kernel
@@ -68,9 +88,11 @@
 //!   read whole. The price: a garbled `level` or `type` of a like cache is
 //!   not seen (its `size` and `shared_cpu_list` always are).
 //!
-//! On 8,192 CPUs of SMT pairs (the `topology` bench's fixture) this reads
-//! 20.7k files instead of 49k, and every distinct cache becomes one domain
-//! spec (not one per CPU sharing it).
+//! On 8,192 CPUs of SMT pairs (`dfsched bench topology`'s fixture) this
+//! reads 16.7k files instead of 49k (20.7k before siblings came from the
+//! L1), with 4.1k `stat`s and no failed opens (8.2k before the link
+//! count), and every distinct cache becomes one domain spec (not one per
+//! CPU sharing it).
 
 use crate::error::Error;
 use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
@@ -303,6 +325,8 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
         slots: slots(online),
         ..Known::default()
     };
+    // Whether SMT siblings may be taken from the level-1 cache unread.
+    let mut like_l1 = SiblingsFromL1::default();
     for cpu in part.iter() {
         // A CPU named in every cache of a CPU read before (an SMT sibling:
         // its first cache names it) has exactly those caches (they are
@@ -326,15 +350,29 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
             continue;
         }
         let dir = format!("cpu{}/", cpu.0);
-        let entries = read_caches(cpu_dir, &dir, cpu, online, &mut known)?;
-        caches.insert(cpu, entries);
+        let indexed = read_caches(cpu_dir, &dir, cpu, online, &mut known)?;
+        let l1 = indexed
+            .iter()
+            .copied()
+            .find(|&(_, i)| known.entries[i].cache.level == 1);
+        caches.insert(cpu, indexed.iter().map(|&(_, i)| i).collect());
         if siblings.get(cpu).is_some() {
             continue; // a sibling read before named this CPU
+        }
+        if let Some(set) = l1.and_then(|l1| like_l1.siblings(&known, l1)) {
+            for other in set.iter() {
+                siblings.insert_if_absent(other, sibling_sets.len());
+            }
+            sibling_sets.push(set);
+            continue;
         }
         let list = format!("{dir}topology/thread_siblings_list");
         if let Some(text) = cpu_dir.read_optional(&list)? {
             let mut set = parse_cpulist(&cpu_dir.path(&list), &text)?.intersection(online);
             set.insert(cpu);
+            if let Some(l1) = l1 {
+                like_l1.learn(&known, l1, &set);
+            }
             for other in set.iter() {
                 siblings.insert_if_absent(other, sibling_sets.len());
             }
@@ -348,6 +386,45 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
         siblings,
         sibling_sets,
     })
+}
+
+/// SMT siblings taken from the level-1 cache, unread (module doc,
+/// "Siblings from the L1"): the template is the level-1 cache of the last
+/// core whose `thread_siblings_list` was read and named exactly that
+/// cache's CPUs.
+#[derive(Default)]
+struct SiblingsFromL1 {
+    /// The template: the index of that core's first level-1 cache and its
+    /// position in `known.entries`.
+    template: Option<(usize, usize)>,
+    /// A core read whose siblings were not its L1's CPUs: nothing is
+    /// taken unread from then on.
+    refused: bool,
+}
+
+impl SiblingsFromL1 {
+    /// The siblings of the core whose first level-1 cache is `l1` (index,
+    /// entry), if that cache is like the template's: the same index, level,
+    /// type and size, and shared by as many CPUs, at least two. An L1 of one
+    /// CPU cannot tell a core without SMT from a platform that reports its
+    /// L1 per thread, so it never stands for the siblings.
+    fn siblings(&self, known: &Known, (index, entry): (usize, usize)) -> Option<CpuSet> {
+        let (t_index, t_entry) = self.template.filter(|_| !self.refused)?;
+        let (e, t) = (&known.entries[entry], &known.entries[t_entry]);
+        let like = index == t_index && e.cache == t.cache && e.shared.len() == t.shared.len();
+        (like && e.shared.len() >= 2).then(|| e.shared.clone())
+    }
+
+    /// A core's siblings `read` from its file, and its first level-1 cache
+    /// `l1`: agreeing, the cache becomes the template; disagreeing, nothing
+    /// is taken unread any more.
+    fn learn(&mut self, known: &Known, l1: (usize, usize), read: &CpuSet) {
+        if known.entries[l1.1].shared == *read {
+            self.template = Some(l1);
+        } else {
+            self.refused = true;
+        }
+    }
 }
 
 /// The sysfs CPU directory, opened once (`O_PATH`) so that every CPU's
@@ -399,6 +476,21 @@ impl Dir {
     fn read_text(&self, rel: &str) -> Result<String, Error> {
         self.read_optional(rel)?
             .ok_or_else(|| sysfs_err(&self.path(rel), "missing".into()))
+    }
+
+    /// The link count of `rel` under this directory (see
+    /// [`crate::sys::nlink_at`]); `None` if it does not exist.
+    fn nlink(&self, rel: &str) -> Result<Option<u64>, Error> {
+        let Some(file) = self.file.as_ref() else {
+            return Ok(None);
+        };
+        let c =
+            std::ffi::CString::new(rel).map_err(|e| sysfs_err(&self.path(rel), e.to_string()))?;
+        match crate::sys::nlink_at(file, &c) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(sysfs_err(&self.path(rel), e.to_string())),
+        }
     }
 
     /// Whether `rel` exists under this directory.
@@ -466,49 +558,66 @@ struct Known {
     /// `indexI` numbers (then every CPU's is listed); `None` until one
     /// with caches was listed.
     gaps: Option<bool>,
+    /// Whether a `cache` directory's link count is 2 + its `indexI`
+    /// directories here (seen on the first one listed): then it says where
+    /// each CPU's indexes end.
+    nlink_counts: bool,
 }
 
-/// The caches of `cpu` under its `cache` directory, as positions in
-/// `known.entries`; none if it has none. A cache some CPU read before names
+/// The caches of `cpu` under its `cache` directory, as their index and
+/// their position in `known.entries`; none if it has none. A cache some CPU read before names
 /// `cpu` in its shared list is taken from `known`; the others are read and
 /// added to it.
 ///
 /// The kernel numbers a CPU's cache directories `index0`, `index1`, … with
 /// no gap (one per cache leaf it found), so after the first CPU's
 /// directory was listed and found so numbered, they are taken in that
-/// order until the first that does not exist, instead of listing each
-/// directory: a cache a CPU read before names `cpu` costs no system call
-/// at all, and the end costs one failed open and one `stat` (which tells
-/// the end from an `indexI` without its `shared_cpu_list`, an error). A
-/// tree whose first listing has a gap (a hand-made one: `index0` and
-/// `index3` only) has every CPU's directory listed. At most
-/// [`MAX_CACHE_INDEXES`] are taken.
+/// order, instead of listing each directory: a cache a CPU read before
+/// names `cpu` costs no system call at all. Where the link count counts
+/// them (module doc, "The end of the indexes") one `stat` of the `cache`
+/// directory says how many there are; elsewhere they are taken until the
+/// first that does not exist, which costs one failed open and one failed
+/// `O_PATH` open (which tells the end from an `indexI` without its
+/// `shared_cpu_list`, an error). A tree whose first listing has a gap (a
+/// hand-made one: `index0` and `index3` only) has every CPU's directory
+/// listed. At most [`MAX_CACHE_INDEXES`] are taken.
 fn read_caches(
     dir: &Dir,
     cpu_rel: &str,
     cpu: CpuId,
     online: &CpuSet,
     known: &mut Known,
-) -> Result<Vec<usize>, Error> {
+) -> Result<Vec<(usize, usize)>, Error> {
+    let cache_rel = format!("{cpu_rel}cache");
     let listed = match known.gaps {
         Some(false) => None,
         _ => {
-            let listed = list_indexes(dir, cpu_rel)?;
+            let (listed, subdirs) = list_indexes(dir, &cache_rel)?;
             if known.gaps.is_none() && !listed.is_empty() {
                 let numbered = listed.iter().enumerate().all(|(i, &index)| i == index);
                 known.gaps = Some(!numbered);
+                // The link count stands for the index directories when it
+                // counted this listing's subdirectories, all of them
+                // `indexI` (module doc, "The end of the indexes").
+                let nlink = dir.nlink(&cache_rel)?;
+                known.nlink_counts = subdirs == listed.len()
+                    && nlink.and_then(|n| n.checked_sub(2)) == Some(subdirs as u64);
             }
             Some(listed)
         }
     };
     let indexes: Box<dyn Iterator<Item = usize>> = match listed {
         Some(listed) => Box::new(listed.into_iter()),
+        None if known.nlink_counts => match dir.nlink(&cache_rel)? {
+            None => return Ok(Vec::new()), // no `cache` directory
+            Some(n) => Box::new(0..(n.saturating_sub(2) as usize).min(MAX_CACHE_INDEXES)),
+        },
         None => Box::new(0..MAX_CACHE_INDEXES),
     };
     let mut out = Vec::new();
     for index in indexes {
         if let Some(&i) = known.by_index.get(index).and_then(|m| m.get(cpu)) {
-            out.push(i);
+            out.push((index, i));
             continue;
         }
         let template = known
@@ -534,28 +643,38 @@ fn read_caches(
         for other in entry.shared.iter() {
             known.by_index[index].insert_if_absent(other, i);
         }
-        out.push(i);
+        out.push((index, i));
         known.entries.push(entry);
     }
     Ok(out)
 }
 
-/// The `indexI` numbers under `cpu_rel`'s `cache` directory, in order
-/// (below [`MAX_CACHE_INDEXES`]); none if it has no such directory.
-fn list_indexes(dir: &Dir, cpu_rel: &str) -> Result<Vec<usize>, Error> {
-    let path = dir.path(&format!("{cpu_rel}cache"));
+/// The `indexI` numbers under the `cache` directory `cache_rel`, in order
+/// (below [`MAX_CACHE_INDEXES`]), and how many subdirectories it has of
+/// any name; none if there is no such directory.
+fn list_indexes(dir: &Dir, cache_rel: &str) -> Result<(Vec<usize>, usize), Error> {
+    let path = dir.path(cache_rel);
     let listing = match std::fs::read_dir(&path) {
         Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(e) => return Err(sysfs_err(&path, e.to_string())),
     };
-    let mut indexes: Vec<usize> = listing
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("index")?.parse().ok())
-        .filter(|&i| i < MAX_CACHE_INDEXES)
-        .collect();
+    let mut subdirs = 0;
+    let mut indexes = Vec::new();
+    for entry in listing.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            subdirs += 1;
+        }
+        let index = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("index")?.parse::<usize>().ok());
+        if let Some(i) = index.filter(|&i| i < MAX_CACHE_INDEXES) {
+            indexes.push(i);
+        }
+    }
     indexes.sort_unstable();
-    Ok(indexes)
+    Ok((indexes, subdirs))
 }
 
 /// One `cache/indexI` directory of `cpu`, and whether all of its files

@@ -326,6 +326,130 @@ fn a_cache_unlike_the_one_read_before_is_read_whole() {
     assert!(err.to_string().contains("cpu2/cache/index2/level"), "{err}");
 }
 
+/// CPUs numbered as `Topology::test`, SMT `smt` per core, cores of
+/// `cores_per_llc` under one L3 per LLC; the L1 data cache shared by
+/// `l1_cpus` consecutive CPUs (the core's threads on real parts) and of
+/// size `l1(cpu)`; `thread_siblings_list` names the core.
+fn write_smt(dir: &TempDir, cpus: u32, smt: u32, l1_cpus: u32, l1: impl Fn(u32) -> &'static str) {
+    let range = |first: u32, n: u32| format!("{first}-{}", first + n - 1);
+    let entries: Vec<_> = (0..cpus)
+        .map(|cpu| {
+            let caches = vec![
+                FixtureCache {
+                    level: 1,
+                    kind: "Data",
+                    size: l1(cpu),
+                    shared: range(cpu / l1_cpus * l1_cpus, l1_cpus),
+                },
+                FixtureCache {
+                    level: 2,
+                    kind: "Unified",
+                    size: "1024K",
+                    shared: range(cpu / smt * smt, smt),
+                },
+                FixtureCache {
+                    level: 3,
+                    kind: "Unified",
+                    size: "8M",
+                    shared: range(0, cpus),
+                },
+            ];
+            (cpu, caches, Some(range(cpu / smt * smt, smt)))
+        })
+        .collect();
+    write_sysfs(dir, &range(0, cpus), &entries, &[]);
+}
+
+/// The path of `cpu`'s `thread_siblings_list`.
+fn siblings_file(cpu: u32) -> String {
+    format!("sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+}
+
+/// A core whose first level-1 cache is like the one of a core read
+/// before (same index, level, type and size, shared by as many CPUs, at
+/// least two), where that core's `thread_siblings_list` named exactly its
+/// L1's CPUs, has those CPUs for its siblings, unread: a core of SMT
+/// pairs then costs no siblings file. A garbled file proves it unread.
+#[test]
+fn siblings_like_the_l1_read_before_are_taken_from_it_unread() {
+    let dir = TempDir::new("sysfs-siblings-like");
+    write_numa_smt(&dir);
+    let whole = read_topology(dir.path()).unwrap();
+    assert_eq!(whole, Topology::test(2, 2, 2, 2), "premise: the fixture");
+    for core in (2..16).step_by(2) {
+        dir.write(&siblings_file(core), "zz\n");
+    }
+    assert_eq!(read_topology(dir.path()).unwrap(), whole);
+}
+
+/// Siblings are read from their file whenever the L1 cannot stand for
+/// them: a core read before had siblings other than its L1's CPUs (an SMT4
+/// core whose L1 serves pairs, as POWER9's big cores report), or this
+/// core's L1 is unlike that core's (another size: a hybrid part's other
+/// kind of core), or the L1 serves one CPU (a core without SMT, or a
+/// platform reporting the L1 per thread). A garbled file is then an error
+/// naming it, and a good one gives the cores.
+#[test]
+fn siblings_unlike_the_l1_read_before_are_read() {
+    let expect_read = |dir: &TempDir, cpu: u32| {
+        dir.write(&siblings_file(cpu), "zz\n");
+        let err = read_topology(dir.path()).unwrap_err();
+        assert!(err.to_string().contains(&siblings_file(cpu)), "{err}");
+    };
+    // SMT4 cores of 4 CPUs, L1 per pair: the first core's siblings are not
+    // its L1's CPUs, so the second core's file is read.
+    let dir = TempDir::new("sysfs-siblings-smt4");
+    write_smt(&dir, 8, 4, 2, |_| "32K");
+    let t = read_topology(dir.path()).unwrap();
+    // The core is the siblings' 4-7 (its L2 merged in), not the L1's 4-5.
+    let core = t.domain(t.smallest_holding(&set("4-6")));
+    assert_eq!((core.level, &core.cpus), (Level::Core, &set("4-7")));
+    expect_read(&dir, 4);
+    // SMT pairs, L1 of 48K on CPUs 0-3 and 32K on 4-7: CPU 4's core is
+    // unlike the first core read.
+    let dir = TempDir::new("sysfs-siblings-hybrid");
+    write_smt(&dir, 8, 2, 2, |cpu| if cpu < 4 { "48K" } else { "32K" });
+    let t = read_topology(dir.path()).unwrap();
+    let core = t.domain(t.smallest_holding(&set("4-5")));
+    assert_eq!((core.level, &core.cpus), (Level::Core, &set("4-5")));
+    expect_read(&dir, 4);
+    // CPU 6, like CPU 4 read before it, is taken from its L1: the template
+    // follows the last core read.
+    dir.write(&siblings_file(4), "4-5\n");
+    dir.write(&siblings_file(6), "zz\n");
+    assert_eq!(read_topology(dir.path()).unwrap(), t);
+    // No SMT: every L1 serves one CPU, every core's file is read.
+    let dir = TempDir::new("sysfs-siblings-nosmt");
+    write_flat_llc(&dir, &set("0-3"));
+    expect_read(&dir, 3);
+}
+
+/// A CPU with more cache directories than the first CPU listed has every
+/// one of them read (where the directory's link count says how many there
+/// are, it is looked at instead of probing past the last one; where it
+/// does not, the probe finds them).
+#[test]
+fn a_cpu_with_more_cache_directories_than_the_first_has_them_all_read() {
+    let dir = TempDir::new("sysfs-more-indexes");
+    write_flat_llc(&dir, &set("0-3"));
+    let extra = "sys/devices/system/cpu/cpu2/cache/index4";
+    dir.write(&format!("{extra}/level"), "2\n");
+    dir.write(&format!("{extra}/type"), "Unified\n");
+    dir.write(&format!("{extra}/size"), "256K\n");
+    dir.write(&format!("{extra}/shared_cpu_list"), "2\n");
+    let t = read_topology(dir.path()).unwrap();
+    let caches = |cpu| t.domain(t.leaf(CpuId(cpu)).unwrap()).caches.len();
+    assert_eq!((caches(1), caches(2), caches(3)), (3, 4, 3));
+    let l2: Vec<_> = t
+        .domain(t.leaf(CpuId(2)).unwrap())
+        .caches
+        .iter()
+        .filter(|c| c.level == 2)
+        .map(|c| c.size_bytes)
+        .collect();
+    assert_eq!(l2, vec![Some(2048 << 10), Some(256 << 10)]);
+}
+
 /// A hand-made tree may number its cache directories with a gap (here
 /// `index0`, `index1`, `index3`): every one is still read.
 #[test]
