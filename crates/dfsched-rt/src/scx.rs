@@ -27,7 +27,6 @@
 use dfsched_core::{CpuSet, GroupId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::fd::AsRawFd as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -114,31 +113,6 @@ pub enum ScxError {
     Policy(crate::error::Error),
 }
 
-/// The uid of the process serving `stream` (`SO_PEERCRED`).
-fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: the fd is a connected Unix socket that `stream` owns for the call; `cred` and `len`
-    // are valid for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(cred.uid)
-}
-
 /// Group keys on the wire: the engine's group ids as they are.
 fn key(group: GroupId) -> u64 {
     group.0
@@ -166,7 +140,7 @@ impl ScxLink {
             source,
         };
         let stream = UnixStream::connect(path).map_err(io)?;
-        let uid = peer_uid(&stream).map_err(io)?;
+        let (_, uid) = crate::agent::sock::peer_cred(&stream).map_err(io)?;
         if uid != 0 {
             return Err(ScxError::NotRoot {
                 path: path.to_path_buf(),

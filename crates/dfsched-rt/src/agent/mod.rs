@@ -132,7 +132,7 @@ pub mod proto;
 mod scan;
 mod server;
 pub mod sharing;
-mod sock;
+pub(crate) mod sock;
 pub mod top;
 
 pub use client::{Client, ConnectOptions, IO_TIMEOUT, MAX_STATUS_BYTES};
