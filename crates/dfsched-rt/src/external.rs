@@ -67,76 +67,16 @@
 use crate::agent::link::AgentPass;
 use crate::error::Error;
 use crate::procfs::{clock_ticks_per_sec, Refresh, Stepped, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
-use crate::signals::{self, BusyTracker, Estimate};
+use crate::signals::{self, BusyTracker, Estimate, SustainedWindow, WeighGate};
 use crate::weigh::Unseen;
 use dfsched_core::{CpuId, CpuSet};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// The most of our threads whose last CPU a pass reads from `/proc` (those
 /// targeted at several CPUs that used CPU): bounds the pass's files when we
 /// have many threads.
 pub const MAX_WHERE_READS: usize = 64;
-
-/// The last K samples of the unmanaged load and their per-CPU minimum.
-///
-/// Invariants: holds at most K samples, each in CPU order with no zero
-/// loads; the minimum counts a CPU missing from a sample as 0.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SustainedWindow {
-    /// K, at least 1.
-    samples_wanted: usize,
-    /// The latest samples (thousandths per CPU), oldest first.
-    samples: VecDeque<Vec<(CpuId, u64)>>,
-}
-
-impl SustainedWindow {
-    /// A window of `k` samples (at least 1; 1 passes each sample through).
-    pub fn new(k: u32) -> SustainedWindow {
-        let samples_wanted = (k as usize).max(1);
-        SustainedWindow {
-            samples_wanted,
-            samples: VecDeque::with_capacity(samples_wanted),
-        }
-    }
-
-    /// Adds `sample` (load per CPU in thousandths; CPUs not listed count 0,
-    /// a CPU listed twice the sum) and returns the per-CPU minimum over the
-    /// last K samples, the ones not yet taken counting as empty: CPUs with
-    /// a minimum of 0 are left out, the rest in CPU order.
-    pub fn push(&mut self, sample: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
-        let mut summed: std::collections::BTreeMap<CpuId, u64> = Default::default();
-        for &(cpu, m) in sample {
-            let e = summed.entry(cpu).or_default();
-            *e = e.saturating_add(m);
-        }
-        let sample: Vec<(CpuId, u64)> = summed.into_iter().filter(|&(_, m)| m > 0).collect();
-        if self.samples.len() == self.samples_wanted {
-            self.samples.pop_front();
-        }
-        self.samples.push_back(sample);
-        if self.samples.len() < self.samples_wanted {
-            return Vec::new();
-        }
-        let Some(latest) = self.samples.back() else {
-            return Vec::new();
-        };
-        let older = self.samples.len() - 1;
-        latest
-            .iter()
-            .map(|&(cpu, m)| {
-                let least = self.samples.range(..older).fold(m, |least, s| {
-                    let there = s
-                        .binary_search_by_key(&cpu, |&(c, _)| c)
-                        .map_or(0, |i| s[i].1);
-                    least.min(there)
-                });
-                (cpu, least)
-            })
-            .filter(|&(_, m)| m > 0)
-            .collect()
-    }
-}
 
 /// Where a pass's unmanaged load came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +112,9 @@ pub(crate) struct External {
     refresh: Refresh,
     busy: BusyTracker,
     window: SustainedWindow,
+    /// Whether the refresh should sweep: the same window over the
+    /// unweighed signals (`signals::WeighGate`).
+    gate: WeighGate,
     /// Our runnable threads' load per CPU at the end of the last pass (in
     /// thousandths): how many of the machine's runnable threads are ours.
     own_shares: Vec<(CpuId, u64)>,
@@ -202,6 +145,7 @@ impl External {
             ),
             busy: BusyTracker::new(clock_ticks_per_sec()),
             window: SustainedWindow::new(window),
+            gate: WeighGate::new(window),
             own_shares: Vec::new(),
             own_threads: Vec::new(),
             thread_ns: HashMap::new(),
@@ -338,7 +282,7 @@ impl External {
         busy.retain(|&(_, u)| u > 0);
         let ours: u64 = self.own_shares.iter().chain(&others).map(|&(_, m)| m).sum();
         let runnable = signals::outside_runnable(stat.procs_running, ours);
-        let wanted = signals::worth_weighing(&busy, runnable);
+        let wanted = self.gate.wanted(&busy, runnable);
         let stepped = self
             .refresh
             .step(now, wanted, |pid| pid == own_pid || agent.skips(pid));
@@ -374,101 +318,6 @@ mod tests {
 
     const C0: CpuId = CpuId(0);
     const C1: CpuId = CpuId(1);
-
-    #[test]
-    fn a_burst_shorter_than_the_window_is_ignored() {
-        let mut w = SustainedWindow::new(3);
-        assert!(w.push(&[]).is_empty());
-        assert!(w.push(&[]).is_empty());
-        assert!(w.push(&[]).is_empty());
-        // Two threads for two samples: never seen.
-        assert!(w.push(&[(C0, 2000)]).is_empty());
-        assert!(w.push(&[(C0, 2000), (C1, 1000)]).is_empty());
-        assert!(w.push(&[]).is_empty());
-        assert!(w.push(&[(C1, 1000)]).is_empty());
-    }
-
-    #[test]
-    fn sustained_load_is_seen_on_the_kth_sample() {
-        let mut w = SustainedWindow::new(3);
-        assert!(w.push(&[(C1, 2000)]).is_empty(), "1st sample");
-        assert!(w.push(&[(C1, 2000)]).is_empty(), "2nd sample");
-        assert_eq!(w.push(&[(C1, 2000)]), vec![(C1, 2000)], "3rd sample");
-        // It lasts, with a burst on top: only what lasted counts.
-        assert_eq!(w.push(&[(C0, 4000), (C1, 3000)]), vec![(C1, 2000)]);
-    }
-
-    #[test]
-    fn weighed_load_is_damped_in_thousandths() {
-        let mut w = SustainedWindow::new(2);
-        assert!(w.push(&[(C0, 500), (C1, 1500)]).is_empty());
-        // The least of each CPU's last 2 samples, to the thousandth.
-        assert_eq!(
-            w.push(&[(C0, 666), (C1, 1250)]),
-            vec![(C0, 500), (C1, 1250)]
-        );
-        // A CPU listed twice counts the sum.
-        assert_eq!(w.push(&[(C0, 400), (C0, 400)]), vec![(C0, 666)]);
-    }
-
-    #[test]
-    fn load_that_goes_away_is_dropped_at_once() {
-        let mut w = SustainedWindow::new(3);
-        for _ in 0..5 {
-            w.push(&[(C0, 3000), (C1, 1000)]);
-        }
-        assert_eq!(
-            w.push(&[(C0, 3000), (C1, 1000)]),
-            vec![(C0, 3000), (C1, 1000)]
-        );
-        // One thread on CPU 0 ends and CPU 1 empties: seen at the next
-        // sample, not K samples later.
-        assert_eq!(w.push(&[(C0, 2000)]), vec![(C0, 2000)]);
-        assert!(w.push(&[]).is_empty());
-    }
-
-    #[test]
-    fn a_window_of_one_passes_samples_through() {
-        let mut w = SustainedWindow::new(1);
-        assert_eq!(
-            w.push(&[(C1, 1000), (C0, 2000)]),
-            vec![(C0, 2000), (C1, 1000)]
-        );
-        assert!(w.push(&[(C0, 0)]).is_empty());
-        assert_eq!(SustainedWindow::new(0), SustainedWindow::new(1));
-    }
-
-    proptest::proptest! {
-        /// The signals through the window: outside busy time and runnable
-        /// threads that last fewer passes than the window never reach the
-        /// engine, whatever their size; the same that last K passes do, as
-        /// the estimate gives them.
-        #[test]
-        fn a_burst_of_signals_moves_nothing_and_lasting_ones_are_seen(
-            k in 2u32..6,
-            burst in proptest::collection::vec(
-                (0u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000), 1..6),
-            lasting in (1u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000),
-        ) {
-            let mut w = SustainedWindow::new(k);
-            let quiet = signals::estimate(&[], 0, 1000);
-            for _ in 0..k {
-                w.push(&quiet.milli);
-            }
-            for &(u0, u1, n, rho) in burst.iter().take(k as usize - 1) {
-                let e = signals::estimate(&[(C0, u0), (C1, u1)], n, rho);
-                proptest::prop_assert!(w.push(&e.milli).is_empty());
-            }
-            proptest::prop_assert!(w.push(&quiet.milli).is_empty());
-            let (u0, u1, n, rho) = lasting;
-            let e = signals::estimate(&[(C0, u0), (C1, u1)], n, rho);
-            let mut seen = Vec::new();
-            for _ in 0..k {
-                seen = w.push(&e.milli);
-            }
-            proptest::prop_assert_eq!(seen, e.milli);
-        }
-    }
 
     #[test]
     fn our_cpu_time_is_taken_off_the_cpu_our_thread_ran_on() {

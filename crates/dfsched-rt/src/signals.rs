@@ -86,7 +86,7 @@
 use crate::weigh::Unseen;
 use dfsched_core::rules::TASK_MILLI;
 use dfsched_core::CpuId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The least wall time over which busy fractions are taken: `/proc/stat`
 /// counts in 10 ms ticks, so 100 ms gives ±10 % per CPU.
@@ -190,22 +190,111 @@ pub fn attribute(delta_ns: u64, shares: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
 }
 
 /// The least outside load on some CPU, unweighed (in thousandths of a
-/// thread, each outside thread at one of ours), that is worth weighing: a
-/// pass below it on every CPU starts no refresh sweep
+/// thread, each outside thread at one of ours), that is worth weighing:
+/// unless a CPU has it at each sample of the window ([`WeighGate`]), no
+/// refresh sweep starts
 /// (`procfs/refresh.rs`, "Why only when wanted"). Two clock ticks of a
 /// 100 ms window: one tick is a daemon's wake-up, or our own CPU time
 /// rounded against the tick count. Far below where a decision turns (the
 /// co-thread rule packs a 2-thread program on 2 CPUs above 3000 a CPU).
 pub const WORTH_WEIGHING_MILLI: u64 = 200;
 
-/// Whether the outside load of `busy` and `runnable` ([`estimate`]'s
-/// inputs), each thread at one of ours, reaches [`WORTH_WEIGHING_MILLI`]
-/// on some CPU.
-pub fn worth_weighing(busy: &[(CpuId, u64)], runnable: u32) -> bool {
-    estimate(busy, runnable, TASK_MILLI)
-        .milli
-        .iter()
-        .any(|&(_, m)| m >= WORTH_WEIGHING_MILLI)
+/// The last K samples of a load per CPU and their per-CPU minimum: the
+/// runtime's damping of the unmanaged load (`external.rs`, "Why only the
+/// unmanaged part is damped") and the gate of the refresh sweep
+/// ([`WeighGate`]).
+///
+/// Invariants: holds at most K samples, each in CPU order with no zero
+/// loads; the minimum counts a CPU missing from a sample as 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SustainedWindow {
+    /// K, at least 1.
+    samples_wanted: usize,
+    /// The latest samples (thousandths per CPU), oldest first.
+    samples: VecDeque<Vec<(CpuId, u64)>>,
+}
+
+impl SustainedWindow {
+    /// A window of `k` samples (at least 1; 1 passes each sample through).
+    pub fn new(k: u32) -> SustainedWindow {
+        let samples_wanted = (k as usize).max(1);
+        SustainedWindow {
+            samples_wanted,
+            samples: VecDeque::with_capacity(samples_wanted),
+        }
+    }
+
+    /// Adds `sample` (load per CPU in thousandths; CPUs not listed count 0,
+    /// a CPU listed twice the sum) and returns the per-CPU minimum over the
+    /// last K samples, the ones not yet taken counting as empty: CPUs with
+    /// a minimum of 0 are left out, the rest in CPU order.
+    pub fn push(&mut self, sample: &[(CpuId, u64)]) -> Vec<(CpuId, u64)> {
+        let mut summed: BTreeMap<CpuId, u64> = Default::default();
+        for &(cpu, m) in sample {
+            let e = summed.entry(cpu).or_default();
+            *e = e.saturating_add(m);
+        }
+        let sample: Vec<(CpuId, u64)> = summed.into_iter().filter(|&(_, m)| m > 0).collect();
+        if self.samples.len() == self.samples_wanted {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(sample);
+        if self.samples.len() < self.samples_wanted {
+            return Vec::new();
+        }
+        let Some(latest) = self.samples.back() else {
+            return Vec::new();
+        };
+        let older = self.samples.len() - 1;
+        latest
+            .iter()
+            .map(|&(cpu, m)| {
+                let least = self.samples.range(..older).fold(m, |least, s| {
+                    let there = s
+                        .binary_search_by_key(&cpu, |&(c, _)| c)
+                        .map_or(0, |i| s[i].1);
+                    least.min(there)
+                });
+                (cpu, least)
+            })
+            .filter(|&(_, m)| m > 0)
+            .collect()
+    }
+}
+
+/// Whether a refresh sweep is worth its files: the outside load, unweighed
+/// (each thread at one of ours), has reached [`WORTH_WEIGHING_MILLI`] on
+/// some CPU at each of the last K samples (K = the external window,
+/// `DFSCHED_EXTERNAL_WINDOW`).
+///
+/// Why sustained: what the sweep weighs reaches the engine only through
+/// the same window's per-CPU minimum (`external.rs`), so load that is gone
+/// within K samples is dropped whatever it weighs. Gated on one sample, a
+/// daemon's wake-up or a shell command on a quiet machine started a sweep
+/// of every process (≈ 150 `stat` files, 5 ms of CPU here) a few times in
+/// ten seconds, and those sweeps were a third of a quiet runtime's cost.
+#[derive(Clone, Debug)]
+pub struct WeighGate {
+    window: SustainedWindow,
+}
+
+impl WeighGate {
+    /// A gate over `k` samples (at least 1: then one sample is enough).
+    pub fn new(k: u32) -> WeighGate {
+        WeighGate {
+            window: SustainedWindow::new(k),
+        }
+    }
+
+    /// Takes this sample's signals ([`estimate`]'s inputs) and says whether
+    /// a sweep is wanted now.
+    pub fn wanted(&mut self, busy: &[(CpuId, u64)], runnable: u32) -> bool {
+        let est = estimate(busy, runnable, TASK_MILLI);
+        self.window
+            .push(&est.milli)
+            .iter()
+            .any(|&(_, m)| m >= WORTH_WEIGHING_MILLI)
+    }
 }
 
 /// Outside runnable threads now: `procs_running` less the reading thread
@@ -286,12 +375,131 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn a_burst_shorter_than_the_window_is_ignored() {
+        let mut w = SustainedWindow::new(3);
+        assert!(w.push(&[]).is_empty());
+        assert!(w.push(&[]).is_empty());
+        assert!(w.push(&[]).is_empty());
+        // Two threads for two samples: never seen.
+        assert!(w.push(&[(C0, 2000)]).is_empty());
+        assert!(w.push(&[(C0, 2000), (C1, 1000)]).is_empty());
+        assert!(w.push(&[]).is_empty());
+        assert!(w.push(&[(C1, 1000)]).is_empty());
+    }
+
+    #[test]
+    fn sustained_load_is_seen_on_the_kth_sample() {
+        let mut w = SustainedWindow::new(3);
+        assert!(w.push(&[(C1, 2000)]).is_empty(), "1st sample");
+        assert!(w.push(&[(C1, 2000)]).is_empty(), "2nd sample");
+        assert_eq!(w.push(&[(C1, 2000)]), vec![(C1, 2000)], "3rd sample");
+        // It lasts, with a burst on top: only what lasted counts.
+        assert_eq!(w.push(&[(C0, 4000), (C1, 3000)]), vec![(C1, 2000)]);
+    }
+
+    #[test]
+    fn weighed_load_is_damped_in_thousandths() {
+        let mut w = SustainedWindow::new(2);
+        assert!(w.push(&[(C0, 500), (C1, 1500)]).is_empty());
+        // The least of each CPU's last 2 samples, to the thousandth.
+        assert_eq!(
+            w.push(&[(C0, 666), (C1, 1250)]),
+            vec![(C0, 500), (C1, 1250)]
+        );
+        // A CPU listed twice counts the sum.
+        assert_eq!(w.push(&[(C0, 400), (C0, 400)]), vec![(C0, 666)]);
+    }
+
+    #[test]
+    fn load_that_goes_away_is_dropped_at_once() {
+        let mut w = SustainedWindow::new(3);
+        for _ in 0..5 {
+            w.push(&[(C0, 3000), (C1, 1000)]);
+        }
+        assert_eq!(
+            w.push(&[(C0, 3000), (C1, 1000)]),
+            vec![(C0, 3000), (C1, 1000)]
+        );
+        // One thread on CPU 0 ends and CPU 1 empties: seen at the next
+        // sample, not K samples later.
+        assert_eq!(w.push(&[(C0, 2000)]), vec![(C0, 2000)]);
+        assert!(w.push(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_window_of_one_passes_samples_through() {
+        let mut w = SustainedWindow::new(1);
+        assert_eq!(
+            w.push(&[(C1, 1000), (C0, 2000)]),
+            vec![(C0, 2000), (C1, 1000)]
+        );
+        assert!(w.push(&[(C0, 0)]).is_empty());
+        assert_eq!(SustainedWindow::new(0), SustainedWindow::new(1));
+    }
+
+    proptest! {
+        /// The signals through the window: outside busy time and runnable
+        /// threads that last fewer passes than the window never reach the
+        /// engine, whatever their size; the same that last K passes do, as
+        /// the estimate gives them.
+        #[test]
+        fn a_burst_of_signals_moves_nothing_and_lasting_ones_are_seen(
+            k in 2u32..6,
+            burst in proptest::collection::vec(
+                (0u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000), 1..6),
+            lasting in (1u64..=1000, 0u64..=1000, 0u32..200, 1u64..100_000),
+        ) {
+            let mut w = SustainedWindow::new(k);
+            let quiet = estimate(&[], 0, 1000);
+            for _ in 0..k {
+                w.push(&quiet.milli);
+            }
+            for &(u0, u1, n, rho) in burst.iter().take(k as usize - 1) {
+                let e = estimate(&[(C0, u0), (C1, u1)], n, rho);
+                prop_assert!(w.push(&e.milli).is_empty());
+            }
+            prop_assert!(w.push(&quiet.milli).is_empty());
+            let (u0, u1, n, rho) = lasting;
+            let e = estimate(&[(C0, u0), (C1, u1)], n, rho);
+            let mut seen = Vec::new();
+            for _ in 0..k {
+                seen = w.push(&e.milli);
+            }
+            prop_assert_eq!(seen, e.milli);
+        }
+    }
+
     const C0: CpuId = CpuId(0);
     const C1: CpuId = CpuId(1);
     const MS: u64 = 1_000_000;
 
     #[test]
+    fn load_that_does_not_last_the_window_starts_no_sweep() {
+        let mut gate = WeighGate::new(3);
+        // A daemon's wake-up: a CPU's worth for one sample, then two.
+        for (busy, runnable) in [(vec![], 0), (vec![(C0, 1000)], 1), (vec![], 0)] {
+            assert!(!gate.wanted(&busy, runnable), "{busy:?}");
+        }
+        assert!(!gate.wanted(&[(C1, 1000)], 1));
+        assert!(!gate.wanted(&[(C1, 1000)], 1));
+        // The same load on another CPU at the third sample: no CPU had it
+        // at each one, so the window would drop it too.
+        assert!(!gate.wanted(&[(C0, 1000)], 1));
+        // Lasting load is wanted at the third sample of it, and as long as
+        // it lasts; gone for one sample, it must last three again.
+        assert!(!gate.wanted(&[(C0, 1000)], 1));
+        assert!(gate.wanted(&[(C0, 1000)], 1));
+        assert!(gate.wanted(&[(C0, 1000), (C1, 100)], 1));
+        assert!(!gate.wanted(&[(C1, 100)], 0));
+        assert!(!gate.wanted(&[(C0, 1000)], 1));
+    }
+
+    #[test]
     fn only_load_beyond_a_ticks_noise_is_worth_weighing() {
+        // A window of one sample: each sample decides alone.
+        let worth_weighing =
+            |busy: &[(CpuId, u64)], runnable| WeighGate::new(1).wanted(busy, runnable);
         // Nothing, or one tick of a 100 ms window on one CPU: not worth it.
         assert!(!worth_weighing(&[], 0));
         assert!(!worth_weighing(&[], 40), "runnable without busy time");

@@ -44,8 +44,9 @@
 //! not retried on every report); the CPU ticks kept are the registered
 //! processes' only, and the cached weights one per client per refresh.
 
+use crate::config::DEFAULT_EXTERNAL_WINDOW;
 use crate::procfs::{clock_ticks_per_sec, Refresh, DEFAULT_REFRESH_MS, REFRESH_BUDGET_US};
-use crate::signals::{self, BusyTracker, Estimate};
+use crate::signals::{self, BusyTracker, Estimate, WeighGate};
 use crate::weigh::Unseen;
 use dfsched_core::CpuId;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -86,6 +87,8 @@ pub(super) type Registered = BTreeMap<u32, Vec<(CpuId, u64)>>;
 pub(super) struct SharedScan {
     refresh: Refresh,
     busy: BusyTracker,
+    /// Whether the refresh should sweep (`signals::WeighGate`).
+    gate: WeighGate,
     ns_per_tick: u64,
     /// Each registered process's CPU ticks at the last sample (only
     /// registered ones: bounded by the clients).
@@ -112,6 +115,7 @@ impl SharedScan {
                 Duration::from_micros(REFRESH_BUDGET_US),
             ),
             busy: BusyTracker::new(hz),
+            gate: WeighGate::new(DEFAULT_EXTERNAL_WINDOW),
             ns_per_tick: 1_000_000_000 / hz,
             ticks: HashMap::new(),
             taken: None,
@@ -142,10 +146,12 @@ impl SharedScan {
         let registered = registered();
         self.taken = Some(now);
         self.sample = self.take(now, &registered);
-        let wanted = self
-            .sample
-            .as_ref()
-            .is_some_and(|(busy, runnable)| signals::worth_weighing(busy, *runnable));
+        // Gated over the clients' default window: what a client weighs
+        // reaches its engine only through a window of that many samples.
+        let wanted = match &self.sample {
+            Some((busy, runnable)) => self.gate.wanted(busy, *runnable),
+            None => false,
+        };
         self.refresh
             .step(now, wanted, |pid| registered.contains_key(&pid));
         if self.sample.is_some() {
@@ -332,8 +338,9 @@ mod tests {
         }
         assert_eq!(scan.refresh.generation(), 0, "nothing weighed");
         // CPU 0 busy a whole window with 3 outside threads runnable: a
-        // sweep starts at once and publishes (within a few windows on a
-        // machine busy enough to cut its 1 ms steps short).
+        // sweep starts at the window's third sample of it and publishes
+        // (within a few more on a machine busy enough to cut its 1 ms
+        // steps short).
         let mut busy = 0;
         for _ in 0..50 {
             busy += 20;
@@ -393,9 +400,13 @@ mod tests {
         let mut scan = SharedScan::new(&root.0);
         let clients = || Registered::from([(20, Vec::new()), (21, Vec::new())]);
         scan.get(Duration::ZERO, clients);
-        std::thread::sleep(Duration::from_millis(110));
-        root.stat([100, 100], 4);
-        scan.get(Duration::ZERO, clients);
+        // The load must last the window (three samples) to be weighed.
+        for k in 1..=DEFAULT_EXTERNAL_WINDOW {
+            assert_eq!(scan.refresh.generation(), 0, "weighed before sample {k}");
+            std::thread::sleep(Duration::from_millis(110));
+            root.stat([100 * u64::from(k), 100 * u64::from(k)], 4);
+            scan.get(Duration::ZERO, clients);
+        }
         assert_eq!(scan.refresh.generation(), 1, "the refresh published");
         let none = BTreeSet::new();
         // Both CPUs busy, 3 threads: 1.5 on each.

@@ -7,8 +7,9 @@
 //! from the per-pass signals.
 //!
 //! ```text
-//!   wanted? (the caller's signals show outside load worth weighing:
-//!   │        signals::worth_weighing; the baseline sweep is always taken)
+//!   wanted? (the caller's signals show outside load worth weighing at
+//!   │        each of the last K samples: signals::WeighGate; the baseline
+//!   │        sweep is always taken)
 //!   due? (period since the last sweep ended, stretched so that sweeping
 //!   │     takes at most 1/DUTY of the time and a sweep spread over many
 //!   │     passes is followed by SPREAD times as many without one)
@@ -39,14 +40,18 @@
 //! outside thread, and a weight multiplies the signals' outside load. With
 //! none to weigh (a quiet machine, or a few ticks of daemons) a sweep buys
 //! nothing, and on a quiet 2-CPU machine it was over half of a balancer
-//! pass's system calls (≈ 100 processes' `stat` every 2 s). A sweep that
-//! starts when load appears finishes within a pass or two at the budget,
-//! before the sustained window admits that load (K passes); until then the
-//! last weight holds, or the unseen rule, which under-weighs (the safe
-//! side). The CPU-ticks baseline is then older, so more processes look
-//! moved and are read thread by thread, each still at most
-//! [`SAMPLE_THREADS`].
-//!
+//! pass's system calls (≈ 100 processes' `stat` every 2 s). Wanted means
+//! sustained: the load must be there at each of the K samples of the
+//! window the weighed load goes through (`signals::WeighGate`), since
+//! load gone within K samples never reaches the engine whatever it weighs;
+//! gated on one sample, a daemon's wake-up started a sweep a few times in
+//! ten seconds on a quiet machine, a third of the runtime's cost there. So
+//! lasting load is weighed from the K-th pass on, a sweep finishing a pass
+//! or two later at the budget; until then the last weight holds, or the
+//! unseen rule, which under-weighs (the safe side). The CPU-ticks baseline
+//! is then older, so more processes look moved and are read thread by
+//! thread, each still at most [`SAMPLE_THREADS`].
+
 //! Why a sample of a busy process's threads: a process of 10,000 threads
 //! of which a few hundred spin (a JVM under load, a thread pool) would
 //! otherwise cost 10,000 reads a sweep, and a sweep spread over a hundred
