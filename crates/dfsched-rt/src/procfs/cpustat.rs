@@ -70,15 +70,14 @@ pub fn parse_cpu_stat(text: &str) -> Option<CpuStat> {
 }
 
 impl LoadSampler {
-    /// Reads and parses `PROC/stat` (one file).
+    /// Reads and parses `PROC/stat` (one file, kept open).
     pub fn cpu_stat(&mut self) -> Result<CpuStat, Error> {
-        let path = self.proc_root.join("stat");
-        let parsed = match self.read_small(&path) {
+        let parsed = match self.read_stat_file() {
             Some(text) => parse_cpu_stat(text).ok_or("unparsable"),
             None => Err("unreadable"),
         };
         parsed.map_err(|reason| Error::Io {
-            path,
+            path: self.proc_root.join("stat"),
             reason: reason.into(),
         })
     }
@@ -122,6 +121,51 @@ procs_running 3
 procs_blocked 0
 softirq 1 2 3
 ";
+
+    #[test]
+    fn the_kept_stat_file_is_read_afresh_through_one_descriptor() {
+        use std::os::fd::AsRawFd as _;
+        let mut s = LoadSampler::new("/proc");
+        let busy = |s: &mut LoadSampler| -> u64 {
+            s.cpu_stat()
+                .unwrap()
+                .busy_ticks
+                .iter()
+                .map(|&(_, t)| t)
+                .sum()
+        };
+        let before = busy(&mut s);
+        let fd = s.stat_file.as_ref().map(|f| f.as_raw_fd());
+        assert!(fd.is_some(), "the file is kept open");
+        // 80 ms of this thread's CPU: at least a clock tick more busy time.
+        let spun = crate::sys::own_cpu_ns();
+        while crate::sys::own_cpu_ns() < spun + 80_000_000 {
+            std::hint::spin_loop();
+        }
+        let after = busy(&mut s);
+        assert!(
+            after > before,
+            "busy ticks {before} -> {after}: a stale read"
+        );
+        assert_eq!(s.stat_file.as_ref().map(|f| f.as_raw_fd()), fd, "reopened");
+        assert_eq!(s.files_opened(), 2, "each read counts");
+    }
+
+    #[test]
+    fn a_stat_file_that_cannot_be_read_is_an_error_and_is_reopened_later() {
+        let dir = std::env::temp_dir().join(format!(
+            "dfsched-kept-stat-{}-{}",
+            std::process::id(),
+            crate::sys::gettid()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = LoadSampler::new(&dir);
+        assert!(s.cpu_stat().is_err(), "no stat file yet");
+        assert!(s.stat_file.is_none());
+        std::fs::write(dir.join("stat"), STAT).unwrap();
+        assert_eq!(s.cpu_stat().unwrap(), parse_cpu_stat(STAT).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parses_busy_ticks_per_cpu_and_the_runnable_count() {
