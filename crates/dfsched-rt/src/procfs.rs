@@ -335,9 +335,7 @@ impl LoadSampler {
             if self.stat_file.is_none() {
                 self.stat_file = File::open(self.proc_root.join("stat")).ok();
             }
-            let Some(file) = self.stat_file.as_mut() else {
-                return None;
-            };
+            let file = self.stat_file.as_mut()?;
             read = file.seek(SeekFrom::Start(0)).is_ok()
                 && crate::sys::read_bounded(file, &mut self.text, MAX_PROC_FILE_BYTES)
                     .is_ok_and(|within| within);
