@@ -57,7 +57,18 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("cpu-online-groups-return", 2, cpu_online_groups_return),
     ("agent-several-processes", 1, agent_several_processes),
     ("bench-df-runs", 1, bench_df_runs),
+    ("smt-pair-on-siblings", 1, smt_pair_on_siblings),
 ];
+
+/// Checks that mean something only where the guest has SMT siblings: left
+/// out of the plan on presets without them, as a check needing more LLCs
+/// than a preset has is.
+const NEEDS_SMT: &[&str] = &["smt-pair-on-siblings"];
+
+/// Whether `check` needs SMT siblings (see [`NEEDS_SMT`]).
+pub fn needs_smt(check: &str) -> bool {
+    NEEDS_SMT.contains(&check)
+}
 
 /// Checks known to fail today, with why: the host reports their failure
 /// without failing the run, and fails the run if one passes (so the mark
@@ -395,6 +406,109 @@ fn co_thread_heavy_load_packs(ctx: &Ctx) -> Result<String, String> {
     p.finish(60)?;
     drop(hogs_running);
     Ok(format!("6 hogs on each CPU of {llc} but {want}: {seen}"))
+}
+
+/// The `smt-pair` placement (Kihm et al.'s Linux method: `dfsched
+/// smt-pair`, issue 11) on real SMT siblings. `dfsched-vmspin 4` runs a main
+/// thread and `spin-0`..`spin-3`; a profile (written here, as `dfsched
+/// profile` would from Valgrind, which the guest lacks) gives the main thread
+/// no vector, `spin-0` and `spin-3` the low half of the 32 super-sets and
+/// `spin-1` and `spin-2` the high half. `dfsched smt-pair --once` must pin
+/// every thread to one CPU of its own and never put two threads whose vectors
+/// overlap on the siblings of one core. The kernel's own placement (every
+/// mask full) and a pairing in creation order (`spin-1` with `spin-2`) both
+/// fail it. Masks read back with `sched_getaffinity`.
+fn smt_pair_on_siblings(ctx: &Ctx) -> Result<String, String> {
+    use dfsched_core::activity::ActivityVector;
+    use dfsched_core::smt_place::{SmtProfile, ThreadProfile};
+    let cores: Vec<CpuSet> = ctx
+        .preset
+        .expected
+        .smt
+        .iter()
+        .filter(|s| s.len() >= 2)
+        .cloned()
+        .collect();
+    if cores.len() < 3 {
+        return Err(format!(
+            "needs 3 cores of SMT siblings for 5 threads; the guest shows {:?}",
+            ctx.preset.expected.smt
+        ));
+    }
+    const LOW: u64 = 0x0000_ffff;
+    const HIGH: u64 = 0xffff_0000;
+    let thread = |mask: Option<u64>| ThreadProfile {
+        instructions: 1_000_000,
+        vectors: mask
+            .map(|m| vec![ActivityVector::from_mask(m, 32)])
+            .unwrap_or_default(),
+    };
+    // Creation order: the main thread, then spin-0..3.
+    let masks = [None, Some(LOW), Some(HIGH), Some(HIGH), Some(LOW)];
+    let profile = SmtProfile {
+        command: vec!["dfsched-vmspin".into(), "4".into()],
+        interval_instructions: 1_000_000,
+        ns_per_instruction: 1.0,
+        bits: 1,
+        super_sets: 32,
+        threads: masks.iter().map(|&m| thread(m)).collect(),
+    };
+    let path = std::env::temp_dir().join("dfsched-smt-profile.json");
+    let text = serde_json::to_string(&profile).map_err(|e| format!("profile: {e}"))?;
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cmd = Command::new(ctx.bin("dfsched-vmspin"));
+    cmd.arg("4");
+    let p = Running::start(cmd, "dfsched-vmspin 4")?;
+    poll(SETTLE, || match p.threads() {
+        Ok(ts) if ts.len() == 5 => Step::Holds(String::new()),
+        Ok(ts) => Step::NotYet(format!("{} of 5 threads", ts.len())),
+        Err(e) => Step::Broken(e),
+    })?;
+    let out = Command::new(ctx.bin("dfsched"))
+        .args(["smt-pair", "--once", "--profile"])
+        .arg(&path)
+        .args(["--pid", &p.pid().to_string()])
+        .output()
+        .map_err(|e| format!("dfsched smt-pair: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "dfsched smt-pair --once: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let mut ts = p.threads()?;
+    ts.sort_by_key(|t| t.tid);
+    let shown = ts
+        .iter()
+        .map(|t| format!("{}={}", t.name, t.mask))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut used = CpuSet::default();
+    let mut on_core: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, t) in ts.iter().enumerate() {
+        if t.mask.len() != 1 || !t.mask.intersection(&used).is_empty() {
+            return Err(format!("not one CPU of its own each: {shown}"));
+        }
+        used = used.union(&t.mask);
+        let core = domain_of(&cores, &t.mask).ok_or(format!("{} on no core: {shown}", t.name))?;
+        on_core.entry(core).or_default().push(i);
+    }
+    for members in on_core.values() {
+        let overlap = members
+            .iter()
+            .filter_map(|&i| masks.get(i).copied().flatten())
+            .fold((0u64, false), |(seen, clash), m| {
+                (seen | m, clash || seen & m != 0)
+            });
+        if overlap.1 {
+            return Err(format!("overlapping vectors on one core: {shown}"));
+        }
+    }
+    p.finish(60)?;
+    let _ = std::fs::remove_file(&path);
+    let cores = cores.iter().map(CpuSet::to_string).collect::<Vec<_>>();
+    Ok(format!("{shown} (cores {})", cores.join(" ")))
 }
 
 /// Makes `cmd`'s program start with its affinity set to `cpus`.
