@@ -22,6 +22,25 @@
 //! fork placement, periodic balancing, migration cost, unaligned slices)
 //! is [`kernel`]'s model, [`BodyConfig::kernel`].
 //!
+//! A wake-up, in the order a Linux machine runs it:
+//!
+//! ```text
+//!  Signal / end of a Sleep
+//!   1. the kernel places the wakee, inside the target the placement set
+//!      before the wake (the affinity mask the runtime last wrote): its last
+//!      CPU if idle, an idle CPU, the waker's or its last ([`kernel::place`])
+//!   2. onto another, idle CPU (a Signal): the wakee is that CPU's at once
+//!      (counted in its load, as on the kernel's wake list, so no other
+//!      placement takes the CPU for idle) and starts there after
+//!      [`BodyConfig::wake_other_cycles`]
+//!   3. the Engine hears of the wake (if it heard of the block) after the
+//!      kernel placed it: at once, or, when the body plays the Linux
+//!      runtime's idle detection ([`BodyConfig::engine_block_after_cycles`]
+//!      above 0), at its next balancer pass, which is when the runtime
+//!      notices; a `Place` it then makes moves the task as the runtime's
+//!      `sched_setaffinity` would
+//! ```
+//!
 //! Placement ([`Placement`]):
 //! - `Vanilla`: the kernel alone ([`kernel`]: a task goes to its last CPU
 //!   if idle, else an idle CPU, else its last CPU or, new, the least
@@ -41,8 +60,9 @@
 //!   DF spread over the machine, the worst case.
 //!
 //! Invariants: a task runs only on a CPU of its target; a task is running,
-//! waiting in exactly one run queue, blocked, not yet arrived, or done; the
-//! same workload, configuration and seed give the same [`BodyReport`].
+//! waiting in exactly one run queue, on its way to one CPU (woken there,
+//! counted in its load), blocked, not yet arrived, or done; the same
+//! workload, configuration and seed give the same [`BodyReport`].
 
 use crate::cache::{MissCounts, Owner};
 use crate::engine::{Context, Model, Simulation};
@@ -216,6 +236,10 @@ pub struct BodyReport {
     /// [`BodyConfig::engine_block_after_cycles`], only those that lasted
     /// that long).
     pub engine_blocks: u64,
+    /// Wakes the Engine was told of (of the blocks it was told of; with
+    /// [`BodyConfig::engine_block_after_cycles`], at the balancer pass
+    /// after the wake).
+    pub engine_wakes: u64,
 }
 
 /// Where the threads of one process ran.
@@ -256,6 +280,10 @@ enum Phase {
     Running,
     /// Sleeping.
     Blocked,
+    /// Woken onto another CPU that was idle: counted in that CPU's load,
+    /// it starts there when the wake-up's latency is over
+    /// ([`Ev::WokenOn`]).
+    Waking,
     /// Exited.
     Done,
 }
@@ -288,6 +316,9 @@ struct Task {
     /// Whether the Engine was told of its current block (so is to be told
     /// of the wake).
     engine_blocked: bool,
+    /// Whether it woke from a block the Engine was told of and the Engine
+    /// is yet to hear of the wake (at its next pass).
+    wake_untold: bool,
 }
 
 /// A CPU's state.
@@ -311,6 +342,9 @@ enum Ev {
     ChunkDone(u32),
     /// Task `i` wakes from a sleep.
     Wake(u32),
+    /// Task `i`, woken onto CPU index `c` when it was idle, gets there
+    /// (the wake-up's latency is over).
+    WokenOn(u32, u32),
     /// Task `i`'s block number `n` has lasted
     /// [`BodyConfig::engine_block_after_cycles`]: the Engine hears of it if
     /// the task still sleeps in it.
@@ -359,6 +393,11 @@ struct Body {
     remote_wakes: u64,
     /// Blocks told to the Engine.
     engine_blocks: u64,
+    /// Wakes told to the Engine.
+    engine_wakes: u64,
+    /// Tasks whose wake the Engine hears of at its next pass, in the
+    /// order they woke.
+    untold_wakes: Vec<usize>,
 }
 
 /// Runs `work` on `topology` with the caches of `machine`, placing and
@@ -397,6 +436,7 @@ pub fn run(
         events,
         remote_wakes: body.remote_wakes,
         engine_blocks: body.engine_blocks,
+        engine_wakes: body.engine_wakes,
     })
 }
 
@@ -459,6 +499,7 @@ impl Body {
                 group: None,
                 blocks: 0,
                 engine_blocked: false,
+                wake_untold: false,
             });
         }
         let static_cpu = match cfg.placement {
@@ -497,6 +538,8 @@ impl Body {
             channels: Channels::new(channels),
             remote_wakes: 0,
             engine_blocks: 0,
+            engine_wakes: 0,
+            untold_wakes: Vec::new(),
         })
     }
 
@@ -696,40 +739,77 @@ impl Body {
         }
     }
 
-    /// Task `i` wakes: the Engine hears of it if it heard of the block.
+    /// Task `i` has woken and the kernel has placed it: the Engine hears
+    /// of it if it heard of the block, at once or, when the body plays the
+    /// runtime's idle detection, at its next pass ([`Self::tell_wakes`]).
     fn woken(&mut self, i: usize, ctx: &mut Context<'_, Ev>) {
         // A pending BlockSeen of this block is stale from now.
-        self.tasks[i].blocks = self.tasks[i].blocks.wrapping_add(1);
-        if std::mem::take(&mut self.tasks[i].engine_blocked) {
+        let t = &mut self.tasks[i];
+        t.blocks = t.blocks.wrapping_add(1);
+        if !t.engine_blocked {
+            return;
+        }
+        if self.cfg.engine_block_after_cycles == 0 {
+            t.engine_blocked = false;
+            self.engine_wakes += 1;
             self.engine_event(Event::Wake { task: Self::tid(i) }, ctx);
+        } else if !t.wake_untold {
+            t.wake_untold = true;
+            self.untold_wakes.push(i);
+        }
+    }
+
+    /// A balancer pass of the runtime: it notices the wakes since the last
+    /// one (a thread it held blocked has used CPU time), before the pass.
+    /// A task that has blocked again since is, to the runtime, a thread
+    /// that must stay still for its idle step anew.
+    fn tell_wakes(&mut self, ctx: &mut Context<'_, Ev>) {
+        for i in std::mem::take(&mut self.untold_wakes) {
+            let t = &mut self.tasks[i];
+            t.wake_untold = false;
+            if t.phase == Phase::Done || !std::mem::take(&mut t.engine_blocked) {
+                continue;
+            }
+            let again = t.phase == Phase::Blocked;
+            let n = t.blocks;
+            self.engine_wakes += 1;
+            self.engine_event(Event::Wake { task: Self::tid(i) }, ctx);
+            if again {
+                ctx.schedule_in(
+                    Ticks(self.cfg.engine_block_after_cycles),
+                    Ev::BlockSeen(i as u32, n),
+                );
+            }
         }
     }
 
     /// A token on channel `chan`, put there by the task on CPU index `c`:
-    /// the first task waiting there takes it and wakes, at once when the
-    /// kernel model places it on `c` or on a busy CPU, after
-    /// [`BodyConfig::wake_other_cycles`] when on another, idle CPU.
+    /// the first task waiting there takes it and wakes. The kernel places
+    /// it first, within its current target; on `c` or a busy CPU it is
+    /// queued at once, on another, idle CPU it is that CPU's at once and
+    /// starts there after [`BodyConfig::wake_other_cycles`]. The Engine
+    /// hears of the wake after ([`Self::woken`]).
     fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) {
         let Some(w) = self.channels.put(chan) else {
             return;
         };
-        // Where the wakee goes, judged now (the kernel chooses at the
-        // wake-up; the CPU then takes the latency to get going).
         let to = self.choose_cpu(w, Some(c), ctx);
         let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
         if remote_idle && self.cfg.wake_other_cycles > 0 {
             self.remote_wakes += 1;
-            ctx.schedule_in(Ticks(self.cfg.wake_other_cycles), Ev::Wake(w as u32));
+            // The kernel has put the wakee on `to`'s wake list: `to` is no
+            // longer idle to any other placement while it comes out of
+            // idle, and the wakee starts there.
+            self.tasks[w].phase = Phase::Waking;
+            self.load[to] += 1;
+            ctx.schedule_in(
+                Ticks(self.cfg.wake_other_cycles),
+                Ev::WokenOn(w as u32, to as u32),
+            );
         } else {
-            self.woken(w, ctx);
-            // The engine may have moved its target: choose again if so.
-            let to = if self.target_of(w).contains(self.cpu_ids[to]) {
-                to
-            } else {
-                self.choose_cpu(w, Some(c), ctx)
-            };
             self.enqueue_on(w, to, ctx);
         }
+        self.woken(w, ctx);
     }
 
     /// The kernel model's periodic balance (step 3 of [`kernel`]): while
@@ -1043,8 +1123,19 @@ impl Model for Body {
             Ev::ChunkDone(c) => self.chunk_done(c as usize, ctx),
             Ev::Wake(i) => {
                 let i = i as usize;
-                self.woken(i, ctx);
                 self.make_ready(i, ctx);
+                self.woken(i, ctx);
+            }
+            Ev::WokenOn(i, c) => {
+                let (i, c) = (i as usize, c as usize);
+                self.load[c] -= 1;
+                // The runtime may have moved it meanwhile (a pass, a hint
+                // of another task): then the kernel places it anew.
+                if self.target_of(i).contains(self.cpu_ids[c]) {
+                    self.enqueue_on(i, c, ctx);
+                } else {
+                    self.make_ready(i, ctx);
+                }
             }
             Ev::BlockSeen(i, n) => {
                 let t = &self.tasks[i as usize];
@@ -1061,6 +1152,7 @@ impl Model for Body {
             }
             Ev::Balance => {
                 if self.alive > 0 {
+                    self.tell_wakes(ctx);
                     let now = Nanos(ctx.now().0);
                     self.engine_event(Event::Balance { now }, ctx);
                     ctx.schedule_in(Ticks(self.cfg.balance_interval_cycles), Ev::Balance);

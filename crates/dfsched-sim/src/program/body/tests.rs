@@ -361,3 +361,194 @@ fn the_engine_hears_only_of_blocks_that_outlast_the_runtimes_idle_delay() {
     assert_eq!(told(100_000), 1);
     assert_eq!(told(2_000_000), 0, "longer than any sleep: never told");
 }
+
+fn spec(process: u32, start_cycles: u64, allowed: Option<&str>, program: Vec<Burst>) -> TaskSpec {
+    TaskSpec {
+        process,
+        start_cycles,
+        allowed: allowed.map(|a| a.parse().unwrap()),
+        program,
+        background: false,
+    }
+}
+
+/// The CPUs process `p` ran on.
+fn ran_on(r: &BodyReport, p: u32) -> CpuSet {
+    r.processes[p as usize].cpus()
+}
+
+#[test]
+fn a_wakee_sent_to_an_idle_cpu_holds_that_cpu_while_it_wakes_and_starts_there() {
+    // Three CPUs. S (pinned to 0) wakes A, which last ran on CPU 1, now
+    // idle: the kernel puts A on CPU 1 and the wake-up takes 10,000
+    // cycles. N arrives in between and may use CPUs 1-2. On Linux, A is
+    // on CPU 1's wake list from the wake on, so CPU 1 is not idle to N's
+    // placement: N goes to CPU 2 and A starts on CPU 1. (The body used to
+    // leave CPU 1 looking idle until A got there, let N take it, and then
+    // place A afresh, on CPU 2, having paid the latency for CPU 1.)
+    let work = Workload {
+        dfs: vec![],
+        tasks: vec![
+            spec(
+                0,
+                0,
+                Some("0"),
+                vec![
+                    Burst::Compute { cycles: 50_000 },
+                    Burst::Signal { chan: 0 },
+                    Burst::Compute { cycles: 1_000 },
+                ],
+            ),
+            spec(
+                1,
+                0,
+                Some("1-2"),
+                vec![Burst::Wait { chan: 0 }, Burst::Compute { cycles: 100_000 }],
+            ),
+            spec(
+                2,
+                55_000,
+                Some("1-2"),
+                vec![Burst::Compute { cycles: 100_000 }],
+            ),
+        ],
+    };
+    let cfg = BodyConfig {
+        wake_other_cycles: 10_000,
+        kernel: KernelModel {
+            random_ties: false,
+            ..KernelModel::default()
+        },
+        ..quick(Placement::Vanilla, RqPolicy::Vanilla)
+    };
+    let r = run(&Topology::test(1, 1, 3, 1), &small_cache(64), work, cfg, 1).unwrap();
+    assert_eq!(r.remote_wakes, 1, "{r:?}");
+    assert_eq!(
+        ran_on(&r, 1),
+        "1".parse().unwrap(),
+        "A waits for and runs on CPU 1"
+    );
+    assert_eq!(
+        ran_on(&r, 2),
+        "2".parse().unwrap(),
+        "N takes the CPU nobody holds"
+    );
+    assert_eq!(r.migrations, 0, "{r:?}");
+}
+
+/// One task (process 0) on DF 1 works 10,000 cycles, sleeps `sleep`
+/// cycles, works 400,000; from `z_start`, a task of process 1 pinned to
+/// `z_cpu` computes 3,000,000.
+fn sleeper_and_intruder(sleep: u64, z_start: u64, z_cpu: &str) -> Workload {
+    Workload {
+        dfs: vec![DfSpec { bytes: 4096 }],
+        tasks: vec![
+            spec(
+                0,
+                0,
+                None,
+                vec![
+                    Burst::Switch {
+                        next: Some(DfId(1)),
+                    },
+                    Burst::Compute { cycles: 10_000 },
+                    Burst::Sleep { cycles: sleep },
+                    Burst::Compute { cycles: 400_000 },
+                ],
+            ),
+            spec(
+                1,
+                z_start,
+                Some(z_cpu),
+                vec![Burst::Compute { cycles: 3_000_000 }],
+            ),
+        ],
+    }
+}
+
+#[test]
+fn the_kernel_places_a_wakee_inside_the_mask_the_runtime_set_before_the_runtime_hears_of_the_wake()
+{
+    // The task's group has its home on one CPU (H); the task sleeps long
+    // enough for the runtime to notice, and meanwhile a pinned task
+    // settles on H. At the wake, the engine, once told, re-homes the group
+    // to the free CPU; but the runtime hears of the wake only at its next
+    // pass, and until then the kernel may place the task only on H, its
+    // mask: it shares H with the intruder until the pass moves it.
+    let engine = || Placement::Engine(Config::default());
+    let cfg = |delay| BodyConfig {
+        engine_block_after_cycles: delay,
+        balance_interval_cycles: 300_000,
+        ..quick(engine(), RqPolicy::Vanilla)
+    };
+    let topo = two_cpus();
+    // Where the group lives: the CPU the task ran its first work on.
+    let alone = run(
+        &topo,
+        &small_cache(64),
+        sleeper_and_intruder(1_000, 0, "0-1"),
+        cfg(0),
+        1,
+    )
+    .unwrap();
+    let h = alone.processes[0].cycles_by_cpu[0].0;
+    let other = if h.0 == 0 { "1" } else { "0" };
+    let work = sleeper_and_intruder(1_000_000, 20_000, &h.0.to_string());
+    let r = run(&topo, &small_cache(64), work, cfg(100_000), 1).unwrap();
+    assert_eq!(r.engine_blocks, 1, "{r:?}");
+    assert_eq!(r.engine_wakes, 1, "told at the pass after the wake");
+    let on = |cpu: CpuId| {
+        r.processes[0]
+            .cycles_by_cpu
+            .iter()
+            .find(|x| x.0 == cpu)
+            .map_or(0, |x| x.1)
+    };
+    assert!(
+        on(h) > 10_000,
+        "after the wake it ran on H ({h:?}) beside the intruder until the pass: {:?}",
+        r.processes[0]
+    );
+    assert!(
+        on(other.parse::<CpuSet>().unwrap().first().unwrap()) > 0,
+        "the pass moved it to the free CPU: {:?}",
+        r.processes[0]
+    );
+}
+
+#[test]
+fn with_the_runtimes_idle_delay_the_engine_hears_of_a_wake_only_at_its_next_pass() {
+    // A long sleep the engine hears of; the run ends before the pass after
+    // the wake, so the engine never hears of the wake; with a pass soon
+    // after the wake, it does; told at once (delay 0), at the wake.
+    let engine = || Placement::Engine(Config::default());
+    let told = |delay, interval| {
+        let cfg = BodyConfig {
+            engine_block_after_cycles: delay,
+            balance_interval_cycles: interval,
+            ..quick(engine(), RqPolicy::Vanilla)
+        };
+        let work = Workload {
+            dfs: vec![DfSpec { bytes: 4096 }],
+            tasks: vec![spec(
+                0,
+                0,
+                None,
+                vec![
+                    Burst::Switch {
+                        next: Some(DfId(1)),
+                    },
+                    Burst::Sleep { cycles: 1_000_000 },
+                    Burst::Compute { cycles: 50_000 },
+                ],
+            )],
+        };
+        let r = run(&two_cpus(), &small_cache(64), work, cfg, 1).unwrap();
+        (r.engine_blocks, r.engine_wakes)
+    };
+    // Passes every 900,000 cycles: at 900,000 (asleep), 1,800,000 (done).
+    assert_eq!(told(100_000, 900_000), (1, 0));
+    // Passes every 30,000: one falls inside the 50,000 of work.
+    assert_eq!(told(100_000, 30_000), (1, 1));
+    assert_eq!(told(0, 900_000), (1, 1));
+}
