@@ -15,6 +15,7 @@
 //! | `line_write_transfer`, `line_read_transfer` | thread A on one CPU writes 256 lines, thread B on another then stores to (loads) each once with the benchmark's pass: per line |
 //! | `line_contended` | the benchmark's pass over 8 KiB on two CPUs at once, over the same DF: per access (every line written by both). Recorded, not used by the simulator: on the 2-vCPU KVM guest it is bimodal from run to run (0.27 ns, below an uncontended access, or 10–36 ns), which is not understood yet |
 //! | `wake_same_cpu`, `wake_other_cpu` | two threads ping-pong a byte over socket pairs, pinned to one CPU / two CPUs: half a round trip |
+//! | `wake_other_cpu_time` | the `wake_other_cpu` ping-pong's CPU time (both threads', `/proc/thread-self/schedstat`) per leg: what of a cross-CPU wake-up is work on CPUs rather than waiting |
 //! | `context_switch` | `wake_same_cpu` minus a write and a read of a byte that do not block |
 //! | `setaffinity` | `sched_setaffinity` to the CPU the thread is on |
 //! | `migration` | `sched_setaffinity` to another CPU, minus `setaffinity` |
@@ -89,7 +90,7 @@ pub struct ProbeOutcome {
 }
 
 /// The probes' names, in the profile's order.
-pub const PROBES: [&str; 15] = [
+pub const PROBES: [&str; 16] = [
     "cycle",
     "pass_access",
     "l1_hit",
@@ -101,6 +102,7 @@ pub const PROBES: [&str; 15] = [
     "line_contended",
     "wake_same_cpu",
     "wake_other_cpu",
+    "wake_other_cpu_time",
     "context_switch",
     "migration",
     "setaffinity",
@@ -148,6 +150,7 @@ pub fn run_probes(
             "line_read_transfer",
             "line_contended",
             "wake_other_cpu",
+            "wake_other_cpu_time",
             "migration",
         ] {
             rounds.insert(p, Err(one_cpu.clone()));
@@ -170,10 +173,15 @@ pub fn run_probes(
                 "line_write_transfer" => transfer_ns(a, b.expect("two CPUs"), true, n(400.0)),
                 "line_read_transfer" => transfer_ns(a, b.expect("two CPUs"), false, n(400.0)),
                 "line_contended" => contended_pass_ns(a, b.expect("two CPUs"), n(200.0).max(5)),
-                "wake_same_cpu" => ping_pong_ns(a, a, n(3000.0)),
-                "wake_other_cpu" => ping_pong_ns(a, b.expect("two CPUs"), n(3000.0)),
+                "wake_same_cpu" => ping_pong_ns(a, a, n(3000.0)).map(|x| x.wall),
+                "wake_other_cpu" => {
+                    ping_pong_ns(a, b.expect("two CPUs"), n(3000.0)).map(|x| x.wall)
+                }
+                "wake_other_cpu_time" => {
+                    ping_pong_ns(a, b.expect("two CPUs"), n(3000.0)).and_then(|x| x.cpu)
+                }
                 "context_switch" => ping_pong_ns(a, a, n(3000.0))
-                    .map(|leg| (leg - syscall_pair_ns(n(3000.0))).max(1.0)),
+                    .map(|leg| (leg.wall - syscall_pair_ns(n(3000.0))).max(1.0)),
                 "setaffinity" => setaffinity_ns(a, n(3000.0)),
                 "migration" => migration_ns(a, b.expect("two CPUs"), n(1000.0)),
                 "timeslice" => timeslice_ns(a, Duration::from_secs_f64(0.5 * plan.effort.max(0.2))),
@@ -393,18 +401,46 @@ fn transfer_ns(a: CpuId, b: CpuId, write: bool, reps: usize) -> Result<f64, Stri
     Ok(median(samples))
 }
 
+/// One leg of a ping-pong: its wall time and the CPU time both threads
+/// spent on it, ns.
+struct Leg {
+    /// Half a round trip.
+    wall: f64,
+    /// Both threads' CPU time over the timed legs, per leg; an error when
+    /// `/proc/thread-self/schedstat` cannot be read.
+    cpu: Result<f64, String>,
+}
+
+/// The calling thread's time on a CPU so far, ns: the first field of
+/// `/proc/thread-self/schedstat`.
+fn thread_cpu_ns() -> Result<u64, String> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .map_err(|e| format!("/proc/thread-self/schedstat: {e}"))?;
+    s.split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| format!("/proc/thread-self/schedstat: unexpected {s:?}"))
+}
+
 /// Half a round trip of a byte between two threads pinned to `a` and `b`
-/// over two socket pairs: a wake-up of a thread blocked in `read`.
-fn ping_pong_ns(a: CpuId, b: CpuId, trips: usize) -> Result<f64, String> {
+/// over two socket pairs (a wake-up of a thread blocked in `read`), and the
+/// CPU time the two threads spent per leg over the timed trips.
+fn ping_pong_ns(a: CpuId, b: CpuId, trips: usize) -> Result<Leg, String> {
     let (mut x1, mut y1) = UnixStream::pair().map_err(|e| e.to_string())?;
     let (mut x2, mut y2) = UnixStream::pair().map_err(|e| e.to_string())?;
-    let echo = std::thread::spawn(move || -> Result<(), String> {
+    // The echo thread's CPU time at the start of the timed trips (it reads
+    // its clock when it sees the byte 's') and at its end.
+    let echo = std::thread::spawn(move || -> Result<Result<u64, String>, String> {
         os::set_affinity(&CpuSet::single(b)).map_err(|e| e.to_string())?;
         let mut buf = [0u8; 1];
+        let mut start = Ok(0);
         loop {
             match y1.read(&mut buf) {
                 Ok(1) => {}
-                _ => return Ok(()),
+                _ => return Ok(start.and_then(|s| Ok(thread_cpu_ns()? - s))),
+            }
+            if buf[0] == b's' {
+                start = thread_cpu_ns();
             }
             y2.write_all(&buf).map_err(|e| e.to_string())?;
         }
@@ -415,20 +451,34 @@ fn ping_pong_ns(a: CpuId, b: CpuId, trips: usize) -> Result<f64, String> {
     x2.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 1];
-    let mut trip = |n: usize| -> Result<f64, String> {
+    let mut trip = |n: usize, first: u8| -> Result<f64, String> {
         let t = Instant::now();
-        for _ in 0..n {
-            x1.write_all(b"x").map_err(|e| e.to_string())?;
+        for k in 0..n {
+            let byte = if k == 0 { first } else { b'x' };
+            x1.write_all(&[byte]).map_err(|e| e.to_string())?;
             x2.read_exact(&mut buf).map_err(|e| e.to_string())?;
         }
         Ok(t.elapsed().as_nanos() as f64 / n as f64 / 2.0)
     };
-    trip(trips.min(100))?;
-    let samples: Result<Vec<f64>, String> = (0..5).map(|_| trip(trips.div_ceil(5))).collect();
+    trip(trips.min(100), b'x')?;
+    // The timed trips start with 's': the echo thread starts its clock
+    // when it has it, as this one does before sending it.
+    let mine = thread_cpu_ns();
+    let per = trips.div_ceil(5);
+    let samples: Result<Vec<f64>, String> = (0..5)
+        .map(|k| trip(per, if k == 0 { b's' } else { b'x' }))
+        .collect();
+    let mine = mine.and_then(|m| Ok(thread_cpu_ns()? - m));
     drop(x1);
-    echo.join()
+    let theirs = echo
+        .join()
         .map_err(|_| "the echo thread panicked".to_string())??;
-    Ok(median(samples?))
+    let legs = (2 * 5 * per) as f64;
+    let cpu = mine.and_then(|m| Ok((m + theirs?) as f64 / legs));
+    Ok(Leg {
+        wall: median(samples?),
+        cpu,
+    })
 }
 
 /// ns per access of `bench df`'s pass over an 8 KiB DF while a thread on

@@ -78,6 +78,17 @@ fn quick_calibration_writes_a_well_formed_profile_with_the_orderings_that_must_h
             assert_eq!(c.rounds, 3, "{name}: --quick runs three rounds");
         }
     }
+    // A wake-up onto another CPU is a wait plus work on CPUs: its CPU
+    // time (both threads') is measured where two CPUs are allowed, and a
+    // leg's CPU time cannot exceed what the two threads had between them
+    // (twice the leg).
+    if p.host.allowed.len() >= 2 {
+        let (leg, cpu) = (
+            median(&p, "wake_other_cpu"),
+            median(&p, "wake_other_cpu_time"),
+        );
+        assert!(cpu > 0.0 && cpu <= 2.0 * leg, "leg {leg} ns, CPU {cpu} ns");
+    }
     // The simulator takes it.
     p.calibration().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -161,6 +172,7 @@ fn with_one_cpu_the_cross_cpu_costs_are_null_with_a_reason() {
         "line_read_transfer",
         "line_contended",
         "wake_other_cpu",
+        "wake_other_cpu_time",
         "migration",
     ] {
         let c = p

@@ -203,6 +203,7 @@ pub fn run_calibrated(
                     ..p.kernel
                 },
                 wake_other_cycles: cal.wake_other_cycles,
+                wake_other_cpu_cycles: cal.wake_other_cpu_cycles,
                 ..policy.body_config()
             };
             let report = body::run(&topo, &machine, work.clone(), cfg, p.seed)?;

@@ -37,7 +37,8 @@
 //! | `line_contended` | recorded only: on the 2-vCPU KVM guest it came out bimodal (0.27 ns or 10–36 ns per access, run to run), which no mapping should take on trust yet |
 //! | `context_switch` | [`CostModel::context_switch_cycles`] |
 //! | `migration` | [`Calibration::migration_cycles`] (a task starting on a CPU other than its last) |
-//! | `wake_same_cpu`, `wake_other_cpu` | [`Calibration::wake_same_cycles`] (less a context switch, halved: a socket call of the Chat model), [`Calibration::wake_other_cycles`] (the latency of a wake-up onto another, idle CPU) |
+//! | `wake_same_cpu`, `wake_other_cpu` | [`Calibration::wake_same_cycles`] (less a context switch, halved: a socket call of the Chat model), [`Calibration::wake_other_cycles`] (the latency of a wake-up onto another, idle CPU: `wake_other_cpu` less `wake_other_cpu_time` when that was measured, else all of it) |
+//! | `wake_other_cpu_time` − `wake_same_cpu` | [`Calibration::wake_other_cpu_cycles`]: the CPU time a wake-up onto another CPU costs beyond one on the same CPU (the IPI; on a VM guest an exit to the hypervisor), which the waker pays; 0 when not measured (profiles of older builds) |
 //! | `setaffinity` | [`Calibration::setaffinity_cycles`] (recorded; no simulated workload calls it yet) |
 //! | `l1_hit` | recorded only: the simulator prices a private hit by `pass_access`, the benchmark's own loop (independent stores overlap; a pointer chase's loads do not) |
 //! | `timeslice` | the quantum |
@@ -102,6 +103,11 @@ impl Cost {
             reason: Some(reason.into()),
             ..Cost::default()
         }
+    }
+
+    /// A cost a profile written before its probe existed lacks.
+    pub fn not_in_older_profiles() -> Cost {
+        Cost::unavailable("not measured: the profile predates this probe")
     }
 
     /// The median, if measured.
@@ -169,6 +175,13 @@ pub struct Costs {
     pub wake_same_cpu: Cost,
     /// The same with the threads on two CPUs.
     pub wake_other_cpu: Cost,
+    /// The CPU time (both threads') of one leg of the `wake_other_cpu`
+    /// ping-pong: the part of a cross-CPU wake-up spent on CPUs rather than
+    /// waiting (on the 2-vCPU KVM guest about 31 µs of a 40–115 µs leg,
+    /// against 1 µs on one CPU). Profiles of older builds lack it: not
+    /// measured.
+    #[serde(default = "Cost::not_in_older_profiles")]
+    pub wake_other_cpu_time: Cost,
     /// A context switch: a ping-pong leg on one CPU minus the pipe calls'
     /// own cost.
     pub context_switch: Cost,
@@ -184,7 +197,7 @@ pub struct Costs {
 
 impl Costs {
     /// Every cost with its JSON name, in declaration order.
-    pub fn named(&self) -> [(&'static str, &Cost); 15] {
+    pub fn named(&self) -> [(&'static str, &Cost); 16] {
         [
             ("cycle", &self.cycle),
             ("pass_access", &self.pass_access),
@@ -197,6 +210,7 @@ impl Costs {
             ("line_contended", &self.line_contended),
             ("wake_same_cpu", &self.wake_same_cpu),
             ("wake_other_cpu", &self.wake_other_cpu),
+            ("wake_other_cpu_time", &self.wake_other_cpu_time),
             ("context_switch", &self.context_switch),
             ("migration", &self.migration),
             ("setaffinity", &self.setaffinity),
@@ -218,6 +232,7 @@ impl Costs {
             "line_contended" => &mut self.line_contended,
             "wake_same_cpu" => &mut self.wake_same_cpu,
             "wake_other_cpu" => &mut self.wake_other_cpu,
+            "wake_other_cpu_time" => &mut self.wake_other_cpu_time,
             "context_switch" => &mut self.context_switch,
             "migration" => &mut self.migration,
             "setaffinity" => &mut self.setaffinity,
@@ -314,8 +329,14 @@ pub struct Calibration {
     pub migration_cycles: u64,
     /// Latency of a wake-up onto the waker's CPU, cycles.
     pub wake_same_cycles: u64,
-    /// Latency of a wake-up onto another (idle) CPU, cycles.
+    /// Latency of a wake-up onto another (idle) CPU, cycles: how long the
+    /// wakee waits beyond the CPU time the wake-up costs
+    /// ([`Calibration::wake_other_cpu_cycles`]).
     pub wake_other_cycles: u64,
+    /// CPU time a wake-up onto another CPU costs the waker beyond one on
+    /// its own CPU (the IPI; on a VM guest, an exit to the hypervisor),
+    /// cycles. 0 when not measured.
+    pub wake_other_cpu_cycles: u64,
     /// Cost of one `sched_setaffinity` call, cycles.
     pub setaffinity_cycles: u64,
     /// Profile costs that were not measured, whose defaults were kept.
@@ -342,6 +363,7 @@ impl Default for Calibration {
             migration_cycles: 15_000,
             wake_same_cycles: 9_000,
             wake_other_cycles: 30_000,
+            wake_other_cpu_cycles: 0,
             setaffinity_cycles: 3_000,
             defaulted: Vec::new(),
         }
@@ -418,6 +440,26 @@ impl MachineProfile {
         let wake_other_cycles = cyc("wake_other_cpu", &k.wake_other_cpu, d.wake_other_cycles);
         let setaffinity_cycles = cyc("setaffinity", &k.setaffinity, d.setaffinity_cycles);
         let quantum_cycles = cyc("timeslice", &k.timeslice, d.quantum_cycles);
+        // A leg across CPUs = its CPU time + the wait; the CPU time beyond
+        // a same-CPU leg's (all CPU: one of the two always runs) is the
+        // cross-CPU wake-up's own work. Not measured: all of the leg is
+        // latency, as before the probe existed.
+        let (wake_other_cycles, wake_other_cpu_cycles) =
+            match (k.wake_other_cpu.median_ns, k.wake_other_cpu_time.median_ns) {
+                (Some(_), Some(cpu_ns)) => {
+                    let cpu = ((cpu_ns / cycle_ns).round() as u64).min(wake_other_cycles);
+                    (
+                        (wake_other_cycles - cpu).max(1),
+                        cpu.saturating_sub(wake_same_cycles),
+                    )
+                }
+                _ => {
+                    if k.wake_other_cpu.median_ns.is_some() {
+                        defaulted.push("wake_other_cpu_time");
+                    }
+                    (wake_other_cycles, d.wake_other_cpu_cycles)
+                }
+            };
         let cpu0 = self.host.allowed.iter().next().expect("validated");
         let (l1, l2, llc) = cache_sizes(&self.topology, cpu0);
         Ok(Calibration {
@@ -445,6 +487,7 @@ impl MachineProfile {
             migration_cycles,
             wake_same_cycles,
             wake_other_cycles,
+            wake_other_cpu_cycles,
             setaffinity_cycles,
             defaulted,
         })
@@ -455,7 +498,8 @@ impl MachineProfile {
     /// A well-formed profile of round figures on `topology` (every CPU
     /// allowed) for tests and examples: a 2.5 GHz clock (0.4 ns), 1.2 ns
     /// per pass access, 1.6 ns L1, 5 ns L2, 20 ns LLC and 90 ns memory
-    /// loads, 60/50 ns write/read transfers, 2 µs and 20 µs wake-ups, a
+    /// loads, 60/50 ns write/read transfers, 2 µs and 20 µs wake-ups (12 µs
+    /// of the latter on CPUs), a
     /// 1.5 µs context switch, 4 µs migration, 1 µs `sched_setaffinity` and
     /// a 3 ms slice.
     pub fn example(topology: Topology) -> MachineProfile {
@@ -480,6 +524,7 @@ impl MachineProfile {
                 line_contended: c(70.0),
                 wake_same_cpu: c(2_000.0),
                 wake_other_cpu: c(20_000.0),
+                wake_other_cpu_time: c(12_000.0),
                 context_switch: c(1_500.0),
                 migration: c(4_000.0),
                 setaffinity: c(1_000.0),

@@ -933,8 +933,12 @@ pub fn run_policy(
         balance_interval_cycles: ((plan.balance_interval_ns as f64 / cal.cycle_ns * s) as u64)
             .max(1000),
         kernel,
-        // A ring's hand-off onto another, idle CPU: as in `bench chat`.
+        // A ring's hand-off onto another, idle CPU waits the wake-up's
+        // latency, as in `bench chat`; the CPU time it costs the waker
+        // (`wake_other_cpu_cycles`) is left out: the recorded CPU time of
+        // a thread already holds what its hand-offs to other CPUs cost it.
         wake_other_cycles: cal.wake_other_cycles,
+        wake_other_cpu_cycles: 0,
         // The engine hears of a block when the runtime's idle step would
         // have: after a thread has been still for its passes and time.
         engine_block_after_cycles: ((runtime_idle_ns(plan.balance_interval_ns) as f64

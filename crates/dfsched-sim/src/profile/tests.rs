@@ -85,7 +85,10 @@ fn calibration_converts_measured_ns_to_cycles_of_the_measured_clock() {
     assert_eq!(c.cost.context_switch_cycles, 3750);
     assert_eq!(c.quantum_cycles, 7_500_000);
     assert_eq!(c.migration_cycles, 10_000);
-    assert_eq!(c.wake_other_cycles, 50_000);
+    // A 20 µs leg across CPUs, 12 µs of it on CPUs: an 8 µs wait; the
+    // waker's work is the 12 µs less a 2 µs leg on one CPU.
+    assert_eq!(c.wake_other_cycles, 20_000);
+    assert_eq!(c.wake_other_cpu_cycles, 25_000);
     assert!(c.defaulted.is_empty());
     // Topology::test's caches: 32 KiB L1d, 1 MiB L2, an 8 MiB LLC.
     assert_eq!(
@@ -145,4 +148,23 @@ fn cache_sizes_come_from_the_topology() {
         (c.l1_bytes, c.l2_bytes, c.llc_bytes),
         (48 << 10, 2 << 20, 32 << 20)
     );
+}
+
+#[test]
+fn a_profile_without_the_wake_up_cpu_time_parses_and_keeps_the_whole_leg_as_latency() {
+    // A profile written before `wake_other_cpu_time` existed.
+    let mut v = serde_json::to_value(example()).unwrap();
+    v["costs"]
+        .as_object_mut()
+        .unwrap()
+        .remove("wake_other_cpu_time");
+    let p: MachineProfile = serde_json::from_value(v).unwrap();
+    assert!(p.costs.wake_other_cpu_time.median_ns.is_none());
+    let c = p.calibration().unwrap();
+    assert_eq!(c.defaulted, vec!["wake_other_cpu_time"]);
+    assert_eq!(
+        c.wake_other_cycles, 50_000,
+        "20 µs at 0.4 ns, all of it a wait"
+    );
+    assert_eq!(c.wake_other_cpu_cycles, 0);
 }

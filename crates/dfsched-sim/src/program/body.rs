@@ -137,6 +137,13 @@ pub struct BodyConfig {
     /// idle), cycles. Default 0.
     #[serde(default)]
     pub wake_other_cycles: u64,
+    /// CPU time a wake-up ([`Burst::Signal`]) onto another, idle CPU costs
+    /// the waker beyond one on its own CPU (the IPI; on a VM guest an exit
+    /// to the hypervisor), cycles: the waker's CPU works on it before the
+    /// waker goes on, and the wakee's latency
+    /// ([`BodyConfig::wake_other_cycles`]) starts after it. Default 0.
+    #[serde(default)]
+    pub wake_other_cpu_cycles: u64,
     /// How long a task must stay blocked before the Engine hears of it,
     /// cycles; 0 (default): at once. The Linux runtime sees a block only
     /// through its idle step (no CPU time for ≥ 2 balancer passes and
@@ -160,6 +167,7 @@ impl BodyConfig {
             hints: true,
             kernel: KernelModel::default(),
             wake_other_cycles: 0,
+            wake_other_cpu_cycles: 0,
             engine_block_after_cycles: 0,
         }
     }
@@ -787,29 +795,33 @@ impl Body {
     /// the first task waiting there takes it and wakes. The kernel places
     /// it first, within its current target; on `c` or a busy CPU it is
     /// queued at once, on another, idle CPU it is that CPU's at once and
-    /// starts there after [`BodyConfig::wake_other_cycles`]. The Engine
-    /// hears of the wake after ([`Self::woken`]).
-    fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) {
+    /// starts there after [`BodyConfig::wake_other_cpu_cycles`] (the
+    /// waker's work on it) and [`BodyConfig::wake_other_cycles`]. The
+    /// Engine hears of the wake after ([`Self::woken`]). Returns the cycles
+    /// the waker's CPU spends on the wake-up.
+    #[must_use]
+    fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) -> u64 {
         let Some(w) = self.channels.put(chan) else {
-            return;
+            return 0;
         };
         let to = self.choose_cpu(w, Some(c), ctx);
         let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
-        if remote_idle && self.cfg.wake_other_cycles > 0 {
+        let (spent, latency) = (self.cfg.wake_other_cpu_cycles, self.cfg.wake_other_cycles);
+        let spent = if remote_idle && spent + latency > 0 {
             self.remote_wakes += 1;
             // The kernel has put the wakee on `to`'s wake list: `to` is no
             // longer idle to any other placement while it comes out of
             // idle, and the wakee starts there.
             self.tasks[w].phase = Phase::Waking;
             self.load[to] += 1;
-            ctx.schedule_in(
-                Ticks(self.cfg.wake_other_cycles),
-                Ev::WokenOn(w as u32, to as u32),
-            );
+            ctx.schedule_in(Ticks(spent + latency), Ev::WokenOn(w as u32, to as u32));
+            spent
         } else {
             self.enqueue_on(w, to, ctx);
-        }
+            0
+        };
         self.woken(w, ctx);
+        spent
     }
 
     /// The kernel model's periodic balance (step 3 of [`kernel`]): while
@@ -977,8 +989,18 @@ impl Body {
         match burst {
             Some(Burst::Signal { chan }) => {
                 self.tasks[i].pc += 1;
-                self.signal(chan as usize, c, ctx);
-                return self.chunk_done(c, ctx);
+                let spent = self.signal(chan as usize, c, ctx);
+                if spent == 0 {
+                    return self.chunk_done(c, ctx);
+                }
+                // The waker's CPU works on the wake-up before the waker
+                // goes on: a chunk of it, out of the waker's slice.
+                let (_, slice) = self.cpus[c].running.as_mut().expect("a task runs");
+                *slice = slice.saturating_sub(spent);
+                self.proc_cycles[self.work.tasks[i].process as usize][c] += spent;
+                self.busy += spent;
+                ctx.schedule_in(Ticks(spent), Ev::ChunkDone(c as u32));
+                return;
             }
             Some(Burst::Wait { chan }) if self.channels.try_take(chan as usize) => {
                 self.tasks[i].pc += 1;

@@ -552,3 +552,31 @@ fn with_the_runtimes_idle_delay_the_engine_hears_of_a_wake_only_at_its_next_pass
     assert_eq!(told(100_000, 30_000), (1, 1));
     assert_eq!(told(0, 900_000), (1, 1));
 }
+
+#[test]
+fn a_wake_up_onto_another_idle_cpu_costs_the_waker_its_cpu_work_before_the_latency() {
+    // The ping-pong across CPUs: 99 wake-ups onto an idle CPU. With 5,000
+    // cycles of the waker's work each, the CPUs are busy 99 × 5,000 more
+    // and the run (strictly in turn) lasts as much longer; on one CPU
+    // nothing changes.
+    let cfg = |cpu_work: u64| BodyConfig {
+        wake_other_cycles: 10_000,
+        wake_other_cpu_cycles: cpu_work,
+        ..quick(Placement::Vanilla, RqPolicy::Vanilla)
+    };
+    let go = |a, b, cpu_work| {
+        run(
+            &two_cpus(),
+            &small_cache(64),
+            ping_pong(50, a, b),
+            cfg(cpu_work),
+            1,
+        )
+        .unwrap()
+    };
+    let (wait, work) = (go(0, 1, 0), go(0, 1, 5_000));
+    assert_eq!((wait.remote_wakes, work.remote_wakes), (99, 99));
+    assert_eq!(work.busy_cycles, wait.busy_cycles + 99 * 5_000);
+    assert_eq!(work.makespan_cycles, wait.makespan_cycles + 99 * 5_000);
+    assert_eq!(go(0, 0, 0).makespan_cycles, go(0, 0, 5_000).makespan_cycles);
+}
