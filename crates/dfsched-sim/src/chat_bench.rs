@@ -14,16 +14,17 @@
 //! [`ROOM_DF_BYTES`]; every thread of the room works on it, which is what
 //! the real benchmark's `dfsched` mode tells the runtime (`enter(room)`).
 //! Every socket call costs `syscall_cycles` of compute; a wake-up that
-//! lands on another, idle CPU costs the body's `wake_other_cycles` of
-//! latency (on a VM, an IPI and a halt exit).
+//! lands on another CPU costs the waker the body's `wake_other_cpu_cycles`
+//! of work (the IPI; on a VM, an exit to the hypervisor: the profile's
+//! `wake_other_cpu_time` beyond a same-CPU leg), and one onto an idle CPU
+//! the wakee `wake_other_cycles` of latency besides.
 //!
 //! What it leaves out, and where it shows (on the 2-vCPU KVM guest, busy:
 //! every mode predicted within 10 % of vanilla where oracle and split
-//! measured 2.2 ×, and run times a third of the measured ones):
+//! measured 2.2 ×, and run times a third of the measured ones, before the
+//! waker's work on a cross-CPU wake-up was modelled):
 //!
-//! - the cost of waking a task onto another CPU that is busy: an IPI
-//!   (on a VM, an exit to the hypervisor for the waker) and the wakee's
-//!   wait for preemption; only a wake-up onto an idle CPU costs latency;
+//! - the wakee's wait for preemption on a busy CPU;
 //! - wake-up preemption: a woken task queues behind the others (round
 //!   robin) instead of preempting the running one as EEVDF may;
 //! - TCP's own work: a socket call costs what a write and a read on a

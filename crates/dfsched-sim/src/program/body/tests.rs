@@ -554,7 +554,7 @@ fn with_the_runtimes_idle_delay_the_engine_hears_of_a_wake_only_at_its_next_pass
 }
 
 #[test]
-fn a_wake_up_onto_another_idle_cpu_costs_the_waker_its_cpu_work_before_the_latency() {
+fn a_wake_up_onto_another_cpu_costs_the_waker_its_cpu_work_before_the_latency() {
     // The ping-pong across CPUs: 99 wake-ups onto an idle CPU. With 5,000
     // cycles of the waker's work each, the CPUs are busy 99 × 5,000 more
     // and the run (strictly in turn) lasts as much longer; on one CPU
@@ -576,7 +576,39 @@ fn a_wake_up_onto_another_idle_cpu_costs_the_waker_its_cpu_work_before_the_laten
     };
     let (wait, work) = (go(0, 1, 0), go(0, 1, 5_000));
     assert_eq!((wait.remote_wakes, work.remote_wakes), (99, 99));
+    assert_eq!(work.cross_cpu_wakes, 99);
     assert_eq!(work.busy_cycles, wait.busy_cycles + 99 * 5_000);
     assert_eq!(work.makespan_cycles, wait.makespan_cycles + 99 * 5_000);
-    assert_eq!(go(0, 0, 0).makespan_cycles, go(0, 0, 5_000).makespan_cycles);
+    let same = go(0, 0, 5_000);
+    assert_eq!(same.cross_cpu_wakes, 0);
+    assert_eq!(go(0, 0, 0).makespan_cycles, same.makespan_cycles);
+    // Onto a busy CPU (a spinner shares B's CPU): no latency, but the
+    // waker's work all the same, on every wake-up that crosses.
+    let busy = |cpu_work: u64| {
+        let mut w = ping_pong(50, 0, 1);
+        w.tasks.push(spec(
+            1,
+            0,
+            Some("1"),
+            vec![Burst::Compute {
+                cycles: 100_000_000,
+            }],
+        ));
+        let mut cfg = cfg(cpu_work);
+        cfg.quantum_cycles = 1_000_000;
+        run(&two_cpus(), &small_cache(64), w, cfg, 1).unwrap()
+    };
+    let (quiet, loud) = (busy(0), busy(5_000));
+    assert!(
+        loud.cross_cpu_wakes >= 99 && loud.remote_wakes < loud.cross_cpu_wakes,
+        "{loud:?}"
+    );
+    let own = |r: &BodyReport| {
+        r.processes[0]
+            .cycles_by_cpu
+            .iter()
+            .map(|x| x.1)
+            .sum::<u64>()
+    };
+    assert_eq!(own(&loud), own(&quiet) + loud.cross_cpu_wakes * 5_000);
 }
