@@ -14,24 +14,36 @@
 //! [`ROOM_DF_BYTES`]; every thread of the room works on it, which is what
 //! the real benchmark's `dfsched` mode tells the runtime (`enter(room)`).
 //! Every socket call costs `syscall_cycles` of compute; a wake-up that
-//! lands on another CPU costs the waker the body's `wake_other_cpu_cycles`
-//! of work (the IPI; on a VM, an exit to the hypervisor: the profile's
-//! `wake_other_cpu_time` beyond a same-CPU leg), and one onto an idle CPU
-//! the wakee `wake_other_cycles` of latency besides.
+//! lands on another, idle CPU costs the waker the body's
+//! `wake_other_cpu_cycles` of work (the IPI; on a VM, an exit to the
+//! hypervisor: the profile's `wake_other_cpu_time` beyond a same-CPU leg)
+//! and the wakee `wake_other_cycles` of latency.
 //!
 //! What it leaves out, and where it shows (on the 2-vCPU KVM guest, busy:
 //! every mode predicted within 10 % of vanilla where oracle and split
-//! measured 2.2 ×, and run times a third of the measured ones, before the
-//! waker's work on a cross-CPU wake-up was modelled):
+//! measured 2.2 ×, and run times a third of the measured ones):
 //!
-//! - the wakee's wait for preemption on a busy CPU;
+//! - the cost of waking a task onto another CPU that is busy: the IPI
+//!   that makes it preempt the running task costs the waker as much as
+//!   one onto an idle CPU (28–30 µs of CPU a leg of a pipe ping-pong with
+//!   a thread spinning on each CPU, busy machine), and the measured modes
+//!   show it (one busy run of the default size: vanilla 1.44 CPU s and
+//!   209 k context switches, oracle 0.66 CPU s and 82 k); the body has no
+//!   wake-up preemption, so it sends no such IPI. Charging it on every
+//!   wake-up onto another CPU was tried: `split` then came out 40 × slower
+//!   than measured, because this model wakes far more often than the real
+//!   benchmark (about 3.4 M context switches a run in `split`, scaled from
+//!   10 messages a user, against 60 k measured): the next item;
+//! - the batching of messages per wake-up: a real thread woken by a
+//!   socket reads everything queued, and a writer writes what it found in
+//!   one call; here a waiter takes one token per wake-up when it was
+//!   blocked, and a writer that finds tokens waiting does not block but
+//!   pays a call per message;
 //! - wake-up preemption: a woken task queues behind the others (round
 //!   robin) instead of preempting the running one as EEVDF may;
 //! - TCP's own work: a socket call costs what a write and a read on a
 //!   socket pair cost here, where TCP on loopback costs more;
-//! - the writer's batching of queued messages into one write (here a
-//!   writer that finds tokens waiting does not block, but pays a call per
-//!   message) and the queues' bounds.
+//! - the queues' bounds.
 
 use crate::df_bench::DfPolicy;
 use crate::machine::{CacheLevelConfig, MachineConfig};

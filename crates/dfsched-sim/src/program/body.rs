@@ -137,15 +137,21 @@ pub struct BodyConfig {
     /// idle), cycles. Default 0.
     #[serde(default)]
     pub wake_other_cycles: u64,
-    /// CPU time a wake-up ([`Burst::Signal`]) onto another CPU costs the
-    /// waker beyond one on its own CPU (the IPI; on a VM guest an exit to
-    /// the hypervisor), cycles: the waker's CPU works on it before the
-    /// waker goes on, and, onto an idle CPU, the wakee's latency
-    /// ([`BodyConfig::wake_other_cycles`]) starts after it. Charged onto a
-    /// busy CPU too: the IPI that preempts the task running there costs
-    /// the same (on the 2-vCPU KVM guest, 28–30 µs of CPU time per leg of
-    /// a pipe ping-pong across CPUs with a spinning thread on each, 20–31
-    /// µs without). Default 0.
+    /// CPU time a wake-up ([`Burst::Signal`]) onto another, idle CPU costs
+    /// the waker beyond one on its own CPU (the IPI that brings the CPU
+    /// out of idle; on a VM guest an exit to the hypervisor), cycles: the
+    /// waker's CPU works on it before the waker goes on, and the wakee's
+    /// latency ([`BodyConfig::wake_other_cycles`]) starts after it. Default
+    /// 0.
+    ///
+    /// Not charged onto a busy CPU: there Linux interrupts the CPU only
+    /// when the wakee is to preempt the task running there, and the body
+    /// queues a wakee without preempting (its run queues have no wake-up
+    /// preemption), so it sends no IPI. On the 2-vCPU KVM guest such an
+    /// IPI costs the same (28–30 µs of CPU time per leg of a pipe
+    /// ping-pong across CPUs with a spinning thread on each, which the
+    /// wakee preempts); [`BodyReport::cross_cpu_wakes`] counts the
+    /// wake-ups that would be candidates.
     #[serde(default)]
     pub wake_other_cpu_cycles: u64,
     /// How long a task must stay blocked before the Engine hears of it,
@@ -245,8 +251,8 @@ pub struct BodyReport {
     /// paid [`BodyConfig::wake_other_cycles`].
     pub remote_wakes: u64,
     /// Wake-ups ([`Burst::Signal`]) that put the wakee on a CPU other than
-    /// its waker's, idle or busy (each costs the waker
-    /// [`BodyConfig::wake_other_cpu_cycles`]).
+    /// its waker's, idle or busy (those onto an idle CPU are
+    /// `remote_wakes`).
     pub cross_cpu_wakes: u64,
     /// Blocks the Engine was told of (Engine placement; with
     /// [`BodyConfig::engine_block_after_cycles`], only those that lasted
@@ -808,10 +814,9 @@ impl Body {
     /// it first, within its current target; on `c` or a busy CPU it is
     /// queued at once, on another, idle CPU it is that CPU's at once and
     /// starts there after [`BodyConfig::wake_other_cpu_cycles`] (the
-    /// waker's work on it) and [`BodyConfig::wake_other_cycles`]. Any
-    /// wake-up onto another CPU costs the waker that work. The Engine hears
-    /// of the wake after ([`Self::woken`]). Returns the cycles the waker's
-    /// CPU spends on the wake-up.
+    /// waker's work on it) and [`BodyConfig::wake_other_cycles`]. The
+    /// Engine hears of the wake after ([`Self::woken`]). Returns the cycles
+    /// the waker's CPU spends on the wake-up.
     #[must_use]
     fn signal(&mut self, chan: usize, c: usize, ctx: &mut Context<'_, Ev>) -> u64 {
         let Some(w) = self.channels.put(chan) else {
@@ -819,14 +824,9 @@ impl Body {
         };
         let to = self.choose_cpu(w, Some(c), ctx);
         let remote_idle = to != c && self.load[to] == 0 && self.cpus[to].running.is_none();
-        let latency = self.cfg.wake_other_cycles;
-        let spent = if to == c {
-            0
-        } else {
-            self.cross_cpu_wakes += 1;
-            self.cfg.wake_other_cpu_cycles
-        };
-        if remote_idle && spent + latency > 0 {
+        self.cross_cpu_wakes += u64::from(to != c);
+        let (spent, latency) = (self.cfg.wake_other_cpu_cycles, self.cfg.wake_other_cycles);
+        let spent = if remote_idle && spent + latency > 0 {
             self.remote_wakes += 1;
             // The kernel has put the wakee on `to`'s wake list: `to` is no
             // longer idle to any other placement while it comes out of
@@ -834,10 +834,11 @@ impl Body {
             self.tasks[w].phase = Phase::Waking;
             self.load[to] += 1;
             ctx.schedule_in(Ticks(spent + latency), Ev::WokenOn(w as u32, to as u32));
+            spent
         } else {
-            // Onto a busy CPU the wakee waits there anyway: queued at once.
             self.enqueue_on(w, to, ctx);
-        }
+            0
+        };
         self.woken(w, ctx);
         spent
     }
