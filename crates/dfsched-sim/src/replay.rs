@@ -40,7 +40,7 @@
 //!   misses the program may not have.
 //! - **Blocking between partners (closed loop).** Threads of one process
 //!   on one DF whose switch counts show them handing work to each other
-//!   are replayed as a token ring ([`partners`]): a member's wait ends
+//!   are replayed as a token ring (`replay/partners.rs`): a member's wait ends
 //!   when its predecessor signals, having done its part, not after the
 //!   recorded time. Their blocked time in the ring is not replayed as
 //!   sleep; the ring makes its own.
