@@ -53,7 +53,9 @@
 //! - **What dfsched's engine sees.** The runtime hears of a block only
 //!   through its idle step (no CPU for 2 passes and ≥ 200 ms), so the
 //!   replay tells the simulated engine of a block only once it has lasted
-//!   that long (scaled; `BodyConfig::engine_block_after_cycles`).
+//!   that long (scaled; `BodyConfig::engine_block_after_cycles`), and of
+//!   the wake at its next balancer pass, after the kernel model has placed
+//!   the wakee inside the mask it had.
 //! - **Threads** start at their first record and end at their exit (or
 //!   their last record); threads the runtime never knew (a program's main
 //!   thread that never hinted, under a linked library) are not replayed.
