@@ -55,6 +55,10 @@ pub fn run(args: TopologyArgs) -> Result<(), Failure> {
         writeln!(out, "{}", render(&topo, &allowed).trim_end()).context("writing the topology")?;
     }
     out.flush().context("writing the topology")?;
+    // The process exits next and the kernel takes its memory back whole:
+    // freeing the tree piece by piece first (some 40k allocations at 8,192
+    // CPUs, about a millisecond) would only delay the exit.
+    std::mem::forget(topo);
     Ok(())
 }
 

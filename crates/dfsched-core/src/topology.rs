@@ -168,6 +168,19 @@ fn merge_specs(
         };
         let e = &mut merged[at];
         e.1 = e.1.min(level);
+        // The first caches of a set are taken as they are when they hold
+        // no duplicate (as a cache read from sysfs comes, one per spec):
+        // no vector made and dropped per set.
+        let distinct = || {
+            caches
+                .iter()
+                .enumerate()
+                .all(|(i, c)| !caches[..i].contains(c))
+        };
+        if e.2.is_empty() && distinct() {
+            e.2 = caches;
+            return;
+        }
         for c in caches {
             if !e.2.contains(&c) {
                 e.2.push(c);
@@ -233,7 +246,10 @@ impl Topology {
         let slot = |cpu: CpuId| cpu.0 as usize;
         let mut owner: Vec<u32> = vec![0; cpus.iter().last().map_or(0, |c| slot(c) + 1)];
         let mut domains: Vec<Domain> = Vec::with_capacity(sets.len());
-        let mut leaf = BTreeMap::new();
+        // Leaves come last (sets of one CPU are the smallest) and in CPU
+        // order, so the map is built at the end from a sorted run, in one
+        // pass rather than by 8,192 searches and inserts.
+        let mut leaves: Vec<(CpuId, DomainId)> = Vec::with_capacity(owner.len());
         for (i, (set, level, mut caches)) in sets.into_iter().enumerate() {
             caches.sort_by(|a, b| a.level.cmp(&b.level).then(a.kind.cmp(&b.kind)));
             let id = DomainId(i as u32);
@@ -267,7 +283,7 @@ impl Topology {
                 domains[p.0 as usize].children.push(id);
             }
             if set.len() == 1 {
-                leaf.insert(set.first().expect("non-empty"), id);
+                leaves.push((set.first().expect("non-empty"), id));
             }
             domains.push(Domain {
                 id,
@@ -285,6 +301,7 @@ impl Topology {
             ch.sort_by_key(|c| by_first(c, &domains));
             domains[i].children = ch;
         }
+        let leaf = leaves.into_iter().collect();
         Ok(Topology { domains, leaf })
     }
 
