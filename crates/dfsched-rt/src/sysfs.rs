@@ -920,11 +920,11 @@ fn read_optional(path: &Path) -> Result<Option<String>, Error> {
 /// into `bytes` (cleared first) and borrowed from there; `path` names the
 /// file in an error (made only then: the reader's thousands of files each
 /// cost no allocation).
-fn read_opened<'b>(
+fn read_opened(
     opened: std::io::Result<std::fs::File>,
-    bytes: &'b mut Vec<u8>,
+    bytes: &mut Vec<u8>,
     path: impl Fn() -> PathBuf,
-) -> Result<Option<&'b str>, Error> {
+) -> Result<Option<&str>, Error> {
     let mut file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
