@@ -9,7 +9,8 @@
 //!
 //! Shapes: `write_test_tree` machines (one with 2,048 CPUs, read in parts
 //! on threads where the machine has two CPUs), hybrid parts (SMT P-cores
-//! with E-core clusters, either first), SMT4 cores whose L1 serves pairs,
+//! with E-core clusters, either first), a big.LITTLE part (private caches
+//! of two sizes, shared alike), SMT4 cores whose L1 serves pairs,
 //! an L2 per cluster, caches numbered with a gap, a CPU with a cache more,
 //! one without caches, offline CPUs in lists, missing sizes and sibling
 //! files, and this machine's own `/sys`.
@@ -266,6 +267,43 @@ fn hybrid_parts_read_as_every_file_says() {
         let cluster = t.domain(t.smallest_holding(&set(e_cluster)));
         assert_eq!((cluster.level, &cluster.cpus), (Level::L2, &set(e_cluster)));
     }
+}
+
+/// A big.LITTLE part: four big and four little cores, no SMT, every L1
+/// and L2 private, so each cache is shared alike (by one CPU) on both
+/// kinds and only the sizes tell them apart; one L3 over all.
+#[test]
+fn big_little_parts_read_as_every_file_says() {
+    let dir = TempDir::new("oracle-big-little");
+    let cpus: Vec<_> = (0..8u32)
+        .map(|cpu| {
+            let me = cpu.to_string();
+            let (l1, l2) = if cpu < 4 {
+                ("64K", "1024K")
+            } else {
+                ("32K", "256K")
+            };
+            let list = [
+                (1, "Data", l1, me.clone()),
+                (1, "Instruction", l1, me.clone()),
+                (2, "Unified", l2, me.clone()),
+                (3, "Unified", "8M", range(0, 8)),
+            ];
+            (cpu, caches(&list), Some(me))
+        })
+        .collect();
+    write_sysfs(&dir, "0-7", &cpus, &["0-7"]);
+    agree(dir.path(), "big.LITTLE");
+    let t = read_topology(dir.path()).unwrap();
+    let l2 = |cpu| {
+        let leaf = t.domain(t.leaf(CpuId(cpu)).unwrap());
+        leaf.caches
+            .iter()
+            .find(|c| c.level == 2)
+            .unwrap()
+            .size_bytes
+    };
+    assert_eq!((l2(0), l2(7)), (Some(1 << 20), Some(256 << 10)));
 }
 
 /// SMT4 cores whose L1 serves pairs, an L2 per core; two LLCs.
