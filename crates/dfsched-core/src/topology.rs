@@ -127,31 +127,60 @@ pub struct Topology {
 /// the sets' order, for determinism), so that a parent comes before its
 /// children.
 ///
-/// Equal sets are found by their first CPU and size, and only sets that
-/// agree in both are compared whole: a map ordered by the sets themselves
-/// compared 1 KiB bitmaps word by word at every step of its search, which
-/// was the largest part of building an 8,192-CPU machine's tree.
+/// Equal sets are found among the sets of the same first CPU, chained
+/// through a table indexed by CPU (a CPU is the first of a handful of
+/// sets: its leaf, its core, its LLC…): a map ordered by the sets compared
+/// 1 KiB bitmaps word by word at every step of its search, and a map keyed
+/// by first CPU and size still made a small vector for each of an
+/// 8,192-CPU machine's 12k sets.
 fn merge_specs(
     cpus: &CpuSet,
     specs: Vec<DomainSpec>,
 ) -> Result<Vec<(CpuSet, Level, Vec<Cache>)>, TopologyError> {
     let mut merged: Vec<(CpuSet, Level, Vec<Cache>)> = Vec::new();
-    let mut by_key: BTreeMap<(CpuId, usize), Vec<usize>> = BTreeMap::new();
+    // `last_of[cpu]`: the last merged set whose first CPU is `cpu`;
+    // `before[i]`: the one merged before set `i` with the same first CPU.
+    // Every set added lies within `cpus` (checked below), so its first CPU
+    // has a slot.
+    let mut last_of: Vec<Option<u32>> =
+        vec![None; cpus.iter().last().map_or(0, |c| c.0 as usize + 1)];
+    let mut before: Vec<Option<u32>> = Vec::new();
     let mut add = |level: Level, set: CpuSet, caches: Vec<Cache>| {
         let Some(first) = set.first() else {
             return;
         };
-        let same = by_key.entry((first, set.len())).or_default();
-        let at = match same.iter().copied().find(|&i| merged[i].0 == set) {
-            Some(i) => i,
+        let slot = &mut last_of[first.0 as usize];
+        let mut at = *slot;
+        while let Some(i) = at {
+            if merged[i as usize].0 == set {
+                break;
+            }
+            at = before[i as usize];
+        }
+        let at = match at {
+            Some(i) => i as usize,
             None => {
-                same.push(merged.len());
+                before.push(*slot);
+                *slot = Some(merged.len() as u32);
                 merged.push((set, level, Vec::new()));
                 merged.len() - 1
             }
         };
         let e = &mut merged[at];
         e.1 = e.1.min(level);
+        // The first caches of a set are taken as they are when they hold
+        // no duplicate (as a cache read from sysfs comes, one per spec):
+        // no vector made and dropped per set.
+        let distinct = || {
+            caches
+                .iter()
+                .enumerate()
+                .all(|(i, c)| !caches[..i].contains(c))
+        };
+        if e.2.is_empty() && distinct() {
+            e.2 = caches;
+            return;
+        }
         for c in caches {
             if !e.2.contains(&c) {
                 e.2.push(c);
@@ -217,7 +246,10 @@ impl Topology {
         let slot = |cpu: CpuId| cpu.0 as usize;
         let mut owner: Vec<u32> = vec![0; cpus.iter().last().map_or(0, |c| slot(c) + 1)];
         let mut domains: Vec<Domain> = Vec::with_capacity(sets.len());
-        let mut leaf = BTreeMap::new();
+        // Leaves come last (sets of one CPU are the smallest) and in CPU
+        // order, so the map is built at the end from a sorted run, in one
+        // pass rather than by 8,192 searches and inserts.
+        let mut leaves: Vec<(CpuId, DomainId)> = Vec::with_capacity(owner.len());
         for (i, (set, level, mut caches)) in sets.into_iter().enumerate() {
             caches.sort_by(|a, b| a.level.cmp(&b.level).then(a.kind.cmp(&b.kind)));
             let id = DomainId(i as u32);
@@ -251,7 +283,7 @@ impl Topology {
                 domains[p.0 as usize].children.push(id);
             }
             if set.len() == 1 {
-                leaf.insert(set.first().expect("non-empty"), id);
+                leaves.push((set.first().expect("non-empty"), id));
             }
             domains.push(Domain {
                 id,
@@ -269,6 +301,7 @@ impl Topology {
             ch.sort_by_key(|c| by_first(c, &domains));
             domains[i].children = ch;
         }
+        let leaf = leaves.into_iter().collect();
         Ok(Topology { domains, leaf })
     }
 

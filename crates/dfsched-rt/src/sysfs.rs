@@ -47,7 +47,8 @@
 //! # Reading less on large machines
 //!
 //! Start-up on a machine of thousands of CPUs is bounded by the number of
-//! files read (about 1.5 µs each), so the reader reads each fact once:
+//! files read (an open, a read and a close: some 3 µs each on a small VM),
+//! so the reader reads each fact once:
 //! - each cache is read once, not once per CPU sharing it: when CPU A's
 //!   `indexI` lists CPU B in `shared_cpu_list`, B's `indexI` is the same
 //!   cache (the kernel itself pairs sharing CPUs' caches by index), so B
@@ -93,9 +94,28 @@
 //! L1), with 4.1k `stat`s and no failed opens (8.2k before the link
 //! count), and every distinct cache becomes one domain spec (not one per
 //! CPU sharing it).
+//!
+//! That is one `stat` and four files per core (its L1's and its L2's
+//! `shared_cpu_list` and `size`) and two per LLC, and no fewer can be
+//! read without guessing: a core's private caches are named by no CPU
+//! read before (only its SMT sibling, which is skipped), a cache's size
+//! cannot be taken from a like one (big.LITTLE parts have private L2s of
+//! different sizes shared alike, by one core), and without the `stat` a
+//! CPU with a cache more than the others goes unseen (the test
+//! `a_cpu_with_more_cache_directories_than_the_first_has_them_all_read`).
+//! So a file costs its three system calls and nothing else: each reading
+//! thread builds paths and reads bytes in buffers it reuses, and an
+//! error's path is made only for an error. (Opening each CPU's `cache`
+//! directory to open its files from there, two names to walk instead of
+//! four, cost more in the open and close than the look-ups it saved.)
+//!
+//! `tests/sysfs_oracle.rs` holds the reader to a plain reading of every
+//! file of every CPU on trees a kernel could write: the shortcuts change
+//! what is read, never what is found.
 
 use crate::error::Error;
 use dfsched_core::{Cache, CpuId, CpuSet, DomainSpec, Level, Topology};
+use std::ffi::CStr;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
@@ -143,11 +163,16 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
     // two parts was read by both), each CPU's caches and siblings from the
     // part that read it.
     let mut known = Known::default();
-    let mut caches: PerCpu<Vec<usize>> = PerCpu::new(&online);
+    // Caches already merged, chained by their first CPU: `first_entry[cpu]`
+    // is the last one whose first CPU is `cpu`, `next_entry[i]` the one
+    // before `i` (a handful per CPU: its core's caches and its LLC), so a
+    // cache is found among equals without a map of small vectors.
+    let mut first_entry: PerCpu<usize> = PerCpu::new(&online);
+    let mut next_entry: Vec<Option<usize>> = Vec::new();
+    let mut caches: PerCpu<Span> = PerCpu::new(&online);
+    let mut lists: Vec<usize> = Vec::new();
     let mut siblings: PerCpu<usize> = PerCpu::new(&online);
     let mut sibling_sets: Vec<CpuSet> = Vec::new();
-    let mut by_key: std::collections::HashMap<(CpuId, usize), Vec<usize>> =
-        std::collections::HashMap::new();
     for part in parts {
         let global: Vec<usize> = part
             .known
@@ -155,20 +180,26 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
             .into_iter()
             .map(|entry| {
                 let first = entry.shared.first().unwrap_or(CpuId(0));
-                let same = by_key.entry((first, entry.shared.len())).or_default();
-                let found = same.iter().copied().find(|&i| {
-                    known.entries[i].shared == entry.shared && known.entries[i].cache == entry.cache
-                });
-                found.unwrap_or_else(|| {
-                    same.push(known.entries.len());
-                    known.entries.push(entry);
-                    known.entries.len() - 1
-                })
+                let mut at = first_entry.get(first).copied();
+                while let Some(i) = at {
+                    let e = &known.entries[i];
+                    if e.shared == entry.shared && e.cache == entry.cache {
+                        return i;
+                    }
+                    at = next_entry[i];
+                }
+                let i = known.entries.len();
+                next_entry.push(first_entry.get(first).copied());
+                first_entry.insert(first, i);
+                known.entries.push(entry);
+                i
             })
             .collect();
+        let base = lists.len() as u32;
+        lists.extend(part.lists.iter().map(|&i| global[i]));
         for cpu in part.cpus.iter() {
-            if let Some(local) = part.caches.get(cpu) {
-                caches.insert(cpu, local.iter().map(|&i| global[i]).collect());
+            if let Some(&(start, len)) = part.caches.get(cpu) {
+                caches.insert(cpu, (base + start, len));
             }
         }
         let base = sibling_sets.len();
@@ -195,7 +226,7 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         if core_of.get(cpu).is_some() {
             continue;
         }
-        let entries = caches.get(cpu).map_or(&[][..], Vec::as_slice);
+        let entries = caches.get(cpu).map_or(&[][..], |&s| span(&lists, s));
         let core = siblings.get(cpu).map_or_else(
             || {
                 entries
@@ -212,18 +243,12 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         core_of.insert(cpu, cores.len());
         cores.push(core);
     }
-    let mut specs: Vec<DomainSpec> = cores
-        .iter()
-        .filter(|core| core.len() > 1)
-        .map(|core| DomainSpec {
-            level: Level::Core,
-            cpus: core.clone(),
-            caches: Vec::new(),
-        })
-        .collect();
     // Each distinct cache once, its level by the core of its first CPU (the
     // cores partition the CPUs, so any of its CPUs gives the same answer).
-    for entry in &known.entries {
+    // The caches' sets and descriptions move into their specs: at 8,192
+    // CPUs a copy of each was some 8k allocations.
+    let mut cache_specs: Vec<DomainSpec> = Vec::with_capacity(known.entries.len());
+    for entry in known.entries {
         let Some(first) = entry.shared.first() else {
             continue;
         };
@@ -238,14 +263,32 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
         } else {
             Level::L2
         };
-        specs.push(DomainSpec {
+        cache_specs.push(DomainSpec {
             level,
-            cpus: entry.shared.clone(),
-            caches: vec![entry.cache.clone()],
+            cpus: entry.shared,
+            caches: vec![entry.cache],
         });
     }
+    let mut specs: Vec<DomainSpec> = cores
+        .into_iter()
+        .filter(|core| core.len() > 1)
+        .map(|core| DomainSpec {
+            level: Level::Core,
+            cpus: core,
+            caches: Vec::new(),
+        })
+        .collect();
+    specs.extend(cache_specs);
     specs.extend(read_nodes(&root.join("sys/devices/system/node"), &online)?);
     Ok(Topology::new(&online, specs)?)
+}
+
+/// A run of positions in a list of cache positions: its start and length.
+type Span = (u32, u32);
+
+/// The positions `s` of `list`.
+fn span(list: &[usize], (start, len): Span) -> &[usize] {
+    &list[start as usize..(start + len) as usize]
 }
 
 /// What one part of the CPUs gave ([`read_part`]).
@@ -254,8 +297,10 @@ struct Part {
     cpus: CpuSet,
     /// The caches it read; positions are into `known.entries`.
     known: Known,
-    /// Each of its CPUs' caches.
-    caches: PerCpu<Vec<usize>>,
+    /// Each of its CPUs' caches, a span of `lists` (SMT siblings share
+    /// one).
+    caches: PerCpu<Span>,
+    lists: Vec<usize>,
     /// Each CPU's SMT siblings (a position in `sibling_sets`), for the
     /// CPUs of this part and the siblings their lists named.
     siblings: PerCpu<usize>,
@@ -312,10 +357,13 @@ fn read_parts(cpu_dir: &Dir, online: &CpuSet) -> Result<Vec<Part>, Error> {
 /// Reads the caches and siblings of the CPUs of `part` (module doc,
 /// "Reading less on large machines").
 fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Error> {
-    // Each CPU's caches, as positions in `known.entries` (every distinct
-    // cache once: on 8,192 CPUs a copy per CPU would be some 40k cpusets of
-    // 1 KiB, and as many domain specs for the core to merge).
-    let mut caches: PerCpu<Vec<usize>> = PerCpu::new(online);
+    let mut s = Scratch::default();
+    // Each CPU's caches, as a span of `lists`, positions in
+    // `known.entries` (every distinct cache once: on 8,192 CPUs a copy per
+    // CPU would be some 40k cpusets, and as many domain specs for the core
+    // to merge).
+    let mut caches: PerCpu<Span> = PerCpu::new(online);
+    let mut lists: Vec<usize> = Vec::new();
     // Each CPU's SMT siblings, as a position in `sibling_sets`.
     let mut siblings: PerCpu<usize> = PerCpu::new(online);
     let mut sibling_sets: Vec<CpuSet> = Vec::new();
@@ -327,6 +375,7 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
     };
     // Whether SMT siblings may be taken from the level-1 cache unread.
     let mut like_l1 = SiblingsFromL1::default();
+    let mut indexed: Vec<(usize, usize)> = Vec::new();
     for cpu in part.iter() {
         // A CPU named in every cache of a CPU read before (an SMT sibling:
         // its first cache names it) has exactly those caches (they are
@@ -339,23 +388,24 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
             .and_then(|&i| known.entries[i].shared.first())
             .filter(|&first| first != cpu)
             .and_then(|first| caches.get(first))
-            .filter(|entries| {
-                entries
+            .filter(|&&entries| {
+                span(&lists, entries)
                     .iter()
                     .all(|&i| known.entries[i].shared.contains(cpu))
             })
-            .cloned();
+            .copied();
         if let Some(entries) = sibling_caches {
             caches.insert(cpu, entries);
             continue;
         }
-        let dir = format!("cpu{}/", cpu.0);
-        let indexed = read_caches(cpu_dir, &dir, cpu, online, &mut known)?;
+        indexed.clear();
+        read_caches(cpu_dir, &mut s, cpu, online, &mut known, &mut indexed)?;
         let l1 = indexed
             .iter()
             .copied()
             .find(|&(_, i)| known.entries[i].cache.level == 1);
-        caches.insert(cpu, indexed.iter().map(|&(_, i)| i).collect());
+        caches.insert(cpu, (lists.len() as u32, indexed.len() as u32));
+        lists.extend(indexed.iter().map(|&(_, i)| i));
         if siblings.get(cpu).is_some() {
             continue; // a sibling read before named this CPU
         }
@@ -366,9 +416,9 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
             sibling_sets.push(set);
             continue;
         }
-        let list = format!("{dir}topology/thread_siblings_list");
-        if let Some(text) = cpu_dir.read_optional(&list)? {
-            let mut set = parse_cpulist(&cpu_dir.path(&list), &text)?.intersection(online);
+        let list = s.path.cpu_file(cpu, "topology/thread_siblings_list");
+        if let Some(text) = cpu_dir.read_optional(list, &mut s.bytes)? {
+            let mut set = parse_cpulist_at(text, online, || cpu_dir.path(list))?;
             set.insert(cpu);
             if let Some(l1) = l1 {
                 like_l1.learn(&known, l1, &set);
@@ -383,6 +433,7 @@ fn read_part(cpu_dir: &Dir, online: &CpuSet, part: &CpuSet) -> Result<Part, Erro
         cpus: part.clone(),
         known,
         caches,
+        lists,
         siblings,
         sibling_sets,
     })
@@ -427,6 +478,67 @@ impl SiblingsFromL1 {
     }
 }
 
+/// A reading thread's scratch, reused from file to file so that a file
+/// costs its open, read and close and no allocation: the relative path
+/// being opened and the bytes read.
+#[derive(Default)]
+struct Scratch {
+    path: RelPath,
+    bytes: Vec<u8>,
+}
+
+/// A path relative to the CPU directory, built in place and
+/// NUL-terminated for `openat`.
+#[derive(Default)]
+struct RelPath(Vec<u8>);
+
+impl RelPath {
+    /// `cpuN/` followed by `rest`.
+    fn cpu_file(&mut self, cpu: CpuId, rest: &str) -> &CStr {
+        self.0.clear();
+        self.0.extend_from_slice(b"cpu");
+        push_decimal(&mut self.0, cpu.0 as usize);
+        self.0.push(b'/');
+        self.finish(rest)
+    }
+
+    /// `cpuN/cache/indexI/file`, or `cpuN/cache/indexI` for an empty
+    /// `file`.
+    fn cache_file(&mut self, cpu: CpuId, index: usize, file: &str) -> &CStr {
+        self.0.clear();
+        self.0.extend_from_slice(b"cpu");
+        push_decimal(&mut self.0, cpu.0 as usize);
+        self.0.extend_from_slice(b"/cache/index");
+        push_decimal(&mut self.0, index);
+        if !file.is_empty() {
+            self.0.push(b'/');
+        }
+        self.finish(file)
+    }
+
+    fn finish(&mut self, rest: &str) -> &CStr {
+        self.0.extend_from_slice(rest.as_bytes());
+        self.0.push(0);
+        // Built from digits and fixed names: one NUL, at the end.
+        CStr::from_bytes_with_nul(&self.0).expect("a relative path without NUL")
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 /// The sysfs CPU directory, opened once (`O_PATH`) so that every CPU's
 /// files are opened relative to it: each open then walks the four or five
 /// names under it instead of the whole path (a path walk was the reader's
@@ -452,41 +564,39 @@ impl Dir {
     }
 
     /// The whole path of `rel`, for messages.
-    fn path(&self, rel: &str) -> PathBuf {
-        self.path.join(rel)
+    fn path(&self, rel: &CStr) -> PathBuf {
+        self.path.join(rel.to_string_lossy().as_ref())
     }
 
-    fn open_rel(&self, rel: &str, flags: libc::c_int) -> Option<std::io::Result<std::fs::File>> {
-        let file = self.file.as_ref()?;
-        Some(match std::ffi::CString::new(rel) {
-            Ok(c) => crate::sys::open_at(file, &c, flags),
-            Err(e) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)),
-        })
+    fn open_rel(&self, rel: &CStr, flags: libc::c_int) -> Option<std::io::Result<std::fs::File>> {
+        Some(crate::sys::open_at(self.file.as_ref()?, rel, flags))
     }
 
-    /// [`read_optional`] of `rel` under this directory.
-    fn read_optional(&self, rel: &str) -> Result<Option<String>, Error> {
+    /// [`read_optional`] of `rel` under this directory, read into `bytes`.
+    fn read_optional<'b>(
+        &self,
+        rel: &CStr,
+        bytes: &'b mut Vec<u8>,
+    ) -> Result<Option<&'b str>, Error> {
         match self.open_rel(rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY) {
             None => Ok(None),
-            Some(opened) => read_opened(opened, &self.path(rel)),
+            Some(opened) => read_opened(opened, bytes, || self.path(rel)),
         }
     }
 
-    /// [`read_text`] of `rel` under this directory.
-    fn read_text(&self, rel: &str) -> Result<String, Error> {
-        self.read_optional(rel)?
+    /// [`read_text`] of `rel` under this directory, read into `bytes`.
+    fn read_text<'b>(&self, rel: &CStr, bytes: &'b mut Vec<u8>) -> Result<&'b str, Error> {
+        self.read_optional(rel, bytes)?
             .ok_or_else(|| sysfs_err(&self.path(rel), "missing".into()))
     }
 
     /// The link count of `rel` under this directory (see
     /// [`crate::sys::nlink_at`]); `None` if it does not exist.
-    fn nlink(&self, rel: &str) -> Result<Option<u64>, Error> {
+    fn nlink(&self, rel: &CStr) -> Result<Option<u64>, Error> {
         let Some(file) = self.file.as_ref() else {
             return Ok(None);
         };
-        let c =
-            std::ffi::CString::new(rel).map_err(|e| sysfs_err(&self.path(rel), e.to_string()))?;
-        match crate::sys::nlink_at(file, &c) {
+        match crate::sys::nlink_at(file, rel) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(sysfs_err(&self.path(rel), e.to_string())),
@@ -494,7 +604,7 @@ impl Dir {
     }
 
     /// Whether `rel` exists under this directory.
-    fn exists(&self, rel: &str) -> Result<bool, Error> {
+    fn exists(&self, rel: &CStr) -> Result<bool, Error> {
         match self.open_rel(rel, libc::O_PATH) {
             None => Ok(false),
             Some(Ok(_)) => Ok(true),
@@ -564,10 +674,10 @@ struct Known {
     nlink_counts: bool,
 }
 
-/// The caches of `cpu` under its `cache` directory, as their index and
-/// their position in `known.entries`; none if it has none. A cache some CPU read before names
-/// `cpu` in its shared list is taken from `known`; the others are read and
-/// added to it.
+/// The caches of `cpu` under its `cache` directory, pushed on `out` as
+/// their index and their position in `known.entries`; none if it has none.
+/// A cache some CPU read before names `cpu` in its shared list is taken
+/// from `known`; the others are read and added to it.
 ///
 /// The kernel numbers a CPU's cache directories `index0`, `index1`, … with
 /// no gap (one per cache leaf it found), so after the first CPU's
@@ -583,39 +693,40 @@ struct Known {
 /// listed. At most [`MAX_CACHE_INDEXES`] are taken.
 fn read_caches(
     dir: &Dir,
-    cpu_rel: &str,
+    s: &mut Scratch,
     cpu: CpuId,
     online: &CpuSet,
     known: &mut Known,
-) -> Result<Vec<(usize, usize)>, Error> {
-    let cache_rel = format!("{cpu_rel}cache");
+    out: &mut Vec<(usize, usize)>,
+) -> Result<(), Error> {
     let listed = match known.gaps {
         Some(false) => None,
         _ => {
-            let (listed, subdirs) = list_indexes(dir, &cache_rel)?;
+            let cache_rel = s.path.cpu_file(cpu, "cache");
+            let (listed, subdirs) = list_indexes(&dir.path(cache_rel))?;
             if known.gaps.is_none() && !listed.is_empty() {
                 let numbered = listed.iter().enumerate().all(|(i, &index)| i == index);
                 known.gaps = Some(!numbered);
                 // The link count stands for the index directories when it
                 // counted this listing's subdirectories, all of them
                 // `indexI` (module doc, "The end of the indexes").
-                let nlink = dir.nlink(&cache_rel)?;
+                let nlink = dir.nlink(cache_rel)?;
                 known.nlink_counts = subdirs == listed.len()
                     && nlink.and_then(|n| n.checked_sub(2)) == Some(subdirs as u64);
             }
             Some(listed)
         }
     };
-    let indexes: Box<dyn Iterator<Item = usize>> = match listed {
-        Some(listed) => Box::new(listed.into_iter()),
-        None if known.nlink_counts => match dir.nlink(&cache_rel)? {
-            None => return Ok(Vec::new()), // no `cache` directory
-            Some(n) => Box::new(0..(n.saturating_sub(2) as usize).min(MAX_CACHE_INDEXES)),
+    let count = match &listed {
+        Some(listed) => listed.len(),
+        None if known.nlink_counts => match dir.nlink(s.path.cpu_file(cpu, "cache"))? {
+            None => return Ok(()), // no `cache` directory
+            Some(n) => (n.saturating_sub(2) as usize).min(MAX_CACHE_INDEXES),
         },
-        None => Box::new(0..MAX_CACHE_INDEXES),
+        None => MAX_CACHE_INDEXES,
     };
-    let mut out = Vec::new();
-    for index in indexes {
+    for k in 0..count {
+        let index = listed.as_ref().map_or(k, |l| l[k]);
         if let Some(&i) = known.by_index.get(index).and_then(|m| m.get(cpu)) {
             out.push((index, i));
             continue;
@@ -626,7 +737,7 @@ fn read_caches(
             .copied()
             .flatten()
             .map(|t| &known.entries[t]);
-        let Some((entry, whole)) = read_cache(dir, cpu_rel, index, cpu, online, template)? else {
+        let Some((entry, whole)) = read_cache(dir, s, index, cpu, online, template)? else {
             break;
         };
         let i = known.entries.len();
@@ -646,18 +757,17 @@ fn read_caches(
         out.push((index, i));
         known.entries.push(entry);
     }
-    Ok(out)
+    Ok(())
 }
 
-/// The `indexI` numbers under the `cache` directory `cache_rel`, in order
+/// The `indexI` numbers under the `cache` directory `path`, in order
 /// (below [`MAX_CACHE_INDEXES`]), and how many subdirectories it has of
 /// any name; none if there is no such directory.
-fn list_indexes(dir: &Dir, cache_rel: &str) -> Result<(Vec<usize>, usize), Error> {
-    let path = dir.path(cache_rel);
-    let listing = match std::fs::read_dir(&path) {
+fn list_indexes(path: &Path) -> Result<(Vec<usize>, usize), Error> {
+    let listing = match std::fs::read_dir(path) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(sysfs_err(&path, e.to_string())),
+        Err(e) => return Err(sysfs_err(path, e.to_string())),
     };
     let mut subdirs = 0;
     let mut indexes = Vec::new();
@@ -684,27 +794,27 @@ fn list_indexes(dir: &Dir, cache_rel: &str) -> Result<(Vec<usize>, usize), Error
 /// are the template's (module doc, "Like caches").
 fn read_cache(
     dir: &Dir,
-    cpu_rel: &str,
+    s: &mut Scratch,
     index: usize,
     cpu: CpuId,
     online: &CpuSet,
     template: Option<&CacheEntry>,
 ) -> Result<Option<(CacheEntry, bool)>, Error> {
-    let rel = |file: &str| format!("{cpu_rel}cache/index{index}/{file}");
-    let shared_rel = rel("shared_cpu_list");
-    let Some(shared_text) = dir.read_optional(&shared_rel)? else {
-        return if dir.exists(&format!("{cpu_rel}cache/index{index}"))? {
-            Err(sysfs_err(&dir.path(&shared_rel), "missing".into()))
+    let shared_rel = s.path.cache_file(cpu, index, "shared_cpu_list");
+    let Some(shared_text) = dir.read_optional(shared_rel, &mut s.bytes)? else {
+        let missing = dir.path(shared_rel);
+        return if dir.exists(s.path.cache_file(cpu, index, ""))? {
+            Err(sysfs_err(&missing, "missing".into()))
         } else {
             Ok(None)
         };
     };
-    let mut shared = parse_cpulist(&dir.path(&shared_rel), &shared_text)?.intersection(online);
+    let mut shared = parse_cpulist_at(shared_text, online, || dir.path(shared_rel))?;
     shared.insert(cpu);
-    let size_rel = rel("size");
-    let size_bytes = match dir.read_optional(&size_rel)? {
+    let size_rel = s.path.cache_file(cpu, index, "size");
+    let size_bytes = match dir.read_optional(size_rel, &mut s.bytes)? {
         Some(text) => {
-            Some(parse_size(&text).map_err(|reason| sysfs_err(&dir.path(&size_rel), reason))?)
+            Some(parse_size(text).map_err(|reason| sysfs_err(&dir.path(size_rel), reason))?)
         }
         None => None,
     };
@@ -718,25 +828,25 @@ fn read_cache(
         };
         return Ok(Some((CacheEntry { cache, shared }, false)));
     }
-    let level_rel = rel("level");
-    let level_text = dir.read_text(&level_rel)?;
+    let level_rel = s.path.cache_file(cpu, index, "level");
+    let level_text = dir.read_text(level_rel, &mut s.bytes)?;
     let level: u8 = level_text.parse().ok().filter(|&l| l >= 1).ok_or_else(|| {
         sysfs_err(
-            &dir.path(&level_rel),
+            &dir.path(level_rel),
             format!("bad cache level {level_text:?}"),
         )
     })?;
-    let type_rel = rel("type");
-    let kind = dir.read_text(&type_rel)?;
-    if !matches!(kind.as_str(), "Data" | "Instruction" | "Unified") {
+    let type_rel = s.path.cache_file(cpu, index, "type");
+    let kind = dir.read_text(type_rel, &mut s.bytes)?;
+    if !matches!(kind, "Data" | "Instruction" | "Unified") {
         return Err(sysfs_err(
-            &dir.path(&type_rel),
+            &dir.path(type_rel),
             format!("bad cache type {kind:?}"),
         ));
     }
     let cache = Cache {
         level,
-        kind,
+        kind: kind.to_string(),
         size_bytes,
     };
     Ok(Some((CacheEntry { cache, shared }, true)))
@@ -761,7 +871,8 @@ fn read_nodes(dir: &Path, online: &CpuSet) -> Result<Vec<DomainSpec>, Error> {
     nodes.sort();
     let mut specs = Vec::new();
     for (_, path) in nodes {
-        let cpus = read_cpulist(&path.join("cpulist"))?.intersection(online);
+        let list = path.join("cpulist");
+        let cpus = parse_cpulist_at(&read_text(&list)?, online, || list.clone())?;
         specs.push(DomainSpec {
             level: Level::Node,
             cpus,
@@ -801,21 +912,26 @@ fn read_optional(path: &Path) -> Result<Option<String>, Error> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path);
-    read_opened(opened, path)
+    let mut bytes = Vec::new();
+    Ok(read_opened(opened, &mut bytes, || path.to_path_buf())?.map(str::to_string))
 }
 
-/// [`read_optional`] of a file already opened (or not) as `path`.
+/// [`read_optional`] of a file already opened (or not), its text read
+/// into `bytes` (cleared first) and borrowed from there; `path` names the
+/// file in an error (made only then: the reader's thousands of files each
+/// cost no allocation).
 fn read_opened(
     opened: std::io::Result<std::fs::File>,
-    path: &Path,
-) -> Result<Option<String>, Error> {
+    bytes: &mut Vec<u8>,
+    path: impl Fn() -> PathBuf,
+) -> Result<Option<&str>, Error> {
     let mut file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(sysfs_err(path, e.to_string())),
+        Err(e) => return Err(sysfs_err(&path(), e.to_string())),
     };
-    let mut bytes = Vec::new();
-    let suspect = match crate::sys::read_bounded(&mut file, &mut bytes, MAX_FILE_BYTES) {
+    bytes.clear();
+    let suspect = match crate::sys::read_bounded(&mut file, bytes, MAX_FILE_BYTES) {
         Ok(true) => bytes.is_empty().then(String::new),
         Ok(false) => Some(format!(
             "longer than {MAX_FILE_BYTES} bytes, more than any sysfs file holds"
@@ -825,11 +941,11 @@ fn read_opened(
     if let Some(reason) = suspect {
         let kind = file
             .metadata()
-            .map_err(|e| sysfs_err(path, e.to_string()))?
+            .map_err(|e| sysfs_err(&path(), e.to_string()))?
             .file_type();
         if !kind.is_file() {
             return Err(sysfs_err(
-                path,
+                &path(),
                 format!(
                     "not a regular file (a {}), as sysfs files are",
                     describe(kind)
@@ -837,11 +953,13 @@ fn read_opened(
             ));
         }
         if !reason.is_empty() {
-            return Err(sysfs_err(path, reason));
+            return Err(sysfs_err(&path(), reason));
         }
     }
-    let text = String::from_utf8(bytes).map_err(|_| sysfs_err(path, "not UTF-8 text".into()))?;
-    Ok(Some(text.trim().to_string()))
+    drop(file);
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| sysfs_err(&path(), "not UTF-8 text".into()))?;
+    Ok(Some(text.trim()))
 }
 
 /// What kind of non-regular file this is, for an error message.
@@ -863,12 +981,29 @@ fn describe(kind: std::fs::FileType) -> &'static str {
 }
 
 fn read_cpulist(path: &Path) -> Result<CpuSet, Error> {
-    parse_cpulist(path, &read_text(path)?)
+    text_to_cpulist(&read_text(path)?).map_err(|reason| sysfs_err(path, reason))
 }
 
-fn parse_cpulist(path: &Path, text: &str) -> Result<CpuSet, Error> {
+/// The cpulist `text` cut to the `online` CPUs; a garbled one is an error
+/// naming the file `path` (made only then).
+fn parse_cpulist_at(
+    text: &str,
+    online: &CpuSet,
+    path: impl Fn() -> PathBuf,
+) -> Result<CpuSet, Error> {
+    let set = text_to_cpulist(text).map_err(|reason| sysfs_err(&path(), reason))?;
+    // Most lists name online CPUs only: cut them only when they do not (a
+    // cut set is a new one).
+    Ok(if set.is_subset(online) {
+        set
+    } else {
+        set.intersection(online)
+    })
+}
+
+fn text_to_cpulist(text: &str) -> Result<CpuSet, String> {
     text.parse()
-        .map_err(|e: dfsched_core::CpuListError| sysfs_err(path, e.to_string()))
+        .map_err(|e: dfsched_core::CpuListError| e.to_string())
 }
 
 /// A sysfs cache size: digits with an optional binary suffix, `"32K"`,

@@ -286,6 +286,30 @@ fn a_cache_like_one_read_before_takes_its_level_and_type_unread() {
     assert_eq!(read_topology(dir.path()).unwrap(), whole);
 }
 
+/// A cache is read once, by the first CPU it names: the other CPUs it
+/// names take it at the same index unread (the kernel builds each CPU's
+/// `shared_cpu_list` of an index from the same pairs of CPUs, so the lists
+/// agree). Garbled files of the shared L3 of CPUs 1–3 prove them unread;
+/// the L3 still spans all four CPUs.
+#[test]
+fn a_cache_named_by_a_cpu_read_before_is_not_read_again() {
+    let dir = TempDir::new("sysfs-covered");
+    write_flat_llc(&dir, &set("0-3"));
+    let whole = read_topology(dir.path()).unwrap();
+    for cpu in 1..4 {
+        for file in ["level", "type", "size", "shared_cpu_list"] {
+            dir.write(
+                &format!("sys/devices/system/cpu/cpu{cpu}/cache/index3/{file}"),
+                "zz\n",
+            );
+        }
+    }
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t, whole);
+    let root = t.domain(t.root());
+    assert_eq!((root.level, &root.cpus), (Level::Llc, &set("0-3")));
+}
+
 /// A cache unlike the one read before at its index (another size, or
 /// shared by another number of CPUs: a hybrid part's other kind of core)
 /// is read whole, so its own level and type count, and a garbled one is
