@@ -400,12 +400,18 @@ mod tests {
         let mut scan = SharedScan::new(&root.0);
         let clients = || Registered::from([(20, Vec::new()), (21, Vec::new())]);
         scan.get(Duration::ZERO, clients);
-        // The load must last the window (three samples) to be weighed.
-        for k in 1..=DEFAULT_EXTERNAL_WINDOW {
-            assert_eq!(scan.refresh.generation(), 0, "weighed before sample {k}");
+        // The load must last the window (three samples) to be weighed; the
+        // sweep then publishes within a few more samples (one on a quiet
+        // machine; more when load cuts its 1 ms steps short).
+        let mut k = 0;
+        while scan.refresh.generation() == 0 && k < 50 {
+            k += 1;
             std::thread::sleep(Duration::from_millis(110));
-            root.stat([100 * u64::from(k), 100 * u64::from(k)], 4);
+            root.stat([100 * k, 100 * k], 4);
             scan.get(Duration::ZERO, clients);
+            if k < u64::from(DEFAULT_EXTERNAL_WINDOW) {
+                assert_eq!(scan.refresh.generation(), 0, "weighed at sample {k}");
+            }
         }
         assert_eq!(scan.refresh.generation(), 1, "the refresh published");
         let none = BTreeSet::new();
