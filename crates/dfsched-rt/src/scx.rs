@@ -11,6 +11,11 @@
 //!         ── GroupReclaimed {g} ──► {"op":"reclaim",group:g}
 //! ```
 //!
+//! The policy: when the process's policy was not chosen (no `DFSCHED_POLICY`, no process rule:
+//! [`crate::RuntimeConfig::scx_policy`]), the runtime's first request is `{"op":"state"}`, and a
+//! `policy` in the answer (`dfsched scx --policy co-thread`) becomes the process's policy before its
+//! engine starts (`scx_policy` in the stats says so).
+//!
 //! (`GroupMoved`, `GroupSplit` and `TaskMoved` come with the `Place` decisions of the threads they
 //! move, so the `Place`s carry them.) The wire format is `crates/dfsched-scx/src/proto.rs`'s; the
 //! example lines of its doc are checked here too.
@@ -160,7 +165,7 @@ impl ScxLink {
         })
     }
 
-    fn request(&mut self, line: serde_json::Value) -> Result<(), ScxError> {
+    fn request(&mut self, line: serde_json::Value) -> Result<serde_json::Value, ScxError> {
         let io = |source| ScxError::Io {
             path: self.path.clone(),
             source,
@@ -181,7 +186,7 @@ impl ScxLink {
             })?;
         if reply["ok"] == true {
             self.requests += 1;
-            Ok(())
+            Ok(reply)
         } else {
             Err(ScxError::Refused {
                 request: text.trim().to_string(),
@@ -205,7 +210,9 @@ impl ScxLink {
             self.ext.insert(tid);
         }
         let Some(group) = group else {
-            return self.request(serde_json::json!({"op": "unplace", "tid": tid}));
+            return self
+                .request(serde_json::json!({"op": "unplace", "tid": tid}))
+                .map(drop);
         };
         let g = key(group);
         if self.homes.get(&g) != Some(cpus) {
@@ -213,6 +220,18 @@ impl ScxLink {
             self.homes.insert(g, cpus.clone());
         }
         self.request(serde_json::json!({"op": "place", "tid": tid, "group": g}))
+            .map(drop)
+    }
+
+    /// The policy the scheduler offers its clients (`dfsched scx --policy`: the `policy` of its
+    /// state), by name; `None` when it offers none. A scheduler that refuses the request (one
+    /// from before the offer existed would not) offers none; an I/O error is an error.
+    pub fn offered_policy(&mut self) -> Result<Option<String>, ScxError> {
+        match self.request(serde_json::json!({"op": "state"})) {
+            Ok(reply) => Ok(reply["state"]["policy"].as_str().map(str::to_string)),
+            Err(ScxError::Refused { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Carries out `GroupReclaimed { group }`.
@@ -222,6 +241,7 @@ impl ScxLink {
             return Ok(()); // never sent: nothing to end
         }
         self.request(serde_json::json!({"op": "reclaim", "group": g}))
+            .map(drop)
     }
 
     /// Forgets thread `tid` (it exited; the scheduler drops its entry itself).

@@ -203,6 +203,9 @@ pub struct RuntimeStats {
     /// refused or timed out, `SCHED_EXT` refused): each ends the body for
     /// this runtime, which then places by affinity.
     pub scx_failures: u64,
+    /// Whether the policy was taken from the sched_ext scheduler's offer
+    /// (`dfsched scx --policy`; see [`crate::RuntimeConfig::scx_policy`]).
+    pub scx_policy: bool,
     /// Failed `sched_setaffinity` calls, by errno.
     pub affinity_failures: PlacementFailures,
     /// Times a thread's allowed CPUs were found changed by someone else
@@ -363,6 +366,7 @@ mod tests {
             "scx_body",
             "scx_placements",
             "scx_failures",
+            "scx_policy",
             "balance_errors",
             "balance_cpu_ns",
             "recent_pass_cpu_ns",
