@@ -697,11 +697,17 @@ mod tests {
 
     #[test]
     fn a_chosen_policy_is_not_replaced_by_the_scx_schedulers_offer() {
-        assert!(RuntimeConfig::default().scx_policy, "unchosen: the offer applies");
+        assert!(
+            RuntimeConfig::default().scx_policy,
+            "unchosen: the offer applies"
+        );
         let cfg = RuntimeConfig::from_vars([("DFSCHED_IMBALANCE_PCT", "50")]).unwrap();
         assert!(cfg.scx_policy, "another variable chooses no policy");
         let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "data-affinity")]).unwrap();
-        assert!(!cfg.scx_policy, "DFSCHED_POLICY chose one, even the default");
+        assert!(
+            !cfg.scx_policy,
+            "DFSCHED_POLICY chose one, even the default"
+        );
     }
 
     #[test]

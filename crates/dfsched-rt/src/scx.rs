@@ -223,6 +223,13 @@ impl ScxLink {
             .map(drop)
     }
 
+    /// The scheduler's state (the `state` of its answer to `{"op":"state"}`: counters, groups with
+    /// their homes and threads, mode, policy), for `dfsched scx`'s view.
+    pub fn state(&mut self) -> Result<serde_json::Value, ScxError> {
+        let mut reply = self.request(serde_json::json!({"op": "state"}))?;
+        Ok(reply["state"].take())
+    }
+
     /// The policy the scheduler offers its clients (`dfsched scx --policy`: the `policy` of its
     /// state), by name; `None` when it offers none. A scheduler that refuses the request (one
     /// from before the offer existed would not) offers none; an I/O error is an error.

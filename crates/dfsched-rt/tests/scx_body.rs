@@ -224,22 +224,36 @@ fn the_schedulers_offered_policy_is_taken_only_when_none_was_chosen() {
     let rt = start(&dir, socket, Arc::new(Recording::default()));
     assert_eq!(rt.config().policy, dfsched::Policy::CoThread, "offer taken");
     let st = rt.stats();
-    assert!(st.scx_body && st.scx_policy && st.scx_failures == 0, "{st:?}");
-    assert_eq!(lines.lock().unwrap().first().map(String::as_str), Some(r#"{"op":"state"}"#));
+    assert!(
+        st.scx_body && st.scx_policy && st.scx_failures == 0,
+        "{st:?}"
+    );
+    assert_eq!(
+        lines.lock().unwrap().first().map(String::as_str),
+        Some(r#"{"op":"state"}"#)
+    );
     rt.shutdown();
 
     let dir = TempDir::new("scx-policy-chosen");
     let (socket, lines) = fake_scheduler(&dir, offer);
     write_test_tree(dir.path(), 1, 2, 2, 1).unwrap();
     let mut cfg = common::quiet();
-    cfg.apply_vars([("DFSCHED_POLICY", "data-affinity")]).unwrap();
+    cfg.apply_vars([("DFSCHED_POLICY", "data-affinity")])
+        .unwrap();
     cfg.agent = dfsched::agent::AgentMode::Off;
     cfg.sysfs_root = dir.path().to_path_buf();
     cfg.scx = ScxMode::Socket(socket);
     let rt = Runtime::start_with_sys(cfg, Arc::new(Recording::default())).unwrap();
-    assert_eq!(rt.config().policy, dfsched::Policy::DataAffinity, "its own kept");
+    assert_eq!(
+        rt.config().policy,
+        dfsched::Policy::DataAffinity,
+        "its own kept"
+    );
     let st = rt.stats();
     assert!(st.scx_body && !st.scx_policy, "{st:?}");
-    assert!(lines.lock().unwrap().is_empty(), "no state asked: {lines:?}");
+    assert!(
+        lines.lock().unwrap().is_empty(),
+        "no state asked: {lines:?}"
+    );
     rt.shutdown();
 }
