@@ -296,3 +296,57 @@ fn a_kernel_without_sched_ext_is_named_before_anything_is_spawned() {
     assert!(stderr(&out).contains("no sched_ext"), "{}", stderr(&out));
     assert!(!dir.0.join("args").exists(), "the loader was not run");
 }
+
+/// `dfsched topology` names the body a program started now would use: affinity on a kernel
+/// without sched_ext, scx once dfsched's scheduler is enabled, affinity again with
+/// `DFSCHED_SCX=off`; a bad `DFSCHED_SCX` is bad usage.
+#[test]
+fn topology_names_the_active_body() {
+    let dir = Dir::new("topo");
+    dfsched::sysfs::write_test_tree(&dir.0, 1, 2, 2, 1).unwrap();
+    let topo = |json: bool, scx: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.arg("topology").arg("--sysfs-root").arg(&dir.0);
+        if json {
+            c.arg("--json");
+        }
+        match scx {
+            Some(v) => c.env("DFSCHED_SCX", v),
+            None => c.env_remove("DFSCHED_SCX"),
+        };
+        c.output().unwrap()
+    };
+    let body = |scx: Option<&str>| {
+        let out = topo(true, scx);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["body"].clone()
+    };
+    let b = body(None);
+    assert_eq!(
+        (b["active"].as_str(), b["sched_ext"].as_str()),
+        (Some("affinity"), Some("none"))
+    );
+    let text = String::from_utf8(topo(false, None).stdout).unwrap();
+    assert!(
+        text.trim_end()
+            .ends_with("body: affinity (sched_ext: none in this kernel)"),
+        "{text}"
+    );
+
+    let s = dir.0.join("sys/kernel/sched_ext");
+    std::fs::create_dir_all(s.join("root")).unwrap();
+    std::fs::write(s.join("state"), "enabled\n").unwrap();
+    std::fs::write(s.join("root/ops"), "dfsched\n").unwrap();
+    let b = body(None);
+    assert_eq!(b["active"], "scx", "{b}");
+    assert_eq!(b["socket"], "/run/dfsched-scx/sock", "{b}");
+    let text = String::from_utf8(topo(false, None).stdout).unwrap();
+    assert!(
+        text.contains("body: scx (dfsched's sched_ext scheduler is enabled"),
+        "{text}"
+    );
+    assert_eq!(body(Some("off"))["active"], "affinity");
+    let out = topo(false, Some("sometimes"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("DFSCHED_SCX"), "{}", stderr(&out));
+}

@@ -398,6 +398,11 @@ impl Runtime {
         s.engine = st.engine.stats().clone();
         s.preload_attach_failures = crate::stats::preload_attach_failures();
         s.record = inner.recorder.as_ref().map(|r| r.stats());
+        s.body = if s.scx_body {
+            crate::scx::Body::Scx
+        } else {
+            crate::scx::Body::Affinity
+        };
         s
     }
 

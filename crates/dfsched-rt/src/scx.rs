@@ -86,6 +86,66 @@ impl ScxMode {
     }
 }
 
+/// The body that carries out the engine's placements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Body {
+    /// Affinity masks (`sched_setaffinity`): the kernel's own scheduler orders the threads.
+    #[default]
+    Affinity,
+    /// dfsched's sched_ext scheduler: groups run in succession on their homes.
+    Scx,
+}
+
+impl std::fmt::Display for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Body::Affinity => "affinity",
+            Body::Scx => "scx",
+        })
+    }
+}
+
+/// The kernel's sched_ext as `sys/kernel/sched_ext` under a sysfs root shows it, and the body a
+/// program starting now with a given [`ScxMode`] would use (for `dfsched topology`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BodyView {
+    /// The body a program starting now would use (before it reaches the socket: a scheduler
+    /// that cannot be reached then leaves it with affinity).
+    pub active: Body,
+    /// `sys/kernel/sched_ext/state` (`enabled`, `disabled`, …), or `none` when the kernel has
+    /// no sched_ext.
+    pub sched_ext: String,
+    /// `root/ops`: the loaded scheduler's name (empty when none).
+    pub ops: String,
+    /// The socket placements would go to, under the scx body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+}
+
+impl BodyView {
+    /// Reads `sysfs_root`'s sched_ext and applies `mode` to it.
+    pub fn read(sysfs_root: &Path, mode: &ScxMode) -> BodyView {
+        let dir = sysfs_root.join("sys/kernel/sched_ext");
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let socket = mode.socket(sysfs_root);
+        BodyView {
+            active: if socket.is_some() {
+                Body::Scx
+            } else {
+                Body::Affinity
+            },
+            sched_ext: read("state").unwrap_or_else(|| "none".into()),
+            ops: read("root/ops").unwrap_or_default(),
+            socket,
+        }
+    }
+}
+
 /// Why an exchange with the scheduler failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ScxError {
@@ -282,6 +342,29 @@ mod tests {
         assert_eq!(ScxMode::Auto.socket(&root), None);
         assert_eq!(ScxMode::Off.socket(&root), None);
         assert_eq!(ScxMode::Auto.socket(Path::new("/nonexistent")), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_body_view_says_scx_only_when_dfscheds_scheduler_is_enabled() {
+        let root = std::env::temp_dir().join(format!("dfsched-scx-body-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!((v.active, v.sched_ext.as_str()), (Body::Affinity, "none"));
+        let dir = root.join("sys/kernel/sched_ext");
+        std::fs::create_dir_all(dir.join("root")).unwrap();
+        std::fs::write(dir.join("state"), "enabled\n").unwrap();
+        std::fs::write(dir.join("root/ops"), "dfsched\n").unwrap();
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!(v.active, Body::Scx);
+        assert_eq!(v.socket.as_deref(), Some(Path::new(DEFAULT_SOCKET)));
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["active"], "scx");
+        assert_eq!(json["ops"], "dfsched");
+        assert_eq!(BodyView::read(&root, &ScxMode::Off).active, Body::Affinity);
+        std::fs::write(dir.join("root/ops"), "simple\n").unwrap();
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!((v.active, v.ops.as_str()), (Body::Affinity, "simple"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -193,6 +193,10 @@ pub struct RuntimeStats {
     /// Successful `sched_setaffinity` calls (the engine's `placements`
     /// counts the placements it decided).
     pub affinity_calls: u64,
+    /// The body that carries out placements now: `"affinity"`
+    /// (`sched_setaffinity`) or `"scx"` (dfsched's sched_ext scheduler,
+    /// [`crate::scx`]); the same as `scx_body`, by name.
+    pub body: crate::scx::Body,
     /// Whether placements go to dfsched's sched_ext scheduler (the scx
     /// body, [`crate::scx`]) rather than to affinity masks, now.
     pub scx_body: bool,
@@ -363,6 +367,7 @@ mod tests {
             "hint_calls",
             "fast_hints",
             "affinity_calls",
+            "body",
             "scx_body",
             "scx_placements",
             "scx_failures",

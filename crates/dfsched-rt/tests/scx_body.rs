@@ -104,6 +104,8 @@ fn placements_go_to_the_scheduler_and_no_mask_is_narrowed() {
     let sys = Arc::new(Recording::default());
     let rt = start(&dir, socket, sys.clone());
     assert!(rt.stats().scx_body, "the body is on");
+    let json: serde_json::Value = serde_json::from_str(&rt.stats_json()).unwrap();
+    assert_eq!(json["body"], "scx", "the stats JSON names the body");
     // Two threads of DF 1, alive together (so one group of two), checked while they wait.
     let entered = Arc::new(std::sync::Barrier::new(3));
     let done = Arc::new(std::sync::Barrier::new(3));
@@ -182,6 +184,8 @@ fn a_refusing_scheduler_ends_the_body_and_placement_falls_back_to_affinity() {
     let st = rt.stats();
     assert!(!st.scx_body, "the body ended");
     assert_eq!(st.scx_failures, 1);
+    let json: serde_json::Value = serde_json::from_str(&rt.stats_json()).unwrap();
+    assert_eq!(json["body"], "affinity", "back to affinity, by name");
     let sets = sys.sets.lock().unwrap().clone();
     // The hinting thread moves itself (tid 0: the calling thread).
     assert!(

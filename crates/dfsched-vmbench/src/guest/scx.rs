@@ -993,6 +993,20 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
         return Err(format!("the view says {view}"));
     }
     let mut notes = vec![loaded];
+    // `dfsched topology` names the body a program started now would use.
+    let topo = Command::new(ctx.bin("dfsched"))
+        .args(["topology", "--json"])
+        .output()
+        .map_err(|e| format!("dfsched topology: {e}"))?;
+    let topo: serde_json::Value = serde_json::from_slice(&topo.stdout)
+        .map_err(|e| format!("dfsched topology --json: {e}"))?;
+    if topo["body"]["active"] != "scx" {
+        return Err(format!(
+            "dfsched topology's body while loaded: {}",
+            topo["body"]
+        ));
+    }
+    notes.push("topology body scx".into());
 
     let spin_tids = |r: &Running| -> Vec<i32> {
         r.threads()
