@@ -587,7 +587,7 @@ mod tests {
         assert_eq!(Outcome::of(Some(0), false), Outcome::NotLoaded);
         assert_eq!(Outcome::of(None, true), Outcome::LoaderDied);
         assert_eq!(Outcome::of(Some(9), true), Outcome::LoaderDied);
-        let codes = [0, 3, 4, 5, 6].map(|c| c as i32);
+        let codes = [0, 3, 4, 5, 6];
         let got = [
             Outcome::Unloaded,
             Outcome::NotLoaded,

@@ -858,37 +858,6 @@ fn bench_df(ctx: &Ctx) -> Result<String, String> {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kernel_log_is_judged_by_the_three_words() {
-        assert!(bad_log_line("[ 9.1] BUG: kernel NULL pointer dereference"));
-        assert!(bad_log_line(
-            "sched_ext: BPF scheduler \"dfsched\" disabled (runnable task stall)"
-        ));
-        assert!(bad_log_line(
-            "[ 3.0] WARNING: CPU: 1 PID: 5 at kernel/sched/ext.c"
-        ));
-        assert!(!bad_log_line(
-            "sched_ext: BPF scheduler \"dfsched\" disabled (unregistered from user space)"
-        ));
-    }
-
-    #[test]
-    fn homes_are_read_by_tid_from_the_state() {
-        let state = serde_json::json!({"groups": [
-            {"gid": 0, "home": "0-1", "tids": [10, 11]},
-            {"gid": 1, "home": "4-5", "tids": [12]},
-        ]});
-        let h = homes_by_tid(&state);
-        assert_eq!(h[&10], (0, "0-1".parse().unwrap()));
-        assert_eq!(h[&12], (1, "4-5".parse().unwrap()));
-        assert_eq!(h.len(), 3);
-    }
-}
-
 /// The scheduling policy of task `tid` of `pid` (`/proc/…/stat` field 41), if readable.
 fn sched_policy(pid: u32, tid: i32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
@@ -1162,4 +1131,35 @@ fn cli_partial(ctx: &Ctx) -> Result<String, String> {
 
 fn cli_all(ctx: &Ctx) -> Result<String, String> {
     cli(ctx, "all")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_log_is_judged_by_the_three_words() {
+        assert!(bad_log_line("[ 9.1] BUG: kernel NULL pointer dereference"));
+        assert!(bad_log_line(
+            "sched_ext: BPF scheduler \"dfsched\" disabled (runnable task stall)"
+        ));
+        assert!(bad_log_line(
+            "[ 3.0] WARNING: CPU: 1 PID: 5 at kernel/sched/ext.c"
+        ));
+        assert!(!bad_log_line(
+            "sched_ext: BPF scheduler \"dfsched\" disabled (unregistered from user space)"
+        ));
+    }
+
+    #[test]
+    fn homes_are_read_by_tid_from_the_state() {
+        let state = serde_json::json!({"groups": [
+            {"gid": 0, "home": "0-1", "tids": [10, 11]},
+            {"gid": 1, "home": "4-5", "tids": [12]},
+        ]});
+        let h = homes_by_tid(&state);
+        assert_eq!(h[&10], (0, "0-1".parse().unwrap()));
+        assert_eq!(h[&12], (1, "4-5".parse().unwrap()));
+        assert_eq!(h.len(), 3);
+    }
 }
