@@ -564,7 +564,12 @@ pub fn run(args: ScxArgs) -> Result<(), Failure> {
         }
     }
     let outcome = if killed {
-        Outcome::LoaderDied
+        // Killed by us: for not loading in time (never loaded), or for not exiting in time.
+        if loaded {
+            Outcome::LoaderDied
+        } else {
+            Outcome::NotLoaded
+        }
     } else {
         Outcome::of(status.code(), loaded)
     };
