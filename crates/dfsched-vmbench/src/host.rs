@@ -659,7 +659,13 @@ pub fn boot(
 ) -> Result<Boot, BenchError> {
     let start = Instant::now();
     let mut cmd = Command::new(&tools.qemu);
-    cmd.args(["-accel", "tcg,thread=multi"])
+    // `DFSCHED_VMBENCH_TCG=single`: one host thread runs every vCPU, against the int3 Oops of
+    // multi-threaded TCG while the kernel patches its own text (README, "The sched_ext checks").
+    let accel = match std::env::var("DFSCHED_VMBENCH_TCG").as_deref() {
+        Ok("single") => "tcg,thread=single",
+        _ => "tcg,thread=multi",
+    };
+    cmd.args(["-accel", accel])
         .args(preset.qemu_args())
         .arg("-kernel")
         .arg(kernel)
