@@ -21,6 +21,7 @@
 //! dfsched [-v…] compare [--repeat N] [--policies LIST] [--json] [--export-json F] [--export-markdown F] -- CMD [ARGS…]
 //! dfsched [-v…] agent [--socket PATH] [--foreground | --status | --stop] [--metrics ADDR]
 //! dfsched [-v…] top [--socket PATH] [--once [--json]] [--sort KEY] [--filter TEXT]
+//! dfsched [-v…] scx [--policy P] [--partial|--all] [--scheduler PATH] [--once] [--json]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failure while running (with the error and its
@@ -45,6 +46,7 @@ mod cmd_generate;
 mod cmd_model;
 mod cmd_profile;
 mod cmd_record;
+mod cmd_scx;
 mod cmd_sim;
 mod cmd_sim_queue;
 mod cmd_sim_replay;
@@ -120,6 +122,10 @@ enum Command {
     /// interleaved paired rounds, with ratios and intervals.
     #[command(long_about = cmd_compare::COMPARE_LONG_ABOUT)]
     Compare(cmd_compare::CompareArgs),
+    /// Load dfsched's sched_ext scheduler, show its state, unload it on
+    /// SIGINT/SIGTERM.
+    #[command(long_about = cmd_scx::SCX_LONG_ABOUT)]
+    Scx(cmd_scx::ScxArgs),
     /// Measure this machine's costs and write a machine profile for the
     /// simulator.
     #[command(long_about = calibrate::CALIBRATE_LONG_ABOUT)]
@@ -275,6 +281,7 @@ fn main() -> ExitCode {
         Command::Detach(args) => cmd_attach::run_detach(args),
         Command::Compare(args) => cmd_compare::run(args),
         Command::Top(args) => top::run(args),
+        Command::Scx(args) => cmd_scx::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Generate(args) => cmd_generate::run(args).map_err(Failure::Run),
     };

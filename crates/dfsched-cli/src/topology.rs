@@ -9,9 +9,15 @@
 //! dom0 llc {0-1}: L3 Unified 105 MiB
 //! ├── dom1 cpu {0}: L1 Data 48 KiB, L1 Instruction 32 KiB, L2 Unified 2 MiB
 //! └── dom2 cpu {1}: …
+//! body: affinity (sched_ext: none in this kernel)
 //! ```
 //!
-//! With `--json`: `{ "topology": <dfsched_core::Topology>, "allowed": "0-1" }`.
+//! The last line is the body a program started now would place its threads with (see
+//! [`dfsched::scx::BodyView`]): `scx` when dfsched's sched_ext scheduler is enabled (`dfsched scx`)
+//! and `DFSCHED_SCX` (of this process's environment) does not turn it off, else `affinity`.
+//!
+//! With `--json`: `{ "allowed": "0-1", "body": {"active": "affinity", "sched_ext": "none", "ops": ""},
+//! "topology": <dfsched_core::Topology> }`.
 
 use crate::Failure;
 use anyhow::Context;
@@ -45,14 +51,21 @@ pub fn run(args: TopologyArgs) -> Result<(), Failure> {
         )
     })?;
     let allowed = dfsched::sys::get_affinity(0).context("reading this process's allowed CPUs")?;
+    let mode = match std::env::var("DFSCHED_SCX") {
+        Ok(v) => dfsched::scx::ScxMode::parse(&v)
+            .map_err(|e| Failure::usage(&["topology"], format!("DFSCHED_SCX={v:?}: {e}")))?,
+        Err(_) => dfsched::scx::ScxMode::Auto,
+    };
+    let body = dfsched::scx::BodyView::read(&args.sysfs_root, &mode);
     // Buffered: stdout alone is line-buffered, and the JSON of a large
     // machine is some 170k lines.
     let mut out = std::io::BufWriter::with_capacity(OUT_BUFFER_BYTES, std::io::stdout().lock());
     if args.json {
-        write_json(&topo, &allowed, &mut out).context("writing the topology")?;
+        write_json(&topo, &allowed, Some(&body), &mut out).context("writing the topology")?;
         writeln!(out).context("writing the topology")?;
     } else {
         writeln!(out, "{}", render(&topo, &allowed).trim_end()).context("writing the topology")?;
+        writeln!(out, "{}", body_line(&body)).context("writing the topology")?;
     }
     out.flush().context("writing the topology")?;
     // The process exits next and the kernel takes its memory back whole:
@@ -70,7 +83,7 @@ const OUT_BUFFER_BYTES: usize = 64 << 10;
 /// string.
 pub fn json(topo: &Topology, allowed: &CpuSet) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    write_json(topo, allowed, &mut out).context("serialising the topology")?;
+    write_json(topo, allowed, None, &mut out).context("serialising the topology")?;
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
@@ -89,11 +102,13 @@ pub fn json(topo: &Topology, allowed: &CpuSet) -> anyhow::Result<String> {
 pub fn write_json(
     topo: &Topology,
     allowed: &CpuSet,
+    body: Option<&dfsched::scx::BodyView>,
     out: &mut impl std::io::Write,
 ) -> serde_json::Result<()> {
     let mut ser = serde_json::Serializer::with_formatter(out, Pretty::default());
     SortedOutput {
         allowed,
+        body,
         topology: SortedTopology(topo),
     }
     .serialize(&mut ser)
@@ -201,7 +216,32 @@ impl serde_json::ser::Formatter for Pretty {
 #[derive(Serialize)]
 struct SortedOutput<'a> {
     allowed: &'a CpuSet,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'a dfsched::scx::BodyView>,
     topology: SortedTopology<'a>,
+}
+
+/// The body line of the text output: which body places threads, and why.
+pub fn body_line(b: &dfsched::scx::BodyView) -> String {
+    use dfsched::scx::Body;
+    match (b.active, b.sched_ext.as_str()) {
+        (Body::Scx, _) => format!(
+            "body: scx (dfsched's sched_ext scheduler is enabled; placements go to {})",
+            b.socket
+                .as_deref()
+                .map_or("?".into(), |p| p.display().to_string())
+        ),
+        (Body::Affinity, "none") => "body: affinity (sched_ext: none in this kernel)".into(),
+        (Body::Affinity, "enabled") if b.ops == dfsched::scx::OPS_NAME => {
+            "body: affinity (dfsched's sched_ext scheduler is enabled, but DFSCHED_SCX=off)".into()
+        }
+        (Body::Affinity, state) if b.ops.is_empty() => {
+            format!("body: affinity (sched_ext {state})")
+        }
+        (Body::Affinity, state) => {
+            format!("body: affinity (sched_ext {state}, scheduler {})", b.ops)
+        }
+    }
 }
 
 /// [`Topology`]'s serialisation, keys sorted: `domains`, `leaf`.

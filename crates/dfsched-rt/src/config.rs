@@ -178,6 +178,14 @@ pub struct RuntimeConfig {
     /// Whether placements go to dfsched's sched_ext scheduler instead of
     /// affinity masks (`DFSCHED_SCX`). Default [`crate::scx::ScxMode::Auto`].
     pub scx: crate::scx::ScxMode,
+    /// Whether the runtime takes the policy dfsched's sched_ext scheduler
+    /// offers (`dfsched scx --policy`, the `policy` of its state) when it
+    /// uses that scheduler, instead of [`RuntimeConfig::policy`]. Default
+    /// true; false once the policy was chosen: by `DFSCHED_POLICY` (which
+    /// `dfsched run` always sets) or by a process rule. A program that sets
+    /// `policy` through the API and means to keep it under the scheduler
+    /// sets this false.
+    pub scx_policy: bool,
     /// The directory that holds `sys/devices/system/…`. Default `/`.
     pub sysfs_root: PathBuf,
     /// false makes every call a successful no-op (`DFSCHED_DISABLE=1`).
@@ -215,6 +223,7 @@ impl Default for RuntimeConfig {
             idle_passes: DEFAULT_IDLE_PASSES,
             agent: crate::agent::AgentMode::Auto,
             scx: crate::scx::ScxMode::Auto,
+            scx_policy: true,
             agent_trust: crate::agent::Trust::OwnUid,
             agent_timeout_ms: crate::agent::LINK_TIMEOUT.as_millis() as u64,
             agent_lone_passes: crate::agent::LONE_PASSES,
@@ -377,6 +386,7 @@ impl RuntimeConfig {
                 Some(policy) => {
                     self.policy = policy;
                     self.engine.policy = policy;
+                    self.scx_policy = false;
                 }
                 None => self.enabled = false,
             },
@@ -468,6 +478,7 @@ impl RuntimeConfig {
             ProcessChoice::Policy(policy) => {
                 self.policy = policy;
                 self.engine.policy = policy;
+                self.scx_policy = false;
             }
             ProcessChoice::Off => self.enabled = false,
             ProcessChoice::Default => {}
@@ -681,6 +692,21 @@ mod tests {
         assert_eq!(
             cfg.balance_interval_ms, 7,
             "untouched fields keep their value"
+        );
+    }
+
+    #[test]
+    fn a_chosen_policy_is_not_replaced_by_the_scx_schedulers_offer() {
+        assert!(
+            RuntimeConfig::default().scx_policy,
+            "unchosen: the offer applies"
+        );
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_IMBALANCE_PCT", "50")]).unwrap();
+        assert!(cfg.scx_policy, "another variable chooses no policy");
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "data-affinity")]).unwrap();
+        assert!(
+            !cfg.scx_policy,
+            "DFSCHED_POLICY chose one, even the default"
         );
     }
 

@@ -155,7 +155,10 @@ impl Runtime {
 
     /// As [`Runtime::start`], with the affinity calls made through `sys`:
     /// for tests that inject failures (`EPERM`, `EINVAL`, `ESRCH`).
-    pub fn start_with_sys(config: RuntimeConfig, sys: Arc<dyn SysOps>) -> Result<Runtime, Error> {
+    pub fn start_with_sys(
+        mut config: RuntimeConfig,
+        sys: Arc<dyn SysOps>,
+    ) -> Result<Runtime, Error> {
         config.validate().map_err(Error::Config)?;
         if let Some(level) = config.log {
             crate::log::install(level);
@@ -168,6 +171,13 @@ impl Runtime {
         } else {
             let flat = Topology::new(&allowed, Vec::new())?;
             (flat.clone(), flat)
+        };
+        // The scheduler link comes before the engine: the scheduler may offer the policy.
+        let mut scx_stats = crate::stats::RuntimeStats::default();
+        let scx = if config.enabled {
+            scx_link(&mut config, &mut scx_stats)
+        } else {
+            None
         };
         let engine = Engine::new(topology.clone(), config.engine_config())
             .map_err(|e| Error::Config(e.to_string()))?;
@@ -192,9 +202,10 @@ impl Runtime {
             _ => None,
         };
         let mut state = State::new(engine);
-        if config.enabled {
-            state.scx = scx_link(&config, &mut state.stats);
-        }
+        state.scx = scx;
+        state.stats.scx_body = scx_stats.scx_body;
+        state.stats.scx_failures = scx_stats.scx_failures;
+        state.stats.scx_policy = scx_stats.scx_policy;
         let inner = Arc::new(Inner {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             machine,
@@ -387,6 +398,11 @@ impl Runtime {
         s.engine = st.engine.stats().clone();
         s.preload_attach_failures = crate::stats::preload_attach_failures();
         s.record = inner.recorder.as_ref().map(|r| r.stats());
+        s.body = if s.scx_body {
+            crate::scx::Body::Scx
+        } else {
+            crate::scx::Body::Affinity
+        };
         s
     }
 
@@ -535,23 +551,46 @@ fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
 
 /// The link to dfsched's sched_ext scheduler, when `config.scx` says to use
 /// one (see [`crate::scx`]); a scheduler that cannot be reached is counted
-/// and warned about, and the runtime places by affinity.
+/// and warned about, and the runtime places by affinity. When the policy
+/// was not chosen (`config.scx_policy`) and the scheduler offers one
+/// (`dfsched scx --policy`), `config` takes it.
 fn scx_link(
-    config: &RuntimeConfig,
+    config: &mut RuntimeConfig,
     stats: &mut crate::stats::RuntimeStats,
 ) -> Option<crate::scx::ScxLink> {
     let path = config.scx.socket(&config.sysfs_root)?;
-    match crate::scx::ScxLink::connect(&path) {
-        Ok(link) => {
-            stats.scx_body = true;
-            Some(link)
-        }
+    let mut link = match crate::scx::ScxLink::connect(&path) {
+        Ok(link) => link,
         Err(e) => {
             stats.scx_failures += 1;
             tracing::warn!(error = %e, "sched_ext body not used; placing by affinity");
-            None
+            return None;
+        }
+    };
+    if config.scx_policy {
+        match link.offered_policy() {
+            Ok(None) => {}
+            Ok(Some(name)) => match crate::config::parse_policy(&name) {
+                Ok(Some(policy)) => {
+                    config.policy = policy;
+                    config.engine.policy = policy;
+                    stats.scx_policy = true;
+                    tracing::info!(%policy, "the sched_ext scheduler's policy taken");
+                }
+                _ => tracing::warn!(
+                    offered = %name,
+                    "the sched_ext scheduler offers an unknown policy; keeping ours"
+                ),
+            },
+            Err(e) => {
+                stats.scx_failures += 1;
+                tracing::warn!(error = %e, "sched_ext body not used; placing by affinity");
+                return None;
+            }
         }
     }
+    stats.scx_body = true;
+    Some(link)
 }
 
 /// `machine` restricted to the CPUs of `allowed`: every domain intersected

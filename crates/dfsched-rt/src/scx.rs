@@ -11,6 +11,11 @@
 //!         ── GroupReclaimed {g} ──► {"op":"reclaim",group:g}
 //! ```
 //!
+//! The policy: when the process's policy was not chosen (no `DFSCHED_POLICY`, no process rule:
+//! [`crate::RuntimeConfig::scx_policy`]), the runtime's first request is `{"op":"state"}`, and a
+//! `policy` in the answer (`dfsched scx --policy co-thread`) becomes the process's policy before its
+//! engine starts (`scx_policy` in the stats says so).
+//!
 //! (`GroupMoved`, `GroupSplit` and `TaskMoved` come with the `Place` decisions of the threads they
 //! move, so the `Place`s carry them.) The wire format is `crates/dfsched-scx/src/proto.rs`'s; the
 //! example lines of its doc are checked here too.
@@ -77,6 +82,66 @@ impl ScxMode {
                 (read("state").trim() == "enabled" && read("root/ops").trim() == OPS_NAME)
                     .then(|| PathBuf::from(DEFAULT_SOCKET))
             }
+        }
+    }
+}
+
+/// The body that carries out the engine's placements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Body {
+    /// Affinity masks (`sched_setaffinity`): the kernel's own scheduler orders the threads.
+    #[default]
+    Affinity,
+    /// dfsched's sched_ext scheduler: groups run in succession on their homes.
+    Scx,
+}
+
+impl std::fmt::Display for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Body::Affinity => "affinity",
+            Body::Scx => "scx",
+        })
+    }
+}
+
+/// The kernel's sched_ext as `sys/kernel/sched_ext` under a sysfs root shows it, and the body a
+/// program starting now with a given [`ScxMode`] would use (for `dfsched topology`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BodyView {
+    /// The body a program starting now would use (before it reaches the socket: a scheduler
+    /// that cannot be reached then leaves it with affinity).
+    pub active: Body,
+    /// `sys/kernel/sched_ext/state` (`enabled`, `disabled`, …), or `none` when the kernel has
+    /// no sched_ext.
+    pub sched_ext: String,
+    /// `root/ops`: the loaded scheduler's name (empty when none).
+    pub ops: String,
+    /// The socket placements would go to, under the scx body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+}
+
+impl BodyView {
+    /// Reads `sysfs_root`'s sched_ext and applies `mode` to it.
+    pub fn read(sysfs_root: &Path, mode: &ScxMode) -> BodyView {
+        let dir = sysfs_root.join("sys/kernel/sched_ext");
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let socket = mode.socket(sysfs_root);
+        BodyView {
+            active: if socket.is_some() {
+                Body::Scx
+            } else {
+                Body::Affinity
+            },
+            sched_ext: read("state").unwrap_or_else(|| "none".into()),
+            ops: read("root/ops").unwrap_or_default(),
+            socket,
         }
     }
 }
@@ -160,7 +225,7 @@ impl ScxLink {
         })
     }
 
-    fn request(&mut self, line: serde_json::Value) -> Result<(), ScxError> {
+    fn request(&mut self, line: serde_json::Value) -> Result<serde_json::Value, ScxError> {
         let io = |source| ScxError::Io {
             path: self.path.clone(),
             source,
@@ -181,7 +246,7 @@ impl ScxLink {
             })?;
         if reply["ok"] == true {
             self.requests += 1;
-            Ok(())
+            Ok(reply)
         } else {
             Err(ScxError::Refused {
                 request: text.trim().to_string(),
@@ -205,7 +270,9 @@ impl ScxLink {
             self.ext.insert(tid);
         }
         let Some(group) = group else {
-            return self.request(serde_json::json!({"op": "unplace", "tid": tid}));
+            return self
+                .request(serde_json::json!({"op": "unplace", "tid": tid}))
+                .map(drop);
         };
         let g = key(group);
         if self.homes.get(&g) != Some(cpus) {
@@ -213,6 +280,25 @@ impl ScxLink {
             self.homes.insert(g, cpus.clone());
         }
         self.request(serde_json::json!({"op": "place", "tid": tid, "group": g}))
+            .map(drop)
+    }
+
+    /// The scheduler's state (the `state` of its answer to `{"op":"state"}`: counters, groups with
+    /// their homes and threads, mode, policy), for `dfsched scx`'s view.
+    pub fn state(&mut self) -> Result<serde_json::Value, ScxError> {
+        let mut reply = self.request(serde_json::json!({"op": "state"}))?;
+        Ok(reply["state"].take())
+    }
+
+    /// The policy the scheduler offers its clients (`dfsched scx --policy`: the `policy` of its
+    /// state), by name; `None` when it offers none. A scheduler that refuses the request (one
+    /// from before the offer existed would not) offers none; an I/O error is an error.
+    pub fn offered_policy(&mut self) -> Result<Option<String>, ScxError> {
+        match self.request(serde_json::json!({"op": "state"})) {
+            Ok(reply) => Ok(reply["state"]["policy"].as_str().map(str::to_string)),
+            Err(ScxError::Refused { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Carries out `GroupReclaimed { group }`.
@@ -222,6 +308,7 @@ impl ScxLink {
             return Ok(()); // never sent: nothing to end
         }
         self.request(serde_json::json!({"op": "reclaim", "group": g}))
+            .map(drop)
     }
 
     /// Forgets thread `tid` (it exited; the scheduler drops its entry itself).
@@ -255,6 +342,29 @@ mod tests {
         assert_eq!(ScxMode::Auto.socket(&root), None);
         assert_eq!(ScxMode::Off.socket(&root), None);
         assert_eq!(ScxMode::Auto.socket(Path::new("/nonexistent")), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_body_view_says_scx_only_when_dfscheds_scheduler_is_enabled() {
+        let root = std::env::temp_dir().join(format!("dfsched-scx-body-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!((v.active, v.sched_ext.as_str()), (Body::Affinity, "none"));
+        let dir = root.join("sys/kernel/sched_ext");
+        std::fs::create_dir_all(dir.join("root")).unwrap();
+        std::fs::write(dir.join("state"), "enabled\n").unwrap();
+        std::fs::write(dir.join("root/ops"), "dfsched\n").unwrap();
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!(v.active, Body::Scx);
+        assert_eq!(v.socket.as_deref(), Some(Path::new(DEFAULT_SOCKET)));
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["active"], "scx");
+        assert_eq!(json["ops"], "dfsched");
+        assert_eq!(BodyView::read(&root, &ScxMode::Off).active, Body::Affinity);
+        std::fs::write(dir.join("root/ops"), "simple\n").unwrap();
+        let v = BodyView::read(&root, &ScxMode::Auto);
+        assert_eq!((v.active, v.ops.as_str()), (Body::Affinity, "simple"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

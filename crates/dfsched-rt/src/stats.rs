@@ -193,6 +193,10 @@ pub struct RuntimeStats {
     /// Successful `sched_setaffinity` calls (the engine's `placements`
     /// counts the placements it decided).
     pub affinity_calls: u64,
+    /// The body that carries out placements now: `"affinity"`
+    /// (`sched_setaffinity`) or `"scx"` (dfsched's sched_ext scheduler,
+    /// [`crate::scx`]); the same as `scx_body`, by name.
+    pub body: crate::scx::Body,
     /// Whether placements go to dfsched's sched_ext scheduler (the scx
     /// body, [`crate::scx`]) rather than to affinity masks, now.
     pub scx_body: bool,
@@ -203,6 +207,9 @@ pub struct RuntimeStats {
     /// refused or timed out, `SCHED_EXT` refused): each ends the body for
     /// this runtime, which then places by affinity.
     pub scx_failures: u64,
+    /// Whether the policy was taken from the sched_ext scheduler's offer
+    /// (`dfsched scx --policy`; see [`crate::RuntimeConfig::scx_policy`]).
+    pub scx_policy: bool,
     /// Failed `sched_setaffinity` calls, by errno.
     pub affinity_failures: PlacementFailures,
     /// Times a thread's allowed CPUs were found changed by someone else
@@ -360,9 +367,11 @@ mod tests {
             "hint_calls",
             "fast_hints",
             "affinity_calls",
+            "body",
             "scx_body",
             "scx_placements",
             "scx_failures",
+            "scx_policy",
             "balance_errors",
             "balance_cpu_ns",
             "recent_pass_cpu_ns",

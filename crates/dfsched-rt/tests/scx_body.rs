@@ -104,6 +104,8 @@ fn placements_go_to_the_scheduler_and_no_mask_is_narrowed() {
     let sys = Arc::new(Recording::default());
     let rt = start(&dir, socket, sys.clone());
     assert!(rt.stats().scx_body, "the body is on");
+    let json: serde_json::Value = serde_json::from_str(&rt.stats_json()).unwrap();
+    assert_eq!(json["body"], "scx", "the stats JSON names the body");
     // Two threads of DF 1, alive together (so one group of two), checked while they wait.
     let entered = Arc::new(std::sync::Barrier::new(3));
     let done = Arc::new(std::sync::Barrier::new(3));
@@ -182,6 +184,8 @@ fn a_refusing_scheduler_ends_the_body_and_placement_falls_back_to_affinity() {
     let st = rt.stats();
     assert!(!st.scx_body, "the body ended");
     assert_eq!(st.scx_failures, 1);
+    let json: serde_json::Value = serde_json::from_str(&rt.stats_json()).unwrap();
+    assert_eq!(json["body"], "affinity", "back to affinity, by name");
     let sets = sys.sets.lock().unwrap().clone();
     // The hinting thread moves itself (tid 0: the calling thread).
     assert!(
@@ -204,5 +208,56 @@ fn an_unreachable_scheduler_is_counted_and_the_runtime_places_by_affinity() {
         .join()
         .unwrap();
     assert!(!sys.sets.lock().unwrap().is_empty(), "placed by affinity");
+    rt.shutdown();
+}
+
+/// `dfsched scx --policy co-thread`: a runtime whose policy was not chosen takes the scheduler's
+/// offer (its first request is `state`); one whose policy was chosen (`DFSCHED_POLICY`, which
+/// `dfsched run` always sets) keeps its own.
+#[test]
+fn the_schedulers_offered_policy_is_taken_only_when_none_was_chosen() {
+    if !is_root() {
+        return common::skip(
+            "the_schedulers_offered_policy_is_taken_only_when_none_was_chosen",
+            "the body talks only to a root-run scheduler, and this test's is ours",
+        );
+    }
+    let offer = r#"{"ok":true,"state":{"state":"enabled","ops":"dfsched","policy":"co-thread"}}"#;
+    let dir = TempDir::new("scx-policy");
+    let (socket, lines) = fake_scheduler(&dir, offer);
+    let rt = start(&dir, socket, Arc::new(Recording::default()));
+    assert_eq!(rt.config().policy, dfsched::Policy::CoThread, "offer taken");
+    let st = rt.stats();
+    assert!(
+        st.scx_body && st.scx_policy && st.scx_failures == 0,
+        "{st:?}"
+    );
+    assert_eq!(
+        lines.lock().unwrap().first().map(String::as_str),
+        Some(r#"{"op":"state"}"#)
+    );
+    rt.shutdown();
+
+    let dir = TempDir::new("scx-policy-chosen");
+    let (socket, lines) = fake_scheduler(&dir, offer);
+    write_test_tree(dir.path(), 1, 2, 2, 1).unwrap();
+    let mut cfg = common::quiet();
+    cfg.apply_vars([("DFSCHED_POLICY", "data-affinity")])
+        .unwrap();
+    cfg.agent = dfsched::agent::AgentMode::Off;
+    cfg.sysfs_root = dir.path().to_path_buf();
+    cfg.scx = ScxMode::Socket(socket);
+    let rt = Runtime::start_with_sys(cfg, Arc::new(Recording::default())).unwrap();
+    assert_eq!(
+        rt.config().policy,
+        dfsched::Policy::DataAffinity,
+        "its own kept"
+    );
+    let st = rt.stats();
+    assert!(st.scx_body && !st.scx_policy, "{st:?}");
+    assert!(
+        lines.lock().unwrap().is_empty(),
+        "no state asked: {lines:?}"
+    );
     rt.shutdown();
 }

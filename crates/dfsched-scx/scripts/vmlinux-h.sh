@@ -4,17 +4,30 @@
 # compressed vmlinux ELF, whose .BTF section is the same data the guest shows at /sys/kernel/btf/vmlinux.
 #
 # Usage: vmlinux-h.sh [BZIMAGE] [OUT]
-#   BZIMAGE  default: $DFSCHED_SCX_KERNEL, else /work/shared/kernels/bzImage-6.12.117-scx
-#   OUT      default: <workspace>/target/scx/<BZIMAGE's name>/vmlinux.h (git-ignored; 3.4 MB, never
-#            committed), one per kernel image, so a header never serves another kernel
+#   BZIMAGE  default: $DFSCHED_SCX_KERNEL, else the newest image the VM bench built and cached
+#            (crates/dfsched-vmbench/scx-kernel/build.sh, run by `cargo run -p dfsched-vmbench --
+#            scx-kernel` or `run --scx`: $DFSCHED_VMBENCH_CACHE or <workspace>/target/vmbench, then
+#            scx-kernel/*/bzImage)
+#   OUT      default: <workspace>/target/scx/<BZIMAGE's folder>-<BZIMAGE's name>/vmlinux.h
+#            (git-ignored; 3.4 MB, never committed), one per kernel image, so a header never serves
+#            another kernel
 # Needs: bpftool (Debian: apt-get install bpftool), gzip/xz/zstd for the kernel's compression.
 # Cached: OUT is rewritten only when BZIMAGE is newer than it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-image=${1:-${DFSCHED_SCX_KERNEL:-/work/shared/kernels/bzImage-6.12.117-scx}}
-out=${2:-$root/target/scx/$(basename "$image")/vmlinux.h}
-[ -f "$image" ] || { echo "vmlinux-h.sh: no kernel image at $image (build one with /work/shared/kernels/build-sched-ext-kernel.sh)" >&2; exit 1; }
+image=${1:-${DFSCHED_SCX_KERNEL:-}}
+if [ -z "$image" ]; then
+  cached=${DFSCHED_VMBENCH_CACHE:-$root/target/vmbench}/scx-kernel
+  image=$(ls -t "$cached"/*/bzImage 2>/dev/null | head -n 1 || true)
+  [ -n "$image" ] || {
+    echo "vmlinux-h.sh: no sched_ext kernel image: none cached in $cached; build one with" \
+      "\`cargo run -p dfsched-vmbench -- scx-kernel\` (≈ 30-40 min) or set DFSCHED_SCX_KERNEL=BZIMAGE" >&2
+    exit 1
+  }
+fi
+out=${2:-$root/target/scx/$(basename "$(dirname "$image")")-$(basename "$image")/vmlinux.h}
+[ -f "$image" ] || { echo "vmlinux-h.sh: no kernel image at $image (build one with \`cargo run -p dfsched-vmbench -- scx-kernel\`)" >&2; exit 1; }
 if [ -s "$out" ] && [ "$out" -nt "$image" ]; then echo "$out"; exit 0; fi
 bpftool=$(command -v bpftool || echo /usr/sbin/bpftool)
 [ -x "$bpftool" ] || { echo "vmlinux-h.sh: bpftool not found (apt-get install bpftool)" >&2; exit 1; }

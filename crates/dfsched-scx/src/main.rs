@@ -2,7 +2,8 @@
 //! unloads it cleanly on SIGINT/SIGTERM, saying why it stopped (the kernel's exit record).
 //!
 //! ```text
-//! dfsched-scx run [--slice-us N] [--quota N] [--socket PATH] [--stats-secs N]
+//! dfsched-scx run [--all] [--policy data-affinity|co-thread] [--slice-us N] [--quota N]
+//!                 [--socket PATH] [--stats-secs N]
 //! dfsched-scx state [--socket PATH]             one `state` request, printed as JSON
 //! dfsched-scx client [--socket PATH] [--hold]   requests from stdin (one JSON line each), replies on
 //!                                               stdout, over one connection (kept open with --hold
@@ -41,7 +42,7 @@ use std::time::{Duration, Instant};
 /// Where the control socket is by default.
 const DEFAULT_SOCKET: &str = "/run/dfsched-scx/sock";
 
-/// dfsched's sched_ext scheduler (partial mode: only SCHED_EXT threads).
+/// dfsched's sched_ext scheduler (partial mode, only SCHED_EXT threads, unless `run --all`).
 #[derive(Parser)]
 #[command(name = "dfsched-scx", version)]
 struct Cli {
@@ -53,6 +54,15 @@ struct Cli {
 enum Cmd {
     /// Load the scheduler and serve its control socket until SIGINT/SIGTERM.
     Run {
+        /// Schedule every task of the system (SCX_OPS_SWITCH_PARTIAL off); ungrouped ones go through
+        /// the shared queue. Without it only threads whose policy is SCHED_EXT are scheduled here.
+        #[arg(long)]
+        all: bool,
+        /// The policy a runtime that uses this scheduler takes when its own was not chosen
+        /// (DFSCHED_POLICY, a rule); sent in `state` as "policy". Without it runtimes keep their
+        /// default (data-affinity).
+        #[arg(long, value_enum, value_name = "POLICY")]
+        policy: Option<Policy>,
         /// A thread's time slice, in microseconds.
         #[arg(long, default_value_t = 5000, value_name = "US")]
         slice_us: u64,
@@ -97,6 +107,26 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+}
+
+/// The runtime policies a scheduler may offer its clients (dfsched-core's `Policy`, by name: this
+/// crate does not link the MIT/Apache workspace's crates, it only speaks their names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Policy {
+    /// A thread that gives no DF is left alone.
+    DataAffinity,
+    /// The threads of a process that give no DF form one co-thread group.
+    CoThread,
+}
+
+impl Policy {
+    /// The name runtimes parse (`DFSCHED_POLICY`'s spelling).
+    fn name(self) -> &'static str {
+        match self {
+            Policy::DataAffinity => "data-affinity",
+            Policy::CoThread => "co-thread",
+        }
+    }
 }
 
 /// `SCHED_EXT` (include/uapi/linux/sched.h, Linux 6.12): not in the libc crate yet.
@@ -155,8 +185,8 @@ fn possible_cpus() -> Result<u32> {
     Ok(last + 1)
 }
 
-/// The loaded scheduler as the control state's [`control::Maps`].
-struct Loaded<'a, 'obj>(&'a mut Scheduler<'obj>);
+/// The loaded scheduler as the control state's [`control::Maps`], with the policy it offers.
+struct Loaded<'a, 'obj>(&'a mut Scheduler<'obj>, Option<Policy>);
 
 impl control::Maps for Loaded<'_, '_> {
     fn set_group(&mut self, gid: u32, home: &[u64], quota: u32) -> Result<(), String> {
@@ -171,11 +201,11 @@ impl control::Maps for Loaded<'_, '_> {
         self.0.unplace(tid).map_err(|e| e.to_string())
     }
     fn state(&self) -> serde_json::Value {
-        state_json(self.0)
+        state_json(self.0, self.1)
     }
 }
 
-fn state_json(s: &Scheduler) -> serde_json::Value {
+fn state_json(s: &Scheduler, policy: Option<Policy>) -> serde_json::Value {
     let (state, ops) = sched::sysfs_state();
     let stats: serde_json::Map<String, serde_json::Value> = sched::STAT_NAMES
         .iter()
@@ -186,6 +216,8 @@ fn state_json(s: &Scheduler) -> serde_json::Value {
     serde_json::json!({
         "state": state,
         "ops": ops,
+        "mode": if set.switch_all { "all" } else { "partial" },
+        "policy": policy.map(Policy::name),
         "slice_us": set.slice_ns / 1000,
         "quota": set.quota_dfl,
         "nr_cpus": set.nr_cpus,
@@ -205,7 +237,12 @@ fn describe(e: &ExitInfo) -> String {
     )
 }
 
-fn run(socket: &Path, stats_secs: u64, settings: Settings) -> Result<i32> {
+fn run(
+    socket: &Path,
+    stats_secs: u64,
+    settings: Settings,
+    policy: Option<Policy>,
+) -> Result<i32> {
     catch_stop_signals()?;
     let mut storage = MaybeUninit::uninit();
     let mut sched = Scheduler::load(&mut storage, settings)?;
@@ -214,13 +251,15 @@ fn run(socket: &Path, stats_secs: u64, settings: Settings) -> Result<i32> {
     let mut control = control::Control::new(intf::MAX_GROUPS, intf::HOME_WORDS as usize);
     let (state, ops) = sched::sysfs_state();
     println!(
-        "dfsched-scx: loaded (state {state}, ops {ops}; slice {} us, quota {}, {} CPUs); socket {}",
+        "dfsched-scx: loaded (state {state}, ops {ops}; {} mode, policy {}; slice {} us, quota {}, {} CPUs); socket {}",
+        if settings.switch_all { "all" } else { "partial" },
+        policy.map_or("not offered", Policy::name),
         settings.slice_ns / 1000,
         settings.quota_dfl,
         settings.nr_cpus,
         socket.display()
     );
-    println!("dfsched-scx: state {}", state_json(&sched));
+    println!("dfsched-scx: state {}", state_json(&sched, policy));
     let _ = std::io::stdout().flush();
     let mut last_stats = Instant::now();
     let ended_by_kernel = loop {
@@ -233,19 +272,19 @@ fn run(socket: &Path, stats_secs: u64, settings: Settings) -> Result<i32> {
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(server::Event::Request { conn, req, reply }) => {
-                let r = control.handle(&mut Loaded(&mut sched), conn, req);
+                let r = control.handle(&mut Loaded(&mut sched, policy), conn, req);
                 let _ = reply.send(r);
             }
-            Ok(server::Event::Closed { conn }) => control.closed(&mut Loaded(&mut sched), conn),
+            Ok(server::Event::Closed { conn }) => control.closed(&mut Loaded(&mut sched, policy), conn),
             Err(_) => {}
         }
         if stats_secs > 0 && last_stats.elapsed() >= Duration::from_secs(stats_secs) {
             last_stats = Instant::now();
-            println!("dfsched-scx: state {}", state_json(&sched));
+            println!("dfsched-scx: state {}", state_json(&sched, policy));
             let _ = std::io::stdout().flush();
         }
     };
-    println!("dfsched-scx: state {}", state_json(&sched));
+    println!("dfsched-scx: state {}", state_json(&sched, policy));
     let _ = std::fs::remove_file(socket);
     let code = match ended_by_kernel {
         Some(e) => {
@@ -321,6 +360,8 @@ fn client(socket: &Path, hold: bool) -> Result<i32> {
 fn main() {
     let result = match Cli::parse().cmd {
         Cmd::Run {
+            all,
+            policy,
             slice_us,
             quota,
             socket,
@@ -334,8 +375,9 @@ fn main() {
                 nr_cpus: cpus.min(intf::MAX_CPUS),
                 timeout_ms,
                 stall_group: test_stall_group,
+                switch_all: all,
             };
-            run(&socket, stats_secs, settings)
+            run(&socket, stats_secs, settings, policy)
         }),
         Cmd::State { socket } => server::request(&socket, &proto::Request::State)
             .with_context(|| format!("asking {}", socket.display()))

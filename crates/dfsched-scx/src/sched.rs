@@ -27,6 +27,9 @@ pub struct Settings {
     /// For the safety-net check only: this scheduler group is never dispatched, so its threads
     /// stall and the watchdog must end the scheduler.
     pub stall_group: Option<u32>,
+    /// Every task of the system is scheduled here (`SCX_OPS_SWITCH_PARTIAL` cleared), not only the
+    /// threads whose policy is `SCHED_EXT`.
+    pub switch_all: bool,
 }
 
 /// Why loading or a map write failed.
@@ -139,7 +142,13 @@ impl<'obj> Scheduler<'obj> {
         ro.quota_dfl = settings.quota_dfl.max(1);
         ro.nr_cpus = settings.nr_cpus;
         ro.stall_gid = settings.stall_group.unwrap_or(u32::MAX);
-        open.struct_ops.dfsched_ops_mut().timeout_ms = settings.timeout_ms;
+        let ops = open.struct_ops.dfsched_ops_mut();
+        ops.timeout_ms = settings.timeout_ms;
+        if settings.switch_all {
+            // The kernel reads the flags when the struct_ops is attached: cleared here, every task
+            // joins the scheduler at attach and leaves it at detach.
+            ops.flags &= !u64::from(intf::OPS_SWITCH_PARTIAL);
+        }
         let mut skel = open.load().map_err(bpf("loading the BPF scheduler"))?;
         let link = skel.maps.dfsched_ops.attach_struct_ops().map_err(bpf(
             "attaching the scheduler (is another sched_ext scheduler loaded?)",

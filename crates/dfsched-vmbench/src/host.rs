@@ -357,6 +357,57 @@ pub fn binaries_in(dir: &Path) -> Result<Binaries, BenchError> {
     })
 }
 
+/// The script that builds and caches the sched_ext test kernel (`scx-kernel/build.sh` of this
+/// crate, with its config fragment `scx-kernel/scx.config` beside it).
+pub fn scx_kernel_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scx-kernel/build.sh")
+}
+
+/// The sched_ext kernel image `run --scx` boots when no `--kernel` is given: built once from
+/// Debian's `linux-source-6.12` by [`scx_kernel_script`] (about 30-40 minutes on 2 cores; it
+/// apt-installs the source and the build tools when missing, as root) and cached in
+/// `cache/scx-kernel/<source version>-<fragment hash>/bzImage`; a cached image is returned at once,
+/// and a second bench waits on the script's lock instead of building it again. Its progress goes
+/// to stderr.
+pub fn scx_kernel(cache: &Path) -> Result<PathBuf, BenchError> {
+    let script = scx_kernel_script();
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .arg(cache.join("scx-kernel"))
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    if std::env::var_os("DFSCHED_VMBENCH_NO_INSTALL").is_some() {
+        cmd.env("DFSCHED_VMBENCH_NO_INSTALL", "1");
+    }
+    let out = cmd.output().map_err(|e| BenchError::Command {
+        command: format!("{cmd:?}"),
+        detail: e.to_string(),
+    })?;
+    let command = format!(
+        "bash {} {}",
+        script.display(),
+        cache.join("scx-kernel").display()
+    );
+    if !out.status.success() {
+        return Err(BenchError::Command {
+            command,
+            detail: format!(
+                "{} (the sched_ext kernel could not be built; its message is above; or give --kernel SCX_BZIMAGE)",
+                out.status
+            ),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let image = text.lines().last().map(PathBuf::from).unwrap_or_default();
+    if !image.is_file() {
+        return Err(BenchError::Missing {
+            what: "the sched_ext kernel image".into(),
+            how: format!("{command} printed {:?}, which is no file", text.trim()),
+        });
+    }
+    Ok(image)
+}
+
 /// The sched_ext scheduler's loader, as the guest sees it in `/opt/dfsched`.
 pub const SCX_BINARY: &str = "dfsched-scx";
 
@@ -608,7 +659,13 @@ pub fn boot(
 ) -> Result<Boot, BenchError> {
     let start = Instant::now();
     let mut cmd = Command::new(&tools.qemu);
-    cmd.args(["-accel", "tcg,thread=multi"])
+    // `DFSCHED_VMBENCH_TCG=single`: one host thread runs every vCPU, against the int3 Oops of
+    // multi-threaded TCG while the kernel patches its own text (README, "The sched_ext checks").
+    let accel = match std::env::var("DFSCHED_VMBENCH_TCG").as_deref() {
+        Ok("single") => "tcg,thread=single",
+        _ => "tcg,thread=multi",
+    };
+    cmd.args(["-accel", accel])
         .args(preset.qemu_args())
         .arg("-kernel")
         .arg(kernel)

@@ -32,8 +32,9 @@ enum Cmd {
         /// A preset to run (repeatable); default: every preset.
         #[arg(long = "preset", value_name = "NAME")]
         presets: Vec<String>,
-        /// Boot this kernel image instead of Debian's (e.g. the sched_ext
-        /// bzImage of /work/shared/kernels). Also $DFSCHED_VMBENCH_KERNEL.
+        /// Boot this kernel image instead of Debian's (with --scx: instead of
+        /// the sched_ext kernel `scx-kernel` builds and caches). Also
+        /// $DFSCHED_VMBENCH_KERNEL.
         #[arg(long, value_name = "PATH")]
         kernel: Option<PathBuf>,
         /// Take dfsched, libdfsched.so, dfsched-vmcheck and dfsched-vmspin
@@ -51,11 +52,17 @@ enum Cmd {
         console: bool,
         /// Run the sched_ext checks instead of the plan (after the topology
         /// check): builds dfsched-scx (needs clang-19, libelf-dev, bpftool)
-        /// and puts it in the guest. Needs a kernel with sched_ext (--kernel
-        /// /work/shared/kernels/bzImage-6.12.117-scx).
+        /// and puts it in the guest. Boots a kernel with sched_ext: --kernel,
+        /// else the one `scx-kernel` builds (once, ≈ 30-40 min) and caches.
         #[arg(long)]
         scx: bool,
     },
+    /// Build (once) and cache the sched_ext kernel `run --scx` boots, from
+    /// Debian's linux-source-6.12 and the config fragment
+    /// crates/dfsched-vmbench/scx-kernel/scx.config (≈ 30-40 min on 2
+    /// cores; apt-installs the source and build tools when missing, as
+    /// root); prints the image's path.
+    ScxKernel,
     /// List the presets.
     List,
     /// List the checks of the plan.
@@ -64,6 +71,7 @@ enum Cmd {
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
+        Cmd::ScxKernel => println!("{}", host::scx_kernel(&host::cache_dir())?.display()),
         Cmd::List => {
             for p in Preset::all() {
                 println!("{:16} {}", p.name, p.about);
@@ -115,8 +123,11 @@ fn main() -> Result<()> {
                     })
                     .collect::<Result<_>>()?
             };
-            let kernel =
+            let mut kernel =
                 kernel.or_else(|| std::env::var_os("DFSCHED_VMBENCH_KERNEL").map(PathBuf::from));
+            if scx && kernel.is_none() {
+                kernel = Some(host::scx_kernel(&host::cache_dir())?);
+            }
             let mut setup = Setup::prepare(kernel.as_deref(), bin_dir.as_deref())?;
             setup.only = only;
             if scx {

@@ -23,7 +23,11 @@
  * - Every queue is served by some CPU: a group's queue by its home CPUs, a reclaimed group's queue and
  *   the shared queue by every CPU; a thread whose home it may not run on goes to the shared queue. So no
  *   runnable thread waits on a map entry (the kernel's watchdog would end the scheduler if one did).
- * - Partial mode (SCX_OPS_SWITCH_PARTIAL): only threads whose policy is SCHED_EXT are scheduled here.
+ * - Partial mode (SCX_OPS_SWITCH_PARTIAL, the default): only threads whose policy is SCHED_EXT are
+ *   scheduled here. In all mode (`dfsched-scx run --all`: the loader clears that flag before attaching)
+ *   every task of the system is; the ungrouped ones, kernel threads included, go through the shared
+ *   queue, which every CPU serves once per turn, and a queued task pinned to one CPU is taken by that
+ *   CPU (the kernel's consume skips tasks the consuming CPU may not run).
  * - SCX_OPS_ENQ_LAST: a thread whose slice ends with nothing else queued comes back through enqueue
  *   (see there), so a thread that never sleeps still follows its home when the maps change.
  */
@@ -31,6 +35,9 @@
 #include "intf.h"
 
 char _license[] SEC("license") = "GPL";
+
+_Static_assert(DFSCHED_OPS_SWITCH_PARTIAL == SCX_OPS_SWITCH_PARTIAL,
+	       "intf.h's DFSCHED_OPS_SWITCH_PARTIAL is not the kernel's SCX_OPS_SWITCH_PARTIAL");
 
 #define BPF_STRUCT_OPS(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
 #define BPF_STRUCT_OPS_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)

@@ -25,6 +25,11 @@
 #define DFSCHED_SHARED_DSQ 0
 #define DFSCHED_GROUP_DSQ_BASE 1
 
+/* The kernel's SCX_OPS_SWITCH_PARTIAL (enum scx_ops_flags, include/linux/sched/ext.h of 6.12; checked
+ * against the kernel's value in dfsched.bpf.c): set, only SCHED_EXT threads are scheduled here; the
+ * loader clears it in the struct_ops before attaching for `run --all`, and every task is. */
+#define DFSCHED_OPS_SWITCH_PARTIAL 8
+
 /* Counters (a per-CPU array, summed by userspace). */
 #define DFSCHED_STAT_LOCAL_IDLE 0
 #define DFSCHED_STAT_ENQ_GROUP 1

@@ -1,6 +1,6 @@
-//! The sched_ext body's checks (`dfsched-vmbench run --scx`, on a kernel with sched_ext such as
-//! `/work/shared/kernels/bzImage-6.12.117-scx`): dfsched's BPF scheduler loaded by `dfsched-scx run`
-//! in partial mode, read back from the guest's kernel.
+//! The sched_ext body's checks (`dfsched-vmbench run --scx`, on a kernel with sched_ext: the one
+//! `scx-kernel/build.sh` builds, or `--kernel`): dfsched's BPF scheduler loaded by `dfsched-scx run`
+//! (partial mode) or by `dfsched scx` (both modes), read back from the guest's kernel.
 //!
 //! - `scx-load-unload`: `state` = `enabled`, `root/ops` = `dfsched`; a program run with `SCHED_EXT`
 //!   (`dfsched-scx ext`) shows `ext.enabled: 1` in `/proc/…/sched`, one run without it `0`; SIGINT
@@ -25,6 +25,12 @@
 //!   (state disabled, threads back on the default scheduler), a group the scheduler is told never to
 //!   dispatch (the watchdog ends it: exit 1, "runnable task stall"), SysRq-S (exit 2).
 //!
+//! - `scx-cli-partial`, `scx-cli-all`: `dfsched scx --partial|--all --policy co-thread --json`
+//!   (the CLI spawning `dfsched-scx` beside it): loaded, the view's mode and policy, membership by
+//!   mode (all: every fair-policy task of the system `ext.enabled: 1`), a libdfsched-preloaded
+//!   program that chose no policy runs co-thread (one scheduler group), SIGINT to the CLI unloads
+//!   cleanly (exit 0, `{"end":{"status":0}}`, state disabled, clean log).
+//!
 //! Every check loads the scheduler itself and unloads it before returning (the [`Loaded`] guard
 //! kills it otherwise), so a failed check leaves the next one a kernel with sched_ext disabled.
 
@@ -47,6 +53,8 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-bench-df", 1, bench_df),
     ("scx-succession", 1, succession),
     ("scx-faults", 1, faults),
+    ("scx-cli-partial", 1, cli_partial),
+    ("scx-cli-all", 1, cli_all),
 ];
 
 const SOCKET: &str = "/run/dfsched-scx/sock";
@@ -848,6 +856,281 @@ fn bench_df(ctx: &Ctx) -> Result<String, String> {
         stat(&state, "disp_same_group"),
         stat(&state, "disp_group_switch"),
     ))
+}
+
+/// The scheduling policy of task `tid` of `pid` (`/proc/…/stat` field 41), if readable.
+fn sched_policy(pid: u32, tid: i32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses) start at field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(41 - 3)?.parse().ok()
+}
+
+/// Every task of the system whose policy is a fair one (SCHED_NORMAL 0, BATCH 3, IDLE 5) or
+/// SCHED_EXT (7): `(pid, tid, name, ext.enabled)`; tasks that exit while read are left out.
+fn fair_tasks() -> Vec<(u32, i32, String, bool)> {
+    let mut out = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        for t in std::fs::read_dir(p.path().join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let (Some(policy), Some(on)) = (sched_policy(pid, tid), ext_enabled(pid, tid)) else {
+                continue;
+            };
+            if [0, 3, 5, 7].contains(&policy) {
+                let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                out.push((pid, tid, name.trim().to_string(), on));
+            }
+        }
+    }
+    out
+}
+
+/// `dfsched scx --partial` / `--all` (the CLI, which finds `dfsched-scx` beside it), offering
+/// co-thread: it loads the scheduler (`state` enabled, `root/ops` dfsched), its `--json` view
+/// says the mode and the policy; membership as the mode says (partial: a `SCHED_EXT` program
+/// `ext.enabled: 1`, a plain one and init `0`; all: every task of a fair policy `1`, a plain
+/// program included); a program preloaded with libdfsched and no `DFSCHED_POLICY` takes the offered
+/// co-thread policy (its threads one scheduler group, shown in the view); SIGINT to the CLI unloads
+/// it cleanly (exit 0, "unregistered from user space", `{"end":{"status":0}}`, `state` disabled,
+/// clean kernel log; in all mode init back to `ext.enabled: 0`).
+fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
+    use std::sync::{Arc, Mutex};
+    let state = read(STATE);
+    if state != "disabled" {
+        return Err(format!("{STATE} is {state:?} before loading"));
+    }
+    let log_before = dmesg().len();
+    let _ = std::fs::remove_file(SOCKET);
+    let mut cmd = Command::new(ctx.bin("dfsched"));
+    cmd.args(["scx", &format!("--{mode}"), "--policy", "co-thread"])
+        .args(["--json", "--interval", "1"]);
+    let mut run = Running::start(cmd, &format!("dfsched scx --{mode}"))?;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out = run.child.stdout.take().ok_or("dfsched scx stdout")?;
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            seen.lock().unwrap().push(l);
+        }
+    });
+    // The newest state the CLI showed.
+    let latest = || -> Option<serde_json::Value> {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("state").is_some())
+    };
+    let stderr_of = |run: &mut Running| {
+        let mut e = String::new();
+        if let Some(mut s) = run.child.stderr.take() {
+            let _ = s.read_to_string(&mut e);
+        }
+        e
+    };
+    let loaded = poll(Duration::from_secs(90), || {
+        let (state, ops) = (read(STATE), read(OPS));
+        let s = format!("state {state}, ops {ops}");
+        if !run.alive() {
+            return Step::Broken(format!("dfsched scx exited; {s}"));
+        }
+        match latest() {
+            Some(v) if state == "enabled" && ops == "dfsched" => Step::Holds(format!(
+                "{s}; view: mode {}, policy {}",
+                v["mode"], v["policy"]
+            )),
+            _ => Step::NotYet(s),
+        }
+    });
+    let loaded = match loaded {
+        Ok(s) => s,
+        Err(e) => return Err(format!("loading: {e}; stderr: {}", stderr_of(&mut run))),
+    };
+    let view = latest().ok_or("no view")?;
+    if view["mode"] != mode || view["policy"] != "co-thread" || view["ops"] != "dfsched" {
+        return Err(format!("the view says {view}"));
+    }
+    let mut notes = vec![loaded];
+    // `dfsched topology` names the body a program started now would use.
+    let topo = Command::new(ctx.bin("dfsched"))
+        .args(["topology", "--json"])
+        .output()
+        .map_err(|e| format!("dfsched topology: {e}"))?;
+    let topo: serde_json::Value = serde_json::from_slice(&topo.stdout)
+        .map_err(|e| format!("dfsched topology --json: {e}"))?;
+    if topo["body"]["active"] != "scx" {
+        return Err(format!(
+            "dfsched topology's body while loaded: {}",
+            topo["body"]
+        ));
+    }
+    notes.push("topology body scx".into());
+
+    let spin_tids = |r: &Running| -> Vec<i32> {
+        r.threads()
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.name.starts_with("spin-"))
+            .map(|t| t.tid)
+            .collect()
+    };
+    let mut plain_cmd = Command::new(ctx.bin("dfsched-vmspin"));
+    plain_cmd.arg("2");
+    let plain = Running::start(plain_cmd, "dfsched-vmspin 2")?;
+    if mode == "all" {
+        let s = poll(Duration::from_secs(60), || {
+            let on: Vec<Option<bool>> = spin_tids(&plain)
+                .iter()
+                .map(|&t| ext_enabled(plain.pid(), t))
+                .collect();
+            let s = format!("plain spinners ext.enabled {on:?}");
+            if on.len() == 2 && on.iter().all(|&x| x == Some(true)) {
+                Step::Holds(s)
+            } else {
+                Step::NotYet(s)
+            }
+        })?;
+        notes.push(s);
+        let tasks = fair_tasks();
+        let off: Vec<String> = tasks
+            .iter()
+            .filter(|t| !t.3)
+            .map(|t| format!("{}/{} {}", t.0, t.1, t.2))
+            .collect();
+        if !off.is_empty() || tasks.is_empty() {
+            return Err(format!(
+                "--all: {} of {} fair-policy tasks not ext.enabled: {off:?}",
+                off.len(),
+                tasks.len()
+            ));
+        }
+        notes.push(format!(
+            "all {} fair-policy tasks ext.enabled 1",
+            tasks.len()
+        ));
+    } else {
+        let (ext, ext_tids) = ext_spinners(ctx, 2)?;
+        let s = poll(Duration::from_secs(60), || {
+            let e: Vec<Option<bool>> = ext_tids
+                .iter()
+                .map(|&t| ext_enabled(ext.pid(), t))
+                .collect();
+            let p: Vec<Option<bool>> = spin_tids(&plain)
+                .iter()
+                .map(|&t| ext_enabled(plain.pid(), t))
+                .collect();
+            let init = ext_enabled(1, 1);
+            let s = format!("SCHED_EXT spinners {e:?}, plain spinners {p:?}, init {init:?}");
+            if e.iter().all(|&x| x == Some(true))
+                && p.len() == 2
+                && p.iter().all(|&x| x == Some(false))
+                && init == Some(false)
+            {
+                Step::Holds(s)
+            } else {
+                Step::NotYet(s)
+            }
+        })?;
+        notes.push(s);
+        drop(ext);
+    }
+    drop(plain);
+
+    // The offered policy: a preloaded program that chose none runs co-thread, one group.
+    let mut pre = Command::new(ctx.bin("dfsched-vmspin"));
+    pre.arg("3")
+        .env("LD_PRELOAD", ctx.bin("libdfsched.so"))
+        .env("DFSCHED_PRELOAD", "1")
+        .env("DFSCHED_AGENT", "off")
+        .env_remove("DFSCHED_POLICY");
+    let pre = Running::start(pre, "libdfsched-preloaded dfsched-vmspin 3")?;
+    let s = poll(Duration::from_secs(120), || {
+        let tids = spin_tids(&pre);
+        let Some(v) = latest() else {
+            return Step::NotYet("no view".into());
+        };
+        let homes = homes_by_tid(&v);
+        let gids: std::collections::BTreeSet<u64> = tids
+            .iter()
+            .filter_map(|t| homes.get(t))
+            .map(|h| h.0)
+            .collect();
+        let on: Vec<Option<bool>> = tids.iter().map(|&t| ext_enabled(pre.pid(), t)).collect();
+        let s = format!("preloaded spinners {tids:?}: groups {gids:?}, ext.enabled {on:?}");
+        if tids.len() == 3
+            && tids.iter().all(|t| homes.contains_key(t))
+            && gids.len() == 1
+            && on.iter().all(|&x| x == Some(true))
+        {
+            Step::Holds(s)
+        } else {
+            Step::NotYet(s)
+        }
+    })?;
+    notes.push(format!("co-thread offered and taken: {s}"));
+    drop(pre);
+
+    // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(run.pid() as libc::pid_t, libc::SIGINT) };
+    let end = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        match run.child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
+            _ => return Err("dfsched scx did not exit within 60 s of SIGINT".into()),
+        }
+    };
+    let err = stderr_of(&mut run);
+    std::thread::sleep(Duration::from_millis(300)); // the reader's last lines
+    let last = lines.lock().unwrap().last().cloned().unwrap_or_default();
+    if status.code() != Some(0) || !err.contains("unregistered from user space") {
+        return Err(format!(
+            "dfsched scx exited {status}: stderr {err}; last line {last}"
+        ));
+    }
+    let end_rec: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+    if end_rec["end"]["status"] != 0 {
+        return Err(format!("the last --json line is not a clean end: {last}"));
+    }
+    let state = read(STATE);
+    if state != "disabled" {
+        return Err(format!("{STATE} is {state:?} after SIGINT"));
+    }
+    if mode == "all" && ext_enabled(1, 1) != Some(false) {
+        return Err("init still ext.enabled after the unload".into());
+    }
+    let bad: Vec<String> = dmesg()
+        .into_iter()
+        .skip(log_before)
+        .filter(|l| bad_log_line(l))
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("kernel log since the load: {bad:?}"));
+    }
+    notes.push(format!(
+        "SIGINT: exit 0, {}; state {state}; log clean",
+        end_rec["end"]["loader"].as_str().unwrap_or_default()
+    ));
+    Ok(notes.join("; "))
+}
+
+fn cli_partial(ctx: &Ctx) -> Result<String, String> {
+    cli(ctx, "partial")
+}
+
+fn cli_all(ctx: &Ctx) -> Result<String, String> {
+    cli(ctx, "all")
 }
 
 #[cfg(test)]
