@@ -218,6 +218,13 @@ pub struct LoadSampler {
     stat_file: Option<File>,
 }
 
+/// Reads `file` from where it stands to its end into `text` (emptied first); false if the read
+/// failed or the file is longer than [`MAX_PROC_FILE_BYTES`].
+fn read_whole(file: &mut File, text: &mut Vec<u8>) -> bool {
+    text.clear();
+    crate::sys::read_bounded(file, text, MAX_PROC_FILE_BYTES).is_ok_and(|within| within)
+}
+
 impl LoadSampler {
     /// A sampler of `proc_root` (normally `/proc`).
     pub fn new(proc_root: impl Into<PathBuf>) -> Self {
@@ -329,32 +336,25 @@ impl LoadSampler {
     fn read_stat_file(&mut self) -> Option<&str> {
         use std::io::{Seek as _, SeekFrom};
         self.files += 1;
-        let mut read = false;
         for _ in 0..2 {
-            self.text.clear();
-            if self.stat_file.is_none() {
-                self.stat_file = File::open(self.proc_root.join("stat")).ok();
-            }
-            let file = self.stat_file.as_mut()?;
-            read = file.seek(SeekFrom::Start(0)).is_ok()
-                && crate::sys::read_bounded(file, &mut self.text, MAX_PROC_FILE_BYTES)
-                    .is_ok_and(|within| within);
-            if read {
-                break;
+            let file = match &mut self.stat_file {
+                Some(file) => file,
+                None => self
+                    .stat_file
+                    .insert(File::open(self.proc_root.join("stat")).ok()?),
+            };
+            if file.seek(SeekFrom::Start(0)).is_ok() && read_whole(file, &mut self.text) {
+                return std::str::from_utf8(&self.text).ok();
             }
             self.stat_file = None;
         }
-        read.then(|| std::str::from_utf8(&self.text).ok()).flatten()
+        None
     }
 
     fn read_small(&mut self, path: &Path) -> Option<&str> {
         self.files += 1;
-        self.text.clear();
         let mut file = File::open(path).ok()?;
-        crate::sys::read_bounded(&mut file, &mut self.text, MAX_PROC_FILE_BYTES)
-            .ok()
-            .filter(|&within| within)?;
-        std::str::from_utf8(&self.text).ok()
+        read_whole(&mut file, &mut self.text).then(|| std::str::from_utf8(&self.text).ok())?
     }
 
     /// Calls `runnable(self, pid, threads)` once per process not skipped
