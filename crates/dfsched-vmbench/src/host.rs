@@ -90,6 +90,22 @@ fn run(cmd: &mut Command) -> Result<String, BenchError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Runs `cmd` to its end with its output shown (a build's errors reach the reader as they
+/// come); on failure an error with its exit status and `hint` (empty for none).
+fn run_shown(cmd: &mut Command, hint: &str) -> Result<(), BenchError> {
+    let status = cmd.status().map_err(|e| BenchError::Command {
+        command: format!("{cmd:?}"),
+        detail: e.to_string(),
+    })?;
+    if !status.success() {
+        return Err(BenchError::Command {
+            command: format!("{cmd:?}"),
+            detail: format!("{status}{hint}"),
+        });
+    }
+    Ok(())
+}
+
 /// The workspace's root (two levels above this crate).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -329,16 +345,7 @@ pub fn build_binaries(cache: &Path) -> Result<Binaries, BenchError> {
         "vmbench: cargo build --release (target dir {})",
         target.display()
     );
-    let out = cmd.status().map_err(|e| BenchError::Command {
-        command: format!("{cmd:?}"),
-        detail: e.to_string(),
-    })?;
-    if !out.success() {
-        return Err(BenchError::Command {
-            command: format!("{cmd:?}"),
-            detail: out.to_string(),
-        });
-    }
+    run_shown(&mut cmd, "")?;
     binaries_in(&target.join("release"))
 }
 
@@ -431,18 +438,10 @@ pub fn build_scx(cache: &Path, kernel: &Path) -> Result<PathBuf, BenchError> {
         "vmbench: cargo build --release of dfsched-scx (target dir {})",
         target.display()
     );
-    let out = cmd.status().map_err(|e| BenchError::Command {
-        command: format!("{cmd:?}"),
-        detail: e.to_string(),
-    })?;
-    if !out.success() {
-        return Err(BenchError::Command {
-            command: format!("{cmd:?}"),
-            detail: format!(
-                "{out} (it needs clang-19, libelf-dev, zlib1g-dev, pkg-config and bpftool: see crates/dfsched-scx/README.md)"
-            ),
-        });
-    }
+    run_shown(
+        &mut cmd,
+        " (it needs clang-19, libelf-dev, zlib1g-dev, pkg-config and bpftool: see crates/dfsched-scx/README.md)",
+    )?;
     let bin = target.join("release").join(SCX_BINARY);
     if !bin.is_file() {
         return Err(BenchError::Missing {

@@ -97,6 +97,24 @@ fn bad_log_line(line: &str) -> bool {
         .any(|w| line.contains(w))
 }
 
+/// The kernel log lines after the first `before` (a length of [`dmesg`] taken earlier) that
+/// `bad` picks.
+fn log_since(before: usize, bad: impl Fn(&str) -> bool) -> Vec<String> {
+    dmesg()
+        .into_iter()
+        .skip(before)
+        .filter(|l| bad(l))
+        .collect()
+}
+
+/// The loader's "the kernel ended …" line in its output (empty if it printed none).
+fn kernel_ended(out: &str) -> String {
+    out.lines()
+        .find(|l| l.contains("the kernel ended"))
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// `ext.enabled` of thread `tid` of process `pid` (`None`: not readable, e.g. exited).
 fn ext_enabled(pid: u32, tid: i32) -> Option<bool> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/sched")).ok()?;
@@ -229,12 +247,7 @@ impl Loaded {
         if state != "disabled" {
             return Err(format!("{STATE} is {state:?} after unloading"));
         }
-        let log = dmesg();
-        let bad: Vec<&String> = log
-            .iter()
-            .skip(self.log_before)
-            .filter(|l| bad_log_line(l))
-            .collect();
+        let bad = log_since(self.log_before, bad_log_line);
         if !bad.is_empty() {
             return Err(format!("kernel log since the load: {bad:?}"));
         }
@@ -639,11 +652,7 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
         }
     })?;
     let _ = loaded.run.child.wait();
-    let bad: Vec<String> = dmesg()
-        .into_iter()
-        .skip(loaded.log_before)
-        .filter(|l| bad_log_line(l))
-        .collect();
+    let bad = log_since(loaded.log_before, bad_log_line);
     if !bad.is_empty() {
         return Err(format!("after SIGKILL, kernel log: {bad:?}"));
     }
@@ -657,11 +666,7 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
     let mut client = Client::start(ctx)?;
     client.send(&lines)?;
     let (status, out) = loaded.wait_exit(Duration::from_secs(120))?;
-    let said = out
-        .lines()
-        .find(|l| l.contains("the kernel ended"))
-        .unwrap_or_default()
-        .to_string();
+    let said = kernel_ended(&out);
     if status.code() != Some(1) || !said.contains("stall") {
         return Err(format!("after a stall the loader exited {status}: {out}"));
     }
@@ -674,11 +679,9 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
             Step::NotYet(s)
         }
     })?;
-    let bad: Vec<String> = dmesg()
-        .into_iter()
-        .skip(loaded.log_before)
-        .filter(|l| l.contains("BUG:") || l.contains("WARNING:"))
-        .collect();
+    let bad = log_since(loaded.log_before, |l| {
+        l.contains("BUG:") || l.contains("WARNING:")
+    });
     if !bad.is_empty() {
         return Err(format!("after the stall, kernel log: {bad:?}"));
     }
@@ -689,11 +692,7 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
     let mut loaded = Loaded::start(ctx, &[])?;
     std::fs::write("/proc/sysrq-trigger", "S").map_err(|e| format!("/proc/sysrq-trigger: {e}"))?;
     let (status, out) = loaded.wait_exit(Duration::from_secs(30))?;
-    let said = out
-        .lines()
-        .find(|l| l.contains("the kernel ended"))
-        .unwrap_or_default()
-        .to_string();
+    let said = kernel_ended(&out);
     if status.code() != Some(2) || !said.to_lowercase().contains("sysrq") {
         return Err(format!("after SysRq-S the loader exited {status}: {out}"));
     }
@@ -701,11 +700,7 @@ fn faults(ctx: &Ctx) -> Result<String, String> {
     if state != "disabled" {
         return Err(format!("after SysRq-S, state {state}"));
     }
-    let bad: Vec<String> = dmesg()
-        .into_iter()
-        .skip(loaded.log_before)
-        .filter(|l| bad_log_line(l))
-        .collect();
+    let bad = log_since(loaded.log_before, bad_log_line);
     if !bad.is_empty() {
         return Err(format!("after SysRq-S, kernel log: {bad:?}"));
     }
@@ -1110,11 +1105,7 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
     if mode == "all" && ext_enabled(1, 1) != Some(false) {
         return Err("init still ext.enabled after the unload".into());
     }
-    let bad: Vec<String> = dmesg()
-        .into_iter()
-        .skip(log_before)
-        .filter(|l| bad_log_line(l))
-        .collect();
+    let bad = log_since(log_before, bad_log_line);
     if !bad.is_empty() {
         return Err(format!("kernel log since the load: {bad:?}"));
     }
