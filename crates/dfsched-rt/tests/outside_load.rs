@@ -449,9 +449,23 @@ fn sleepers_child() {
                 .unwrap()
         })
         .collect();
+    // One spinner: the outside load a refresh sweep is wanted for
+    // (`signals::WeighGate`), and it makes this process's CPU ticks move,
+    // so a sweep looks at its threads (a sample of them, not 2,000).
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
     println!("ready");
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
+    stop.store(true, Ordering::Relaxed);
+    let _ = spinner.join();
     drop(tx);
     for t in threads {
         let _ = t.join();
@@ -470,10 +484,13 @@ fn threads_of(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// A pass beside another process of 2,000 sleeping threads opens one file
-/// (`/proc/stat`) when no refresh is due, and a refresh opens a few per
-/// process on the machine, never the sleepers' 2,000: the pass's work does
-/// not grow with threads that are not ours. Counted, not timed.
+/// A pass beside another process of 2,000 sleeping threads and one
+/// spinning one opens one file (`/proc/stat`) when no refresh is due, and a
+/// refresh opens a few per process on the machine and a sample of the busy
+/// process's threads, never the sleepers' 2,000: the pass's work does not
+/// grow with threads that are not ours. Counted, not timed. The spinner is
+/// what makes a refresh wanted at all (on a quiet machine none starts,
+/// `signals::WeighGate`).
 #[test]
 fn a_pass_reads_the_same_files_beside_thousands_of_sleeping_threads() {
     let _one = HOGS.lock().unwrap_or_else(|e| e.into_inner());
