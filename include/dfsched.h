@@ -37,8 +37,16 @@
  *   DFSCHED_DISABLE=0|1              1: every call is a successful no-op (0)
  *   DFSCHED_POLICY=P                 threads that give no DF: data-affinity
  *                                    (unmanaged; the default), co-thread (the
- *                                    process's threads form one group), or
+ *                                    process's threads form one group),
+ *                                    smt-pair (every thread pinned by its
+ *                                    profile's cache activity, complementary
+ *                                    threads on one core's SMT siblings;
+ *                                    needs DFSCHED_SMT_PROFILE and SMT), or
  *                                    none (as DFSCHED_DISABLE=1)
+ *   DFSCHED_SMT_PROFILE=FILE         the profile `dfsched profile` wrote, for
+ *                                    DFSCHED_POLICY=smt-pair only; a missing
+ *                                    or garbled file, or no SMT siblings:
+ *                                    the runtime does not start
  *   DFSCHED_PRELOAD=0|1              1: when libdfsched.so is loaded (by
  *                                    LD_PRELOAD; `dfsched run` sets this), a
  *                                    constructor starts dfsched and every

@@ -5,7 +5,8 @@
 //! | variable | meaning | default | values |
 //! |---|---|---|---|
 //! | `DFSCHED_DISABLE` | every dfsched call becomes a successful no-op | `0` | `0`/`1`/`false`/`true`/`no`/`yes`/`off`/`on` |
-//! | `DFSCHED_POLICY` | what becomes of threads that give no DF; `none` = as `DFSCHED_DISABLE=1` | `data-affinity` | `data-affinity`/`co-thread`/`none` |
+//! | `DFSCHED_POLICY` | what becomes of threads that give no DF; `smt-pair` = every registered thread pinned by a profile of its cache activity, complementary threads on the SMT siblings of one core (Kihm et al., see [`crate::smt_pair`]; needs `DFSCHED_SMT_PROFILE` and SMT siblings); `none` = as `DFSCHED_DISABLE=1` | `data-affinity` | `data-affinity`/`co-thread`/`smt-pair`/`none` |
+//! | `DFSCHED_SMT_PROFILE` | the profile `dfsched profile` writes, for `DFSCHED_POLICY=smt-pair` (and only for it); read and checked when the runtime starts | — | a non-empty path |
 //! | `DFSCHED_PRELOAD` | `libdfsched.so` loaded by `LD_PRELOAD` attaches every thread from its creation (set by `dfsched run`) | `0` | as `DFSCHED_DISABLE` |
 //! | `DFSCHED_BALANCE_INTERVAL_MS` | milliseconds between balancer passes; `0` = no balancer thread | `100` | `0`..=`3600000` |
 //! | `DFSCHED_IMBALANCE_PCT` | a CPU is imbalanced when its load is this many percent above the least-loaded CPU's | `25` | `1`..=`1000` |
@@ -79,6 +80,7 @@ pub const MAX_IDLE_PASSES: u32 = 100;
 pub const ENV_VARS: &[&str] = &[
     "DFSCHED_DISABLE",
     "DFSCHED_POLICY",
+    "DFSCHED_SMT_PROFILE",
     "DFSCHED_PRELOAD",
     "DFSCHED_BALANCE_INTERVAL_MS",
     "DFSCHED_IMBALANCE_PCT",
@@ -125,6 +127,18 @@ pub struct RuntimeConfig {
     /// [`Policy::CoThread`] the threads of the process form one co-thread
     /// group. `DFSCHED_POLICY`.
     pub policy: Policy,
+    /// The `smt-pair` policy (`DFSCHED_POLICY=smt-pair`): the balancer
+    /// thread's pass pins every registered thread to one CPU by the profile
+    /// [`RuntimeConfig::smt_profile`], complementary threads on one core's
+    /// siblings (`runtime/smt.rs`), instead of the engine's balance; the
+    /// engine runs under [`Policy::DataAffinity`] (`policy` must be it).
+    /// Default false.
+    pub smt_pair: bool,
+    /// The profile of the `smt-pair` policy (`DFSCHED_SMT_PROFILE`): set
+    /// exactly when `smt_pair` is. Read and checked by
+    /// [`crate::Runtime::start`], which refuses to start on a missing or
+    /// garbled file or a topology without SMT siblings. Default `None`.
+    pub smt_profile: Option<PathBuf>,
     /// Set by `DFSCHED_PRELOAD=1` (which `dfsched run` sets): when
     /// `libdfsched.so` is loaded by `LD_PRELOAD`, its constructor starts the
     /// global runtime and every thread is attached from its creation (see
@@ -216,6 +230,8 @@ impl Default for RuntimeConfig {
                 ..Config::default()
             },
             policy: Policy::default(),
+            smt_pair: false,
+            smt_profile: None,
             preload: false,
             balance_interval_ms: DEFAULT_BALANCE_INTERVAL_MS,
             external_load: true,
@@ -382,14 +398,31 @@ impl RuntimeConfig {
                 };
             }
             "DFSCHED_PRELOAD" => self.preload = parse_bool(value).map_err(&bad)?,
-            "DFSCHED_POLICY" => match parse_policy(value).map_err(&bad)? {
+            "DFSCHED_POLICY" if value.trim() == SMT_PAIR => {
+                // The engine places nothing of its own under smt-pair (the
+                // pass pins by the profile); it runs as under data-affinity.
+                self.smt_pair = true;
+                self.policy = Policy::DataAffinity;
+                self.engine.policy = Policy::DataAffinity;
+                self.scx_policy = false;
+            }
+            "DFSCHED_POLICY" => match parse_policy(value).map_err(|_| {
+                bad("not a policy (use data-affinity, co-thread, smt-pair or none)".into())
+            })? {
                 Some(policy) => {
+                    self.smt_pair = false;
                     self.policy = policy;
                     self.engine.policy = policy;
                     self.scx_policy = false;
                 }
                 None => self.enabled = false,
             },
+            "DFSCHED_SMT_PROFILE" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a file path, not empty".into()));
+                }
+                self.smt_profile = Some(PathBuf::from(value));
+            }
             "DFSCHED_BALANCE_INTERVAL_MS" => {
                 let ms = parse_u64(value).map_err(&bad)?;
                 if ms > MAX_BALANCE_INTERVAL_MS {
@@ -476,6 +509,9 @@ impl RuntimeConfig {
         };
         match rules.process_choice(facts) {
             ProcessChoice::Policy(policy) => {
+                // A rule names an engine policy: it replaces smt-pair too.
+                self.smt_pair = false;
+                self.smt_profile = None;
                 self.policy = policy;
                 self.engine.policy = policy;
                 self.scx_policy = false;
@@ -495,6 +531,29 @@ impl RuntimeConfig {
                 "engine.policy is {} but policy is {}: set RuntimeConfig::policy only",
                 self.engine.policy, self.policy
             ));
+        }
+        match (self.smt_pair, &self.smt_profile) {
+            (true, None) => {
+                return Err(
+                    "DFSCHED_POLICY=smt-pair needs DFSCHED_SMT_PROFILE (smt_profile): \
+                     the profile `dfsched profile` writes"
+                        .into(),
+                )
+            }
+            (false, Some(path)) => {
+                return Err(format!(
+                    "DFSCHED_SMT_PROFILE (smt_profile) is {} but the policy is not smt-pair: \
+                     set DFSCHED_POLICY=smt-pair, or unset the profile",
+                    path.display()
+                ))
+            }
+            (true, Some(_)) if self.policy != Policy::DataAffinity => {
+                return Err(format!(
+                    "smt-pair runs its engine under data-affinity, not {}",
+                    self.policy
+                ))
+            }
+            _ => {}
         }
         if self.balance_interval_ms > MAX_BALANCE_INTERVAL_MS {
             return Err(format!(
@@ -534,8 +593,14 @@ fn parse_u64(value: &str) -> Result<u64, String> {
         .map_err(|_| "not a non-negative integer".to_string())
 }
 
-/// The name of a policy as `DFSCHED_POLICY` and `dfsched run --policy`
-/// spell it: `Some(policy)`, or `None` for `none` (dfsched off).
+/// `DFSCHED_POLICY`'s name of the `smt-pair` policy
+/// ([`RuntimeConfig::smt_pair`]): a policy of the runtime, not of the
+/// engine, so [`parse_policy`] does not know it.
+pub const SMT_PAIR: &str = "smt-pair";
+
+/// The name of an engine policy as `DFSCHED_POLICY` and `dfsched run
+/// --policy` spell it: `Some(policy)`, or `None` for `none` (dfsched off).
+/// `smt-pair` is not one (see [`SMT_PAIR`]).
 pub fn parse_policy(value: &str) -> Result<Option<Policy>, String> {
     match value.trim() {
         "none" => Ok(None),
@@ -731,6 +796,53 @@ mod tests {
             text.contains("co-thread") && text.contains("none"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn smt_pair_takes_a_profile_and_runs_its_engine_under_data_affinity() {
+        let cfg = RuntimeConfig::from_vars([
+            ("DFSCHED_SMT_PROFILE", "/tmp/p.json"),
+            ("DFSCHED_POLICY", "smt-pair"),
+        ])
+        .unwrap();
+        assert!(cfg.smt_pair && cfg.enabled);
+        assert_eq!(cfg.smt_profile, Some(PathBuf::from("/tmp/p.json")));
+        assert_eq!(cfg.engine_config().policy, Policy::DataAffinity);
+        assert!(!cfg.scx_policy, "smt-pair chose the policy");
+        // Another policy is not smt-pair.
+        let cfg = RuntimeConfig::from_vars([("DFSCHED_POLICY", "co-thread")]).unwrap();
+        assert!(!cfg.smt_pair && cfg.smt_profile.is_none());
+    }
+
+    #[test]
+    fn smt_pair_without_a_profile_or_a_profile_without_smt_pair_applies_nothing() {
+        let mut cfg = RuntimeConfig::default();
+        let e = cfg
+            .apply_vars([
+                ("DFSCHED_BALANCE_INTERVAL_MS", "5"),
+                ("DFSCHED_POLICY", "smt-pair"),
+            ])
+            .unwrap_err();
+        assert!(e.to_string().contains("DFSCHED_SMT_PROFILE"), "{e}");
+        assert_eq!(e.code(), crate::error::code::E_CONFIG);
+        assert_eq!(cfg, RuntimeConfig::default());
+        let e = cfg
+            .apply_vars([("DFSCHED_SMT_PROFILE", "/tmp/p.json")])
+            .unwrap_err();
+        assert!(e.to_string().contains("not smt-pair"), "{e}");
+        assert_eq!(cfg, RuntimeConfig::default());
+        let e = err_of(&[("DFSCHED_SMT_PROFILE", " "), ("DFSCHED_POLICY", "smt-pair")]);
+        assert!(e.to_string().contains("DFSCHED_SMT_PROFILE"), "{e}");
+        // By the API: smt-pair under another engine policy is refused too.
+        let cfg = RuntimeConfig {
+            smt_pair: true,
+            smt_profile: Some("/tmp/p.json".into()),
+            policy: Policy::CoThread,
+            ..RuntimeConfig::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("data-affinity"));
+        let e = err_of(&[("DFSCHED_POLICY", "smt-pairs")]);
+        assert!(e.to_string().contains("smt-pair or none"), "{e}");
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod pass;
 mod place;
 mod recording;
 mod rules;
+mod smt;
 mod spawn;
 mod threads;
 
@@ -103,6 +104,9 @@ pub(crate) struct Inner {
     /// The recording (`DFSCHED_RECORD`), if one was asked for
     /// (`record.rs`, written by the balancer and at the end).
     pub(crate) recorder: Option<Arc<crate::record::Recorder>>,
+    /// The `smt-pair` policy's profile and sibling cores, read and checked
+    /// at start (`runtime/smt.rs`); `None` under the engine's policies.
+    pub(crate) smt: Option<smt::SmtRun>,
 }
 
 /// Owns the balancer thread; dropping the last `Runtime` clone shuts down.
@@ -172,9 +176,18 @@ impl Runtime {
             let flat = Topology::new(&allowed, Vec::new())?;
             (flat.clone(), flat)
         };
+        // smt-pair: the profile and the sibling cores before anything
+        // starts, so that a bad one is refused here and nothing runs half
+        // configured (the preloaded program then runs unmanaged).
+        let smt = if config.enabled {
+            smt::SmtRun::start(&config, &topology)?
+        } else {
+            None
+        };
         // The scheduler link comes before the engine: the scheduler may offer the policy.
+        // smt-pair pins by affinity masks itself: no sched_ext body under it.
         let mut scx_stats = crate::stats::RuntimeStats::default();
-        let scx = if config.enabled {
+        let scx = if config.enabled && smt.is_none() {
             scx_link(&mut config, &mut scx_stats)
         } else {
             None
@@ -228,6 +241,7 @@ impl Runtime {
                 crate::rules::ProcessFacts::read("/proc".as_ref(), std::process::id())
             }),
             recorder,
+            smt,
             config,
         });
         if inner.recorder.is_some() {
@@ -244,6 +258,7 @@ impl Runtime {
             runtime = inner.id,
             enabled = inner.config.enabled,
             policy = %inner.config.policy,
+            smt_pair = inner.smt.is_some(),
             cpus = %inner.topology.cpus(),
             domains = inner.topology.domains().len(),
             balance_interval_ms = inner.config.balance_interval_ms,

@@ -14,17 +14,23 @@
 //! matched wrongly. Whether a placement helps is a property of the cache,
 //! which only the simulator measures (`dfsched sim smt`).
 //!
+//! Two bodies use it: `dfsched smt-pair` places another running process
+//! from outside ([`threads_of`] reads its threads), and the runtime's
+//! `smt-pair` policy (`DFSCHED_POLICY=smt-pair`, `runtime/smt.rs`) places
+//! its own process's registered threads from its balancer thread.
+//!
 //! Invariants: nothing is placed on a topology without SMT siblings (an
-//! error, not a silent no-op); each thread gets a mask of exactly one CPU,
-//! a sibling of its partner's.
+//! error, not a silent no-op), nor from a garbled profile (refused when it
+//! is read); each thread gets a mask of exactly one CPU, a sibling of its
+//! partner's.
 
 use crate::error::Error;
 use crate::sys::SysOps;
-use dfsched_core::activity::Overlap;
-use dfsched_core::smt_pair::{PairPicker, Scorer};
-use dfsched_core::smt_place::{place, sibling_groups, SmtProfile};
-use dfsched_core::{CpuId, CpuSet, Level, Topology};
+use dfsched_core::smt_place::{Position, SmtPlacer, SmtProfile};
+use dfsched_core::{CpuId, CpuSet, Topology};
 use std::path::Path;
+
+pub use dfsched_core::smt_place::sibling_cores;
 
 /// A thread to place: its tid, its position in creation order (the index
 /// of its profile), and the CPU time it has used.
@@ -38,37 +44,33 @@ pub struct ProfiledThread {
     pub cpu_ns: u64,
 }
 
-/// The policy: a profile and the paper's overlap measure.
+/// The policy: a checked profile and the paper's overlap measure (the
+/// decision is [`SmtPlacer`]'s, in the core).
 #[derive(Clone, Debug)]
 pub struct SmtPair {
-    profile: SmtProfile,
-    picker: PairPicker,
+    placer: SmtPlacer,
 }
 
-/// The SMT cores of `topology`: each `Core` domain of two or more CPUs,
-/// as its CPUs in order. Empty on a machine without SMT.
-pub fn sibling_cores(topology: &Topology) -> Vec<Vec<CpuId>> {
-    topology
-        .domains()
-        .iter()
-        .filter(|d| d.level == Level::Core && d.cpus.len() >= 2)
-        .map(|d| d.cpus.iter().collect())
-        .collect()
+/// The refusal of a topology with no SMT siblings (by the command and by
+/// the runtime's policy at start).
+pub(crate) fn no_siblings(topology: &Topology) -> Error {
+    Error::Config(format!(
+        "smt-pair needs SMT siblings; the topology's CPUs {} have none",
+        topology.cpus()
+    ))
 }
 
 impl SmtPair {
-    /// The policy over `profile`, with the paper's overlap (`min`).
-    pub fn new(profile: SmtProfile) -> Self {
-        SmtPair {
-            profile,
-            picker: PairPicker {
-                scorer: Scorer::Overlap(Overlap::Min),
-                ..PairPicker::default()
-            },
-        }
+    /// The policy over `profile`, refused (with the reason) if the profile
+    /// is garbled (see [`SmtProfile::validate`]).
+    pub fn new(profile: SmtProfile) -> Result<Self, Error> {
+        let placer =
+            SmtPlacer::new(profile).map_err(|e| Error::Config(format!("smt-pair profile: {e}")))?;
+        Ok(SmtPair { placer })
     }
 
-    /// Reads a profile file written by `dfsched profile`.
+    /// Reads and checks a profile file written by `dfsched profile`; the
+    /// error names the file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let io = |reason: String| Error::Io {
             path: path.to_path_buf(),
@@ -77,12 +79,14 @@ impl SmtPair {
         let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
         let profile: SmtProfile =
             serde_json::from_str(&text).map_err(|e| io(format!("not an SMT profile: {e}")))?;
-        Ok(SmtPair::new(profile))
+        let placer =
+            SmtPlacer::new(profile).map_err(|e| io(format!("not a usable SMT profile: {e}")))?;
+        Ok(SmtPair { placer })
     }
 
     /// The profile.
     pub fn profile(&self) -> &SmtProfile {
-        &self.profile
+        self.placer.profile()
     }
 
     /// Where each thread goes (tid, CPU): complementary threads on the
@@ -94,18 +98,30 @@ impl SmtPair {
     ) -> Result<Vec<(u64, CpuId)>, Error> {
         let cores = sibling_cores(topology);
         if cores.is_empty() {
-            return Err(Error::Config(format!(
-                "smt-pair needs SMT siblings; the topology's CPUs {} have none",
-                topology.cpus()
-            )));
+            return Err(no_siblings(topology));
         }
-        let vectors: Vec<_> = threads
+        self.plan_on(&cores, threads)
+    }
+
+    /// [`SmtPair::plan`] on sibling cores already read (the runtime reads
+    /// them once, at start).
+    pub(crate) fn plan_on(
+        &self,
+        cores: &[Vec<CpuId>],
+        threads: &[ProfiledThread],
+    ) -> Result<Vec<(u64, CpuId)>, Error> {
+        let positions: Vec<Position> = threads
             .iter()
-            .map(|t| self.profile.vector_at(t.index, t.cpu_ns))
+            .map(|t| Position {
+                index: t.index,
+                cpu_ns: t.cpu_ns,
+            })
             .collect();
-        let groups = sibling_groups(&vectors, &self.picker)
+        let plan = self
+            .placer
+            .plan(&positions, cores)
             .map_err(|e| Error::Config(format!("smt-pair profile: {e}")))?;
-        Ok(place(&groups, &cores)
+        Ok(plan
             .into_iter()
             .map(|(i, cpu)| (threads[i].tid, cpu))
             .collect())

@@ -289,6 +289,16 @@ pub struct RuntimeStats {
     /// which ran with the thread's allowed CPUs so that the program got
     /// them (see `runtime/spawn.rs`).
     pub spawn_lends: u64,
+    /// Passes of the `smt-pair` policy (`DFSCHED_POLICY=smt-pair`,
+    /// `runtime/smt.rs`): each replaces the engine's balance, so the
+    /// engine's `balance_passes` stays 0 under it.
+    pub smt_pair_passes: u64,
+    /// Threads those passes moved to another CPU (a thread whose pairing
+    /// did not change is not touched again).
+    pub smt_pair_moves: u64,
+    /// Threads a pass left where they were because their planned CPU is
+    /// outside their allowed CPUs (the program or the admin narrowed them).
+    pub smt_pair_not_allowed: u64,
     /// Threads of this process that ran unplaced because attaching them
     /// under `LD_PRELOAD` failed (process-wide, not per runtime).
     pub preload_attach_failures: u64,
@@ -380,6 +390,9 @@ mod tests {
             "idle_cpu_ns",
             "threads_idle",
             "spawn_lends",
+            "smt_pair_passes",
+            "smt_pair_moves",
+            "smt_pair_not_allowed",
             "external_load_agent_samples",
             "external_load_own_scans",
             "external_files_read",

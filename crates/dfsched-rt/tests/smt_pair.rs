@@ -91,7 +91,7 @@ fn complementary_threads_are_placed_on_sibling_pairs() {
         2,
         "premise: two SMT cores in the fixture: {cores:?}"
     );
-    let policy = SmtPair::new(profile());
+    let policy = SmtPair::new(profile()).unwrap();
     let sys = Recording::default();
     // All at the start of their profiles: 0 and 1 low, 2 and 3 high.
     let threads: Vec<ProfiledThread> = (0..4)
@@ -118,7 +118,7 @@ fn complementary_threads_are_placed_on_sibling_pairs() {
 fn the_pairing_follows_each_threads_cpu_time_through_the_profile() {
     let (_dir, topo) = smt_fixture("smt-pair-aligned", 2);
     let cores = sibling_cores(&topo);
-    let policy = SmtPair::new(profile());
+    let policy = SmtPair::new(profile()).unwrap();
     let sys = Recording::default();
     // Threads 0 and 2 are in their second interval (600 ns >= 500 ns of
     // CPU time): 0 high, 1 low, 2 low, 3 high. Each pair on a core must be
@@ -162,6 +162,7 @@ fn a_topology_without_smt_siblings_is_refused() {
         cpu_ns: 0,
     }];
     let e = SmtPair::new(profile())
+        .unwrap()
         .apply(&topo, &threads, &sys)
         .unwrap_err();
     assert!(e.to_string().contains("SMT siblings"), "{e}");

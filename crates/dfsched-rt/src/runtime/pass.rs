@@ -99,6 +99,13 @@ impl Inner {
         // went away, or a CPU that came back, changes allowed sets
         // (`runtime/online.rs`) before anything is weighed.
         self.online_pass();
+        // smt-pair: the profile's placement replaces everything below (the
+        // engine places nothing of its own under it; see runtime/smt.rs).
+        if let Some(smt) = &self.smt {
+            let out = self.smt_pass(smt, cpu_before);
+            self.record_pass();
+            return out;
+        }
         // Idle threads first, so that the load reported to the agent and
         // balanced below counts only threads that use CPU.
         self.idle_pass();
