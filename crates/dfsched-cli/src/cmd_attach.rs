@@ -122,6 +122,13 @@ pub fn run_attach(args: AttachArgs) -> Result<(), Failure> {
                 "--policy none places nothing: nothing to attach",
             ))
         }
+        RunPolicy::SmtPair => {
+            return Err(Failure::usage(
+                &["attach"],
+                "--policy smt-pair is not the agent's: place a running process \
+                 with `dfsched smt-pair --profile FILE --pid PID`",
+            ))
+        }
     };
     let socket = args.socket.unwrap_or_else(agent::default_socket_path);
     agent::ensure_running(&socket, Trust::OwnUid).context("dfsched attach: the agent")?;

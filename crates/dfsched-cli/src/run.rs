@@ -10,6 +10,8 @@
 //!      DFSCHED_PRELOAD=1, DFSCHED_POLICY=…, one DFSCHED_* per option given
 //!      (--rules: the file checked, DFSCHED_RULES=its JSON);
 //!      (--record FILE: DFSCHED_RECORD=<FILE made absolute>, FILE removed);
+//!      (--smt-profile FILE: DFSCHED_SMT_PROFILE=<FILE made absolute>, read
+//!      by the program's runtime when it starts);
 //!      checked as the runtime will read it (nothing runs if it is bad)
 //!   3. the agent: unless dfsched is off for the program (policy none,
 //!      DFSCHED_DISABLE, no balancer, DFSCHED_AGENT=off / --no-agent), make
@@ -61,6 +63,14 @@ Policies:
                  the machine may so keep every CPU
   data-affinity  threads that give no DF are left where the kernel puts them
                  (the balancer may move them); hinted threads are grouped by DF
+  smt-pair       every thread is pinned to one CPU by the profile that
+                 `dfsched profile` wrote (--smt-profile FILE): threads whose
+                 cache activity at their current CPU time is complementary
+                 share the SMT siblings of one core (Kihm et al.), re-paired
+                 at every balancer pass; threads are matched to the profile
+                 in creation order. Needs SMT siblings: on a machine without
+                 them, or with a missing or garbled profile, the program says
+                 why on stderr and runs without dfsched. No agent is used
   none           dfsched does nothing: the program runs as without it
 
 Rules (--rules FILE, TOML): unmodified programs steered by what can be \
@@ -137,6 +147,8 @@ pub enum RunPolicy {
     DataAffinity,
     /// The process's threads form one co-thread group.
     CoThread,
+    /// Threads pinned by their activity profile on SMT siblings.
+    SmtPair,
     /// dfsched does nothing.
     None,
 }
@@ -147,6 +159,7 @@ impl RunPolicy {
         match self {
             RunPolicy::DataAffinity => "data-affinity",
             RunPolicy::CoThread => "co-thread",
+            RunPolicy::SmtPair => dfsched::config::SMT_PAIR,
             RunPolicy::None => "none",
         }
     }
@@ -187,6 +200,11 @@ pub struct RunArgs {
     /// /proc (DFSCHED_EXTERNAL_LOAD; default true).
     #[arg(long, value_name = "BOOL")]
     external_load: Option<bool>,
+
+    /// The profile `dfsched profile` wrote, for --policy smt-pair (and only
+    /// for it; DFSCHED_SMT_PROFILE, made absolute).
+    #[arg(long, value_name = "FILE")]
+    smt_profile: Option<PathBuf>,
 
     /// Neither start nor use `dfsched agent`: the program's runtime judges
     /// the load from its own /proc sample alone (DFSCHED_AGENT=off).
@@ -356,6 +374,12 @@ fn dfsched_vars(args: &RunArgs) -> Vec<(&'static str, String)> {
     if args.no_agent {
         vars.push(("DFSCHED_AGENT", "off".into()));
     }
+    if let Some(file) = &args.smt_profile {
+        // Absolute, so that a program that changes directory before its
+        // runtime starts still finds it.
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+        vars.push(("DFSCHED_SMT_PROFILE", file.display().to_string()));
+    }
     vars
 }
 
@@ -387,7 +411,8 @@ fn one_line(text: &str) -> String {
 /// one: dfsched off (policy none, `DFSCHED_DISABLE`), no balancer thread
 /// (the link runs from its passes), or `DFSCHED_AGENT=off`.
 fn agent_socket(config: &dfsched::RuntimeConfig) -> Option<PathBuf> {
-    if !config.enabled || config.balance_interval_ms == 0 {
+    // smt-pair's passes pin by the profile and exchange nothing with it.
+    if !config.enabled || config.balance_interval_ms == 0 || config.smt_pair {
         return None;
     }
     match &config.agent {
