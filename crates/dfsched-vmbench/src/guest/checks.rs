@@ -58,12 +58,13 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("agent-several-processes", 1, agent_several_processes),
     ("bench-df-runs", 1, bench_df_runs),
     ("smt-pair-on-siblings", 1, smt_pair_on_siblings),
+    ("smt-pair-policy-on-siblings", 1, smt_pair_policy_on_siblings),
 ];
 
 /// Checks that mean something only where the guest has SMT siblings: left
 /// out of the plan on presets without them, as a check needing more LLCs
 /// than a preset has is.
-const NEEDS_SMT: &[&str] = &["smt-pair-on-siblings"];
+const NEEDS_SMT: &[&str] = &["smt-pair-on-siblings", "smt-pair-policy-on-siblings"];
 
 /// Whether `check` needs SMT siblings (see [`NEEDS_SMT`]).
 pub fn needs_smt(check: &str) -> bool {
@@ -421,20 +422,7 @@ fn co_thread_heavy_load_packs(ctx: &Ctx) -> Result<String, String> {
 fn smt_pair_on_siblings(ctx: &Ctx) -> Result<String, String> {
     use dfsched_core::activity::ActivityVector;
     use dfsched_core::smt_place::{SmtProfile, ThreadProfile};
-    let cores: Vec<CpuSet> = ctx
-        .preset
-        .expected
-        .smt
-        .iter()
-        .filter(|s| s.len() >= 2)
-        .cloned()
-        .collect();
-    if cores.len() < 3 {
-        return Err(format!(
-            "needs 3 cores of SMT siblings for 5 threads; the guest shows {:?}",
-            ctx.preset.expected.smt
-        ));
-    }
+    let cores = smt_cores(ctx)?;
     const LOW: u64 = 0x0000_ffff;
     const HIGH: u64 = 0xffff_0000;
     let thread = |mask: Option<u64>| ThreadProfile {
@@ -479,6 +467,42 @@ fn smt_pair_on_siblings(ctx: &Ctx) -> Result<String, String> {
     }
     let mut ts = p.threads()?;
     ts.sort_by_key(|t| t.tid);
+    let shown = paired_on_siblings(&ts, &masks, &cores)?;
+    p.finish(60)?;
+    let _ = std::fs::remove_file(&path);
+    let cores = cores.iter().map(CpuSet::to_string).collect::<Vec<_>>();
+    Ok(format!("{shown} (cores {})", cores.join(" ")))
+}
+
+/// The SMT cores of the preset (sibling sets of 2 or more CPUs); an error
+/// unless there are at least 3 (for 5 threads, one CPU each).
+fn smt_cores(ctx: &Ctx) -> Result<Vec<CpuSet>, String> {
+    let cores: Vec<CpuSet> = ctx
+        .preset
+        .expected
+        .smt
+        .iter()
+        .filter(|s| s.len() >= 2)
+        .cloned()
+        .collect();
+    if cores.len() < 3 {
+        return Err(format!(
+            "needs 3 cores of SMT siblings for 5 threads; the guest shows {:?}",
+            ctx.preset.expected.smt
+        ));
+    }
+    Ok(cores)
+}
+
+/// `ts` (in creation order) placed by the smt-pair rule with `vectors`
+/// (one-bit masks of 32 super-sets per thread, `None` for none): every
+/// thread on one CPU of its own, a core of `cores`, and no two threads
+/// whose vectors overlap on one core's siblings. `Ok(the masks shown)`.
+fn paired_on_siblings(
+    ts: &[Thread],
+    vectors: &[Option<u64>],
+    cores: &[CpuSet],
+) -> Result<String, String> {
     let shown = ts
         .iter()
         .map(|t| format!("{}={}", t.name, t.mask))
@@ -491,13 +515,13 @@ fn smt_pair_on_siblings(ctx: &Ctx) -> Result<String, String> {
             return Err(format!("not one CPU of its own each: {shown}"));
         }
         used = used.union(&t.mask);
-        let core = domain_of(&cores, &t.mask).ok_or(format!("{} on no core: {shown}", t.name))?;
+        let core = domain_of(cores, &t.mask).ok_or(format!("{} on no core: {shown}", t.name))?;
         on_core.entry(core).or_default().push(i);
     }
     for members in on_core.values() {
         let overlap = members
             .iter()
-            .filter_map(|&i| masks.get(i).copied().flatten())
+            .filter_map(|&i| vectors.get(i).copied().flatten())
             .fold((0u64, false), |(seen, clash), m| {
                 (seen | m, clash || seen & m != 0)
             });
@@ -505,10 +529,123 @@ fn smt_pair_on_siblings(ctx: &Ctx) -> Result<String, String> {
             return Err(format!("overlapping vectors on one core: {shown}"));
         }
     }
+    Ok(shown)
+}
+
+/// CPU time thread `tid` of `pid` has used, in ns (`schedstat`'s first
+/// field).
+fn cpu_ns(pid: u32, tid: i32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/task/{tid}/schedstat");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    text.split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .ok_or(format!("{path}: not a schedstat line: {text:?}"))
+}
+
+/// The `smt-pair` *policy* of the preloaded runtime (issue 11: `dfsched
+/// run --policy smt-pair --smt-profile FILE`) on real SMT siblings:
+/// `dfsched-vmspin 4` (the main thread, `spin-0`..`spin-3`) with a profile
+/// of two intervals of 5 s of CPU time each: main none; `spin-0` low then
+/// high, `spin-1` high, `spin-2` high then low, `spin-3` low (low = the
+/// low half of the 32 super-sets). First, with every spinner in its first
+/// interval, the runtime's own balancer passes must pin every program
+/// thread to one CPU of its own with no overlapping vectors on one core
+/// (`spin-0` with `spin-1`, `spin-2` with `spin-3`); then, once every
+/// spinner has used 5 s of CPU, the same by the second interval's vectors,
+/// which separates `spin-0` from `spin-1` (`spin-0` with `spin-2`). The
+/// runtime's balancer thread (`dfsched-balance`) is not the program's and
+/// is not counted. Masks read back from `/proc`.
+fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
+    use dfsched_core::activity::ActivityVector;
+    use dfsched_core::smt_place::{SmtProfile, ThreadProfile};
+    let cores = smt_cores(ctx)?;
+    const LOW: u64 = 0x0000_ffff;
+    const HIGH: u64 = 0xffff_0000;
+    const INTERVAL_NS: u64 = 5_000_000_000;
+    // Creation order: the main thread, then spin-0..3; per interval.
+    let first = [None, Some(LOW), Some(HIGH), Some(HIGH), Some(LOW)];
+    let second = [None, Some(HIGH), Some(HIGH), Some(LOW), Some(LOW)];
+    let profile = SmtProfile {
+        command: vec!["dfsched-vmspin".into(), "4".into()],
+        interval_instructions: INTERVAL_NS,
+        ns_per_instruction: 1.0,
+        bits: 1,
+        super_sets: 32,
+        threads: first
+            .iter()
+            .zip(&second)
+            .map(|(a, b)| ThreadProfile {
+                instructions: 2 * INTERVAL_NS,
+                vectors: a
+                    .iter()
+                    .chain(b)
+                    .map(|&m| ActivityVector::from_mask(m, 32))
+                    .collect(),
+            })
+            .collect(),
+    };
+    let path = std::env::temp_dir().join("dfsched-smt-policy-profile.json");
+    let text = serde_json::to_string(&profile).map_err(|e| format!("profile: {e}"))?;
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cmd = Command::new(ctx.bin("dfsched"));
+    cmd.args(["run", "--policy", "smt-pair", "--no-agent", "--smt-profile"])
+        .arg(&path)
+        .arg("--")
+        .arg(ctx.bin("dfsched-vmspin"))
+        .arg("4");
+    let p = Running::start(cmd, "dfsched run smt-pair vmspin 4")?;
+    let program = || -> Result<Vec<Thread>, String> {
+        let mut ts: Vec<Thread> = p
+            .threads()?
+            .into_iter()
+            .filter(|t| !t.name.starts_with("dfsched"))
+            .collect();
+        ts.sort_by_key(|t| t.tid);
+        Ok(ts)
+    };
+    let spinners_past = |ts: &[Thread]| -> Result<usize, String> {
+        let mut n = 0;
+        for t in ts.iter().skip(1) {
+            if cpu_ns(p.pid(), t.tid)? >= INTERVAL_NS {
+                n += 1;
+            }
+        }
+        Ok(n)
+    };
+    let before = poll(SETTLE, || match program() {
+        Ok(ts) if ts.len() != 5 => Step::NotYet(format!("{} of 5 threads", ts.len())),
+        Ok(ts) => match spinners_past(&ts) {
+            Ok(0) => match paired_on_siblings(&ts, &first, &cores) {
+                Ok(shown) => Step::Holds(shown),
+                Err(e) => Step::NotYet(e),
+            },
+            Ok(_) => Step::Broken(
+                "a spinner used 5 s of CPU before the first pairing was seen".into(),
+            ),
+            Err(e) => Step::Broken(e),
+        },
+        Err(e) => Step::Broken(e),
+    })?;
+    let after = poll(SETTLE, || match program() {
+        Ok(ts) if ts.len() != 5 => Step::Broken(format!("{} of 5 threads", ts.len())),
+        Ok(ts) => match spinners_past(&ts) {
+            Ok(4) => match paired_on_siblings(&ts, &second, &cores) {
+                Ok(shown) => Step::Holds(shown),
+                Err(e) => Step::NotYet(e),
+            },
+            Ok(n) => Step::NotYet(format!("{n} of 4 spinners past 5 s of CPU")),
+            Err(e) => Step::Broken(e),
+        },
+        Err(e) => Step::Broken(e),
+    })?;
     p.finish(60)?;
     let _ = std::fs::remove_file(&path);
     let cores = cores.iter().map(CpuSet::to_string).collect::<Vec<_>>();
-    Ok(format!("{shown} (cores {})", cores.join(" ")))
+    Ok(format!(
+        "first interval: {before}; after 5 s of CPU: {after} (cores {})",
+        cores.join(" ")
+    ))
 }
 
 /// Makes `cmd`'s program start with its affinity set to `cpus`.
