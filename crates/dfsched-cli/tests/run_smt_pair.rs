@@ -44,7 +44,10 @@ fn write_profile(dir: &Path, name: &str, threads: &[&[u64]]) -> PathBuf {
             .iter()
             .map(|vs| ThreadProfile {
                 instructions: INTERVAL_NS * vs.len() as u64,
-                vectors: vs.iter().map(|&m| ActivityVector::from_mask(m, 32)).collect(),
+                vectors: vs
+                    .iter()
+                    .map(|&m| ActivityVector::from_mask(m, 32))
+                    .collect(),
             })
             .collect(),
     };
@@ -86,7 +89,9 @@ fn the_preloaded_policy_pins_complementary_threads_on_the_siblings_and_re_pairs_
     let Some(program) = c_program() else { return };
     let cpus = allowed();
     if !(cpus.contains(&0) && cpus.contains(&1)) {
-        skip_or_fail(&format!("SKIP {test}: needs CPUs 0 and 1, allowed {cpus:?}"));
+        skip_or_fail(&format!(
+            "SKIP {test}: needs CPUs 0 and 1, allowed {cpus:?}"
+        ));
         return;
     }
     let dir = fresh_dir("siblings");

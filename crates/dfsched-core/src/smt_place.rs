@@ -466,7 +466,10 @@ mod tests {
         for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             let mut p = good.clone();
             p.ns_per_instruction = rate;
-            assert!(matches!(p.validate(), Err(ProfileError::BadRate(_))), "{rate}");
+            assert!(
+                matches!(p.validate(), Err(ProfileError::BadRate(_))),
+                "{rate}"
+            );
         }
         let mut p = good.clone();
         p.bits = 0;
@@ -479,7 +482,11 @@ mod tests {
         let p = profile(vec![vec![ActivityVector::from_mask(LO, 16)]]);
         assert!(matches!(
             p.validate(),
-            Err(ProfileError::BadVector { thread: 0, interval: 0, .. })
+            Err(ProfileError::BadVector {
+                thread: 0,
+                interval: 0,
+                ..
+            })
         ));
         // A level that does not fit its bits, as only a file can hold one.
         let json = serde_json::to_string(&good)

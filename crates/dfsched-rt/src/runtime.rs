@@ -153,6 +153,9 @@ impl Runtime {
     ///
     /// A disabled config (`enabled: false`) reads no topology: the runtime
     /// then knows one flat domain over the allowed CPUs and does nothing.
+    /// Under `smt-pair` ([`RuntimeConfig::smt_pair`]) the profile is read
+    /// and checked and the topology must have SMT siblings, else
+    /// [`Error::Config`] says which (`runtime/smt.rs`).
     pub fn start(config: RuntimeConfig) -> Result<Runtime, Error> {
         Self::start_with_sys(config, Arc::new(RealSys))
     }

@@ -330,7 +330,11 @@ fn the_runtime_policy_pairs_complementary_threads_and_re_pairs_them_as_their_cpu
     std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
     let sys = std::sync::Arc::new(FixtureSys::new("0-3"));
     let rt = Runtime::start_with_sys(smt_config(dir.path(), &path), sys.clone()).unwrap();
-    assert_eq!(rt.topology().cpus().to_string(), "0-3", "premise: the fixture's CPUs");
+    assert_eq!(
+        rt.topology().cpus().to_string(),
+        "0-3",
+        "premise: the fixture's CPUs"
+    );
 
     // Four threads, started one after the other (tids increase in creation
     // order), each registered with the runtime, then waiting for orders.
@@ -352,7 +356,10 @@ fn the_runtime_policy_pairs_complementary_threads_and_re_pairs_them_as_their_cpu
         workers.push((tid, order_tx, done_rx, handle));
     }
     let tids: Vec<u64> = workers.iter().map(|w| w.0).collect();
-    assert!(tids.windows(2).all(|w| w[0] < w[1]), "premise: creation order {tids:?}");
+    assert!(
+        tids.windows(2).all(|w| w[0] < w[1]),
+        "premise: creation order {tids:?}"
+    );
     let cpu_ns = |i: usize| dfsched::sys::thread_cpu_ns(tids[i]).unwrap();
     assert!(
         (0..4).all(|i| cpu_ns(i) < interval_ns),
@@ -375,12 +382,22 @@ fn the_runtime_policy_pairs_complementary_threads_and_re_pairs_them_as_their_cpu
     let stats = rt.stats();
     assert_eq!(stats.smt_pair_passes, 1);
     assert_eq!(stats.smt_pair_moves, 4, "every thread pinned once");
-    assert_eq!(stats.engine.balance_passes, 0, "the engine's balance did not run");
+    assert_eq!(
+        stats.engine.balance_passes, 0,
+        "the engine's balance did not run"
+    );
+    // The pins went through the runtime's one placement path: its record
+    // of each thread's mask is what the kernel holds.
+    rt.check_placements().unwrap();
 
     // A pass with nothing moved to another interval changes nothing.
     let sets_before = sys.sets.lock().unwrap().len();
     rt.balance_now().unwrap();
-    assert_eq!(sys.sets.lock().unwrap().len(), sets_before, "no affinity call");
+    assert_eq!(
+        sys.sets.lock().unwrap().len(),
+        sets_before,
+        "no affinity call"
+    );
     assert_eq!(rt.stats().smt_pair_moves, 4);
 
     // Threads 0 and 2 burn into their second interval: now 0 high, 1 low,
@@ -402,13 +419,17 @@ fn the_runtime_policy_pairs_complementary_threads_and_re_pairs_them_as_their_cpu
         let partner = (0..4)
             .find(|&j| j != i && core(tids[j]) == core(tids[i]))
             .unwrap();
-        assert_ne!(high[i], high[partner], "thread {i} shares a core with {partner}");
+        assert_ne!(
+            high[i], high[partner],
+            "thread {i} shares a core with {partner}"
+        );
     }
     assert_ne!(core(tids[0]), core(tids[2]), "re-paired");
     let stats = rt.stats();
     assert_eq!(stats.smt_pair_passes, 3);
     assert!(stats.smt_pair_moves > 4, "the re-pairing moved threads");
     assert_eq!(stats.affinity_failures.total(), 0);
+    rt.check_placements().unwrap();
 
     for (_, order, _, handle) in workers {
         order.send(Order::Quit).unwrap();

@@ -408,7 +408,8 @@ impl Inner {
     /// reported: its mask is not its target. Returns every mismatch, by
     /// tid. Under the scx body the masks are the program's and placement is
     /// the BPF scheduler's, which this cannot read: it says so as an error
-    /// rather than pass unchecked.
+    /// rather than pass unchecked. Under `smt-pair` the engine's target is
+    /// not checked (the profile's pass pins the threads), the rest is.
     pub(crate) fn check_placements(&self, st: &State) -> Result<(), String> {
         if st.scx.is_some() {
             return Err("placements go to the sched_ext scheduler (scx body): \
@@ -435,7 +436,9 @@ impl Inner {
                 }
             };
             let target = view.placed.clone().unwrap_or_else(|| view.allowed.clone());
-            if kernel != target {
+            // Under smt-pair the pass pins by the profile, not the engine
+            // (`runtime/smt.rs`): only dfsched's last mask is the target.
+            if kernel != target && self.smt.is_none() {
                 bad.push(format!(
                     "tid {tid}: kernel mask {kernel}, engine target {target}{}",
                     if rec.stale {

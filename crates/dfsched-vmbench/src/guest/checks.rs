@@ -58,7 +58,11 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("agent-several-processes", 1, agent_several_processes),
     ("bench-df-runs", 1, bench_df_runs),
     ("smt-pair-on-siblings", 1, smt_pair_on_siblings),
-    ("smt-pair-policy-on-siblings", 1, smt_pair_policy_on_siblings),
+    (
+        "smt-pair-policy-on-siblings",
+        1,
+        smt_pair_policy_on_siblings,
+    ),
 ];
 
 /// Checks that mean something only where the guest has SMT siblings: left
@@ -620,9 +624,9 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
                 Ok(shown) => Step::Holds(shown),
                 Err(e) => Step::NotYet(e),
             },
-            Ok(_) => Step::Broken(
-                "a spinner used 5 s of CPU before the first pairing was seen".into(),
-            ),
+            Ok(_) => {
+                Step::Broken("a spinner used 5 s of CPU before the first pairing was seen".into())
+            }
             Err(e) => Step::Broken(e),
         },
         Err(e) => Step::Broken(e),
