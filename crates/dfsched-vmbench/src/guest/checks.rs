@@ -550,13 +550,13 @@ fn cpu_ns(pid: u32, tid: i32) -> Result<u64, String> {
 /// The `smt-pair` *policy* of the preloaded runtime (issue 11: `dfsched
 /// run --policy smt-pair --smt-profile FILE`) on real SMT siblings:
 /// `dfsched-vmspin 4` (the main thread, `spin-0`..`spin-3`) with a profile
-/// of two intervals of 5 s of CPU time each: main none; `spin-0` low then
+/// of two intervals of 20 s of CPU time each: main none; `spin-0` low then
 /// high, `spin-1` high, `spin-2` high then low, `spin-3` low (low = the
 /// low half of the 32 super-sets). First, with every spinner in its first
 /// interval, the runtime's own balancer passes must pin every program
 /// thread to one CPU of its own with no overlapping vectors on one core
 /// (`spin-0` with `spin-1`, `spin-2` with `spin-3`); then, once every
-/// spinner has used 5 s of CPU, the same by the second interval's vectors,
+/// spinner has used 20 s of CPU, the same by the second interval's vectors,
 /// which separates `spin-0` from `spin-1` (`spin-0` with `spin-2`). The
 /// runtime's balancer thread (`dfsched-balance`) is not the program's and
 /// is not counted. Masks read back from `/proc`.
@@ -566,7 +566,9 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
     let cores = smt_cores(ctx)?;
     const LOW: u64 = 0x0000_ffff;
     const HIGH: u64 = 0xffff_0000;
-    const INTERVAL_NS: u64 = 5_000_000_000;
+    // Long against the guest's start and the three samples a state needs
+    // under TCG, short against the 300 s deadline.
+    const INTERVAL_NS: u64 = 20_000_000_000;
     // Creation order: the main thread, then spin-0..3; per interval.
     let first = [None, Some(LOW), Some(HIGH), Some(HIGH), Some(LOW)];
     let second = [None, Some(HIGH), Some(HIGH), Some(LOW), Some(LOW)];
@@ -603,7 +605,7 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
         let mut ts: Vec<Thread> = p
             .threads()?
             .into_iter()
-            .filter(|t| !t.name.starts_with("dfsched"))
+            .filter(|t| t.name != "dfsched-balance")
             .collect();
         ts.sort_by_key(|t| t.tid);
         Ok(ts)
@@ -625,7 +627,7 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
                 Err(e) => Step::NotYet(e),
             },
             Ok(_) => {
-                Step::Broken("a spinner used 5 s of CPU before the first pairing was seen".into())
+                Step::Broken("a spinner used 20 s of CPU before the first pairing was seen".into())
             }
             Err(e) => Step::Broken(e),
         },
@@ -638,7 +640,7 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
                 Ok(shown) => Step::Holds(shown),
                 Err(e) => Step::NotYet(e),
             },
-            Ok(n) => Step::NotYet(format!("{n} of 4 spinners past 5 s of CPU")),
+            Ok(n) => Step::NotYet(format!("{n} of 4 spinners past 20 s of CPU")),
             Err(e) => Step::Broken(e),
         },
         Err(e) => Step::Broken(e),
@@ -647,7 +649,7 @@ fn smt_pair_policy_on_siblings(ctx: &Ctx) -> Result<String, String> {
     let _ = std::fs::remove_file(&path);
     let cores = cores.iter().map(CpuSet::to_string).collect::<Vec<_>>();
     Ok(format!(
-        "first interval: {before}; after 5 s of CPU: {after} (cores {})",
+        "first interval: {before}; after 20 s of CPU: {after} (cores {})",
         cores.join(" ")
     ))
 }
