@@ -10,7 +10,12 @@
 //! - **Policy** ([`Policy`], `DFSCHED_POLICY`): what becomes of registered
 //!   threads that give no DF: unmanaged under `data-affinity` (the
 //!   default); under `co-thread`, the process's threads form one co-thread
-//!   group, placed and balanced as a DF's group.
+//!   group, placed and balanced as a DF's group. `smt-pair`
+//!   (`DFSCHED_POLICY=smt-pair`, [`RuntimeConfig::smt_pair`]) is the
+//!   runtime's own: each balancer pass pins every registered thread by an
+//!   offline activity profile, complementary threads on one core's SMT
+//!   siblings ([`smt_pair`], `runtime/smt.rs`), the engine running under
+//!   `data-affinity` beside it.
 //! - **Application**: owns a DF map. Application 0 always exists and is a
 //!   thread's default; [`Runtime::create_app`] makes more.
 //! - **DF** (data fragment): a piece of data threads work on together, named

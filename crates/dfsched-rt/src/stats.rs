@@ -293,8 +293,10 @@ pub struct RuntimeStats {
     /// `runtime/smt.rs`): each replaces the engine's balance, so the
     /// engine's `balance_passes` stays 0 under it.
     pub smt_pair_passes: u64,
-    /// Threads those passes moved to another CPU (a thread whose pairing
-    /// did not change is not touched again).
+    /// Placements those passes asked for: a thread put on a CPU other than
+    /// its mask (a thread whose CPU did not change is not touched again;
+    /// one that could not be placed counts here and in
+    /// `affinity_failures`).
     pub smt_pair_moves: u64,
     /// Threads a pass left where they were because their planned CPU is
     /// outside their allowed CPUs (the program or the admin narrowed them).
