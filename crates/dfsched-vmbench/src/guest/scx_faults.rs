@@ -27,9 +27,11 @@
 //!   drained; the CPUs come back, the spinners return to their home, a clean unload (no `stall`).
 //! - `scx-soak`: the scheduler in all mode (stress-ng's tasks are scheduled by it) with a group of
 //!   spinners placed on a home; `stress-ng --aggressive` with CPU-affinity churn (`--affinity 2
-//!   --affinity-rand`, `--cpu 2 --sched 2 --fork 2`) for 30 s exits 0; the scheduler stays
-//!   enabled through it (sampled each second), the spinners are on their home after it, and
-//!   the unload is clean with nothing matching `BUG:|WARNING:|stall` in the kernel log.
+//!   --affinity-rand`) beside `--cpu 2 --schedpolicy 2 --fork 2` (`--schedpolicy` moves its
+//!   workers through SCHED_OTHER, BATCH, IDLE, FIFO, RR and DEADLINE, in and out of sched_ext)
+//!   for 30 s exits 0; the scheduler stays enabled through it (sampled each second), the spinners
+//!   are on their home after it, and the unload is clean with nothing matching
+//!   `BUG:|WARNING:|stall` in the kernel log.
 //!
 //! Invariant: each check leaves sched_ext disabled (the loader is killed on an early return), no
 //! stopped loader (SIGCONT on every path) and no offline CPU (`OnlineAgain`).
@@ -434,7 +436,7 @@ pub(super) fn soak(ctx: &Ctx) -> Result<String, String> {
     })?;
     let mut cmd = Command::new(&stress);
     cmd.args(["--aggressive", "--affinity", "2", "--affinity-rand"])
-        .args(["--cpu", "2", "--sched", "2", "--fork", "2"])
+        .args(["--cpu", "2", "--schedpolicy", "2", "--fork", "2"])
         .args(["-t", &format!("{SOAK_SECS}s"), "--metrics-brief"])
         .current_dir("/tmp");
     let mut run = Running::start(cmd, "stress-ng")?;
