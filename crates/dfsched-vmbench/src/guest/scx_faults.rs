@@ -414,6 +414,23 @@ pub(super) fn hotplug(ctx: &Ctx) -> Result<String, String> {
     ))
 }
 
+/// The stressors `scx-soak` runs, each of which must report work done.
+const SOAK_STRESSORS: [&str; 4] = ["affinity", "cpu", "schedpolicy", "fork"];
+
+/// Bogo ops per stressor from stress-ng's `--metrics-brief` lines
+/// (`stress-ng: metrc: [PID] NAME BOGO_OPS REAL USR SYS RATE RATE`).
+fn bogo_ops(out: &str) -> BTreeMap<String, u64> {
+    out.lines()
+        .filter_map(|l| {
+            let rest = l.split_once("metrc:")?.1;
+            let mut f = rest.split_whitespace().skip(1);
+            let name = f.next()?;
+            let ops = f.next()?.parse().ok()?;
+            Some((name.to_string(), ops))
+        })
+        .collect()
+}
+
 /// `scx-soak`: see the module doc.
 pub(super) fn soak(ctx: &Ctx) -> Result<String, String> {
     let stress = ctx.bin("stress-ng");
@@ -437,7 +454,12 @@ pub(super) fn soak(ctx: &Ctx) -> Result<String, String> {
     let mut cmd = Command::new(&stress);
     cmd.args(["--aggressive", "--affinity", "2", "--affinity-rand"])
         .args(["--cpu", "2", "--schedpolicy", "2", "--fork", "2"])
-        .args(["-t", &format!("{SOAK_SECS}s"), "--metrics-brief"])
+        .args([
+            "-t",
+            &format!("{SOAK_SECS}s"),
+            "--metrics-brief",
+            "--stdout",
+        ])
         .current_dir("/tmp");
     let mut run = Running::start(cmd, "stress-ng")?;
     let started = Instant::now();
@@ -463,15 +485,40 @@ pub(super) fn soak(ctx: &Ctx) -> Result<String, String> {
     client.close();
     spin.finish(30)?;
     let unloaded = loaded.unload()?;
-    let summary: Vec<&str> = out
-        .lines()
-        .filter(|l| l.contains("successful run") || l.contains("passed"))
+    let ops = bogo_ops(&out);
+    let idle: Vec<&&str> = SOAK_STRESSORS
+        .iter()
+        .filter(|n| ops.get(**n).copied().unwrap_or(0) == 0)
         .collect();
+    if !out.contains("successful run completed") || !idle.is_empty() {
+        return Err(format!(
+            "stress-ng exited 0 but stressors {idle:?} did no work (or no successful run): {out}"
+        ));
+    }
     Ok(format!(
-        "stress-ng exit 0 after {:.0} s ({summary:?}); state enabled on {samples} samples; spinners: {after}; \
+        "stress-ng exit 0 after {:.0} s, successful run, bogo ops {ops:?}; state enabled on {samples} samples; spinners: {after}; \
          dispatches shared {}, group {}; {unloaded}",
         took.as_secs_f64(),
         stat(&state, "disp_shared"),
         stat(&state, "disp_same_group") + stat(&state, "disp_group_switch"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stress_ngs_metrics_give_bogo_ops_per_stressor() {
+        let out = "stress-ng: info:  [99] dispatching hogs: 2 affinity, 2 cpu\n\
+                   stress-ng: metrc: [99] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s\n\
+                   stress-ng: metrc: [99]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)\n\
+                   stress-ng: metrc: [99] affinity          1234     30.01      0.27      0.00       41.1        123.4\n\
+                   stress-ng: metrc: [99] cpu                  0     30.00      0.27      0.00        0.0          0.0\n\
+                   stress-ng: info:  [99] successful run completed in 30.20s\n";
+        let ops = bogo_ops(out);
+        assert_eq!(ops.get("affinity"), Some(&1234));
+        assert_eq!(ops.get("cpu"), Some(&0));
+        assert_eq!(ops.len(), 2, "{ops:?}");
+    }
 }
