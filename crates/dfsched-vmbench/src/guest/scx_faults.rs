@@ -56,6 +56,10 @@ const BENCH_PER_DF: usize = 2;
 /// How long every thread of the bench must gain CPU time to count as going on.
 const PROGRESS_WINDOW: Duration = Duration::from_secs(3);
 
+/// Windows of [`PROGRESS_WINDOW`] in which every spinner must gain CPU time while its home is
+/// offline.
+const OFFLINE_WINDOWS: u32 = 2;
+
 /// How long stress-ng runs, and how long it is given to end (start, 30 s, stop, under TCG).
 const SOAK_SECS: u64 = 30;
 const SOAK_LIMIT: Duration = Duration::from_secs(300);
@@ -382,7 +386,7 @@ pub(super) fn hotplug(ctx: &Ctx) -> Result<String, String> {
     })?;
     // …and they all keep running, while the scheduler stays.
     let mut gains = Vec::new();
-    for _ in 0..HOLD_SAMPLES.div_ceil(5) {
+    for _ in 0..OFFLINE_WINDOWS {
         gains.push(all_gain(spin.pid(), &tids)?);
         if !loaded.run.alive() || read(STATE) != "enabled" {
             return Err(format!(
