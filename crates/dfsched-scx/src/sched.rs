@@ -298,6 +298,7 @@ pub const STAT_NAMES: [&str; intf::NR_STATS as usize] = [
     "quota_spent",
     "kick",
     "keep_last",
+    "enq_home_offline",
 ];
 
 #[cfg(test)]
@@ -313,6 +314,10 @@ mod tests {
         );
         assert_eq!(STAT_NAMES[intf::STAT_KICK as usize], "kick");
         assert_eq!(STAT_NAMES[intf::STAT_KEEP_LAST as usize], "keep_last");
+        assert_eq!(
+            STAT_NAMES[intf::STAT_ENQ_HOME_OFFLINE as usize],
+            "enq_home_offline"
+        );
     }
 
     #[test]

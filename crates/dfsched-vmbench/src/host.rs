@@ -8,6 +8,7 @@
 //!                  (apt-get download + dpkg-deb, cached), or a given image
 //!  build_binaries ─ cargo build --release, own target dir (cached)
 //!  initramfs ─ busybox + binaries + the libraries `ldd` lists + /init
+//!              (with --scx: dfsched-scx, and stress-ng fetched by `stress_ng.rs`)
 //!  boot ─ qemu -accel tcg … -serial stdio; lines with the marker → Outcome
 //! ```
 //!
@@ -65,7 +66,7 @@ pub enum BenchError {
     },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
     move |source| BenchError::Io {
         path: path.to_path_buf(),
         source,
@@ -73,7 +74,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
 }
 
 /// Runs `cmd` to its end; its stdout, or an error with its stderr's tail.
-fn run(cmd: &mut Command) -> Result<String, BenchError> {
+pub(crate) fn run(cmd: &mut Command) -> Result<String, BenchError> {
     let shown = format!("{cmd:?}");
     let out = cmd.output().map_err(|e| BenchError::Command {
         command: shown.clone(),
@@ -167,7 +168,7 @@ fn apt_install(packages: &[&str]) -> Result<(), BenchError> {
 
 /// Whether the bench may install packages: root with apt-get, unless
 /// `DFSCHED_VMBENCH_NO_INSTALL=1`.
-fn can_install() -> Result<(), String> {
+pub(crate) fn can_install() -> Result<(), String> {
     if std::env::var("DFSCHED_VMBENCH_NO_INSTALL").as_deref() == Ok("1") {
         return Err("DFSCHED_VMBENCH_NO_INSTALL=1".into());
     }
@@ -548,12 +549,14 @@ poweroff -f
 /// Writes the initramfs for `preset` to `out`: busybox, the binaries in
 /// `/opt/dfsched` (with `scx`, the sched_ext scheduler's loader too, and the
 /// plan then runs the scx checks), every library they and busybox need at
-/// its host path, the preset's expected topology and `/init`.
+/// its host path, the `extra` files (host path → guest path, e.g. stress-ng
+/// and its libraries), the preset's expected topology and `/init`.
 pub fn build_initramfs(
     preset: &Preset,
     tools: &Tools,
     bins: &Binaries,
     (marker, only, scx): (&str, Option<&str>, Option<&Path>),
+    extra: &[(PathBuf, String)],
     out: &Path,
 ) -> Result<(), BenchError> {
     let file = std::fs::File::create(out).map_err(io_err(out))?;
@@ -591,6 +594,9 @@ pub fn build_initramfs(
     }
     for lib in libs {
         tree.copy(&lib, &lib.to_string_lossy())?;
+    }
+    for (host, guest) in extra {
+        tree.copy(host, guest)?;
     }
     let expected = serde_json::to_vec_pretty(preset).expect("a preset serialises");
     tree.file("/etc/dfsched-vm/preset.json", 0o644, &expected)
@@ -762,6 +768,9 @@ pub struct Setup {
     /// The sched_ext scheduler's loader (`--scx`): put in the guest, and the
     /// plan is the scx checks (see `guest/scx.rs`).
     pub scx: Option<PathBuf>,
+    /// More files for the guest, host path → guest path (`--scx`: stress-ng
+    /// and its libraries, see `stress_ng.rs`).
+    pub extra: Vec<(PathBuf, String)>,
 }
 
 impl Setup {
@@ -783,6 +792,7 @@ impl Setup {
             cache,
             only: None,
             scx: None,
+            extra: Vec::new(),
         })
     }
 
@@ -803,6 +813,7 @@ impl Setup {
             &self.tools,
             &self.bins,
             (&marker, self.only.as_deref(), self.scx.as_deref()),
+            &self.extra,
             &initrd,
         )?;
         let mut boots = 0;

@@ -35,3 +35,4 @@ pub mod guest;
 pub mod host;
 pub mod preset;
 pub mod report;
+pub mod stress_ng;

@@ -132,6 +132,7 @@ fn main() -> Result<()> {
             setup.only = only;
             if scx {
                 setup.scx = Some(host::build_scx(&setup.cache, &setup.kernel)?);
+                setup.extra = dfsched_vmbench::stress_ng::ensure_stress_ng(&setup.cache)?;
             }
             let start = Instant::now();
             let mut failed = Vec::new();

@@ -28,6 +28,12 @@
  *   every task of the system is; the ungrouped ones, kernel threads included, go through the shared
  *   queue, which every CPU serves once per turn, and a queued task pinned to one CPU is taken by that
  *   CPU (the kernel's consume skips tasks the consuming CPU may not run).
+ * - CPU hotplug: a home CPU counts only while it is online (online_cpus, kept by ops.cpu_online and
+ *   ops.cpu_offline). A grouped thread whose home has no online CPU left is scheduled as an ungrouped one
+ *   (the shared queue, an idle CPU kicked), its group's queue is drained by any CPU, and an offline CPU's
+ *   going kicks the idle ones so they drain it; when a home CPU comes back its threads return to it at
+ *   their next enqueue. (A 6.12 kernel ends a scheduler without these callbacks at the first hotplug
+ *   event: "cpu N going offline, exiting scheduler".)
  * - SCX_OPS_ENQ_LAST: a thread whose slice ends with nothing else queued comes back through enqueue
  *   (see there), so a thread that never sleeps still follows its home when the maps change.
  */
@@ -71,6 +77,11 @@ struct {
 	__type(value, struct dfs_group);
 } groups SEC(".maps");
 
+/* CPUs online, a bit per CPU as in a home (CPU c is bit c % 64 of word c / 64). Filled in ops.init, which
+ * the kernel runs under the CPU hotplug read lock, and then kept by ops.cpu_online/cpu_offline, which the
+ * hotplug lock serialises: so plain stores suffice, and no event falls between the two. */
+u64 online_cpus[DFSCHED_HOME_WORDS];
+
 /* The slot a CPU serves: a group id, or SHARED_SLOT for the shared queue. */
 #define SHARED_SLOT DFSCHED_MAX_GROUPS
 
@@ -101,13 +112,40 @@ static __always_inline void stat_inc(u32 idx)
 		(*c)++;
 }
 
+/* Whether @cpu is in @g's home and online. */
 static __always_inline bool home_has(const struct dfs_group *g, s32 cpu)
 {
-	u32 c = cpu;
+	u32 c = cpu, w;
 
 	if (c >= DFSCHED_MAX_CPUS)
 		return false;
-	return g->home[(c / 64) & (DFSCHED_HOME_WORDS - 1)] & (1ULL << (c & 63));
+	w = (c / 64) & (DFSCHED_HOME_WORDS - 1);
+	return g->home[w] & online_cpus[w] & (1ULL << (c & 63));
+}
+
+/* Whether @g's home has an online CPU: without one its threads are scheduled as ungrouped ones. */
+static __always_inline bool home_live(const struct dfs_group *g)
+{
+	u64 any = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < DFSCHED_HOME_WORDS; i++)
+		any |= g->home[i] & online_cpus[i];
+	return any != 0;
+}
+
+static __always_inline void set_online(s32 cpu, bool on)
+{
+	u32 c = cpu, w;
+
+	if (c >= DFSCHED_MAX_CPUS)
+		return;
+	w = (c / 64) & (DFSCHED_HOME_WORDS - 1);
+	if (on)
+		online_cpus[w] |= 1ULL << (c & 63);
+	else
+		online_cpus[w] &= ~(1ULL << (c & 63));
 }
 
 static __always_inline bool in_use(const struct dfs_group *g)
@@ -145,8 +183,9 @@ static __always_inline u64 slot_dsq(u32 slot)
 	return slot >= SHARED_SLOT ? DFSCHED_SHARED_DSQ : DFSCHED_GROUP_DSQ_BASE + slot;
 }
 
-/* Whether @cpu may take threads from @slot's queue: the shared queue and a group no longer in use
- * (its threads still queued: drained anywhere), everywhere; a group in use, on its home. */
+/* Whether @cpu may take threads from @slot's queue: the shared queue, a group no longer in use and a
+ * group whose home has no online CPU (its threads still queued: drained anywhere), everywhere; a group
+ * in use, on its home's online CPUs. */
 static __always_inline bool serves(u32 slot, s32 cpu, u32 *quota)
 {
 	struct dfs_group *g;
@@ -159,7 +198,7 @@ static __always_inline bool serves(u32 slot, s32 cpu, u32 *quota)
 	g = bpf_map_lookup_elem(&groups, &slot);
 	if (!g)
 		return false;
-	if (!in_use(g)) {
+	if (!in_use(g) || !home_live(g)) {
 		stat_inc(DFSCHED_STAT_DISP_DRAIN);
 		return true;
 	}
@@ -177,7 +216,8 @@ s32 BPF_STRUCT_OPS(dfsched_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	int cpu;
 
 	g = group_of(p, &gid);
-	if (!g) {
+	/* A home with no online CPU: placed as an ungrouped thread until one comes back. */
+	if (!g || (!home_live(g) && gid != stall_gid)) {
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &idle);
 		if (idle) {
 			stat_inc(DFSCHED_STAT_LOCAL_IDLE);
@@ -246,10 +286,21 @@ void BPF_STRUCT_OPS(dfsched_enqueue, struct task_struct *p, u64 enq_flags)
 		}
 	}
 	if (allowed < 0) {
-		/* Its affinity excludes its whole home: only the shared queue can run it. */
-		stat_inc(DFSCHED_STAT_ENQ_HOME_NOT_ALLOWED);
+		/* Its home has no online CPU, or its affinity excludes its whole home: only the shared queue
+		 * can run it, and an idle CPU it may run on is woken to take it (no select_cpu chose one when
+		 * it comes from a CPU going offline or from the end of a slice). */
+		if (home_live(g)) {
+			stat_inc(DFSCHED_STAT_ENQ_HOME_NOT_ALLOWED);
+		} else {
+			stat_inc(DFSCHED_STAT_ENQ_HOME_OFFLINE);
+			kick = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		}
 		stat_inc(DFSCHED_STAT_ENQ_SHARED);
 		dsq_insert(p, DFSCHED_SHARED_DSQ, slice_ns, enq_flags);
+		if (kick >= 0) {
+			stat_inc(DFSCHED_STAT_KICK);
+			scx_bpf_kick_cpu(kick, SCX_KICK_IDLE);
+		}
 		return;
 	}
 	stat_inc(DFSCHED_STAT_ENQ_GROUP);
@@ -309,6 +360,24 @@ void BPF_STRUCT_OPS(dfsched_dispatch, s32 cpu, struct task_struct *prev)
 	}
 }
 
+void BPF_STRUCT_OPS(dfsched_cpu_online, s32 cpu)
+{
+	set_online(cpu, true);
+}
+
+void BPF_STRUCT_OPS(dfsched_cpu_offline, s32 cpu)
+{
+	s32 c;
+
+	set_online(cpu, false);
+	/* A group whose last home CPU this was has threads queued that only a dispatch elsewhere drains
+	 * now (serves); idle CPUs dispatch only when kicked. Hotplug is rare: kick every idle one. */
+	bpf_for(c, 0, nr_cpus) {
+		if (c != cpu && (online_cpus[(c / 64) & (DFSCHED_HOME_WORDS - 1)] & (1ULL << (c & 63))))
+			scx_bpf_kick_cpu(c, SCX_KICK_IDLE);
+	}
+}
+
 void BPF_STRUCT_OPS(dfsched_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	u32 tid = p->pid;
@@ -319,8 +388,17 @@ void BPF_STRUCT_OPS(dfsched_exit_task, struct task_struct *p, struct scx_exit_ta
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(dfsched_init)
 {
+	const struct cpumask *online;
 	s32 ret;
 	u32 i;
+
+	/* Under the CPU hotplug read lock (see online_cpus). */
+	online = scx_bpf_get_online_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		if (bpf_cpumask_test_cpu(i, online))
+			set_online(i, true);
+	}
+	scx_bpf_put_cpumask(online);
 
 	ret = scx_bpf_create_dsq(DFSCHED_SHARED_DSQ, -1);
 	if (ret)
@@ -348,6 +426,8 @@ struct sched_ext_ops dfsched_ops = {
 	.select_cpu = (void *)dfsched_select_cpu,
 	.enqueue = (void *)dfsched_enqueue,
 	.dispatch = (void *)dfsched_dispatch,
+	.cpu_online = (void *)dfsched_cpu_online,
+	.cpu_offline = (void *)dfsched_cpu_offline,
 	.exit_task = (void *)dfsched_exit_task,
 	.init = (void *)dfsched_init,
 	.exit = (void *)dfsched_exit,

@@ -42,7 +42,8 @@
 #define DFSCHED_STAT_QUOTA_SPENT 8
 #define DFSCHED_STAT_KICK 9
 #define DFSCHED_STAT_KEEP_LAST 10
-#define DFSCHED_NR_STATS 11
+#define DFSCHED_STAT_ENQ_HOME_OFFLINE 11
+#define DFSCHED_NR_STATS 12
 
 /* A group's entry in the `groups` map. */
 struct dfs_group {

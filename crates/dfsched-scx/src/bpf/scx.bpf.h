@@ -22,6 +22,9 @@ bool scx_bpf_test_and_clear_cpu_idle(s32 cpu) __ksym;
 s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags, bool *is_idle) __ksym;
 void scx_bpf_kick_cpu(s32 cpu, u64 flags) __ksym;
 bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
+s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __ksym;
+const struct cpumask *scx_bpf_get_online_cpumask(void) __ksym;
+void scx_bpf_put_cpumask(const struct cpumask *cpumask) __ksym;
 
 /* 6.12 names */
 void scx_bpf_dispatch(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;

@@ -6,7 +6,9 @@
 //! - `dfsched-vmcheck workload DFS PER_DF [--no-split]` is the DF workload the plan
 //!   observes (see `guest/workload.rs`);
 //! - `dfsched-vmcheck split N` is the one-group workload of the
-//!   split-persistence check, with `split_after_passes` N.
+//!   split-persistence check, with `split_after_passes` N;
+//! - `dfsched-vmcheck sums DFS PER_DF` is the benchmark with a checked
+//!   result that the sched_ext fault checks run (see `guest/sums.rs`).
 
 use dfsched_vmbench::guest;
 use dfsched_vmbench::preset::Preset;
@@ -14,7 +16,7 @@ use std::path::PathBuf;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N"
+        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N\n       dfsched-vmcheck sums DFS PER_DF"
     );
     std::process::exit(2)
 }
@@ -35,6 +37,13 @@ fn main() {
             };
             let no_split = args.iter().any(|a| a == "--no-split");
             std::process::exit(guest::workload::workload_main(dfs, per as usize, no_split));
+        }
+        Some("sums") => {
+            let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
+            let (Some(dfs), Some(per)) = (num(1), num(2)) else {
+                usage()
+            };
+            std::process::exit(guest::sums::sums_main(dfs, per as usize));
         }
         Some("split") => {
             let Some(n) = args.get(1).and_then(|a| a.parse::<u32>().ok()) else {

@@ -799,7 +799,7 @@ fn offline_set(ctx: &Ctx) -> CpuSet {
 }
 
 /// Sets CPUs `cpus` online (`true`) or offline.
-fn set_online(cpus: &CpuSet, online: bool) -> Result<(), String> {
+pub(super) fn set_online(cpus: &CpuSet, online: bool) -> Result<(), String> {
     for c in cpus.iter() {
         let path = format!("/sys/devices/system/cpu/cpu{}/online", c.0);
         write(&path, if online { "1" } else { "0" })?;
@@ -808,7 +808,7 @@ fn set_online(cpus: &CpuSet, online: bool) -> Result<(), String> {
 }
 
 /// Brings offline CPUs back however the check ended.
-struct OnlineAgain(CpuSet);
+pub(super) struct OnlineAgain(pub(super) CpuSet);
 
 impl Drop for OnlineAgain {
     fn drop(&mut self) {

@@ -19,6 +19,7 @@ mod balancing;
 pub mod checks;
 pub mod observe;
 pub mod scx;
+pub mod sums;
 pub mod workload;
 
 use crate::preset::Preset;

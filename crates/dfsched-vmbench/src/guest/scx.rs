@@ -21,9 +21,9 @@
 //!
 //! - `scx-succession`: two groups of two spinners share one CPU: with `--quota 8` most dispatches
 //!   come from the group served just before (7 of 8 expected), with `--quota 1` almost none.
-//! - `scx-faults`: the loader SIGSTOPped (threads stay on their home, state enabled), SIGKILLed
-//!   (state disabled, threads back on the default scheduler), a group the scheduler is told never to
-//!   dispatch (the watchdog ends it: exit 1, "runnable task stall"), SysRq-S (exit 2).
+//! - `scx-faults`, `scx-hotplug`, `scx-soak`: the safety checks, in `scx_faults.rs` (the four
+//!   faults with a checked benchmark running under the scheduler; a home's CPUs going offline and
+//!   back; stress-ng with affinity churn beside the scheduler in all mode).
 //!
 //! - `scx-cli-partial`, `scx-cli-all`: `dfsched scx --partial|--all --policy co-thread --json`
 //!   (the CLI spawning `dfsched-scx` beside it): loaded, the view's mode and policy, membership by
@@ -33,6 +33,9 @@
 //!
 //! Every check loads the scheduler itself and unloads it before returning (the [`Loaded`] guard
 //! kills it otherwise), so a failed check leaves the next one a kernel with sched_ext disabled.
+
+#[path = "scx_faults.rs"]
+mod faults;
 
 use super::checks::CheckFn;
 use super::observe::{self, Thread};
@@ -52,7 +55,9 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-runtime-df-groups", 1, runtime_df_groups),
     ("scx-bench-df", 1, bench_df),
     ("scx-succession", 1, succession),
-    ("scx-faults", 1, faults),
+    ("scx-faults", 1, faults::faults),
+    ("scx-hotplug", 1, faults::hotplug),
+    ("scx-soak", 1, faults::soak),
     ("scx-cli-partial", 1, cli_partial),
     ("scx-cli-all", 1, cli_all),
 ];
@@ -586,127 +591,6 @@ fn succession(ctx: &Ctx) -> Result<String, String> {
         return Err(format!("no succession: {seen}"));
     }
     Ok(seen)
-}
-
-/// Faults: the userspace part stopped (the BPF side goes on with the maps as they were) or killed
-/// (the kernel unloads the scheduler); a stalled group (the watchdog ends the scheduler); SysRq-S
-/// (the kernel ends it). The loader says why in each case it sees.
-fn faults(ctx: &Ctx) -> Result<String, String> {
-    let full = online()?;
-    let home: CpuSet = half_llc_homes(ctx).remove(0);
-    let n = home.len() + 1;
-    let mut seen = Vec::new();
-
-    // SIGSTOP: the threads stay on their home (stale maps), the scheduler stays enabled.
-    let loaded = Loaded::start(ctx, &[])?;
-    let (spin, tids) = ext_spinners(ctx, n)?;
-    let mut client = Client::start(ctx)?;
-    let mut lines = vec![group_line(0, &home)];
-    lines.extend(tids.iter().map(|&t| place_line(t, 0)));
-    client.send(&lines)?;
-    reach_and_hold("spinners on their home", || {
-        spinners_on_home(&loaded, &spin, &full)
-    })?;
-    // The homes as placed, read now: the stopped loader cannot answer `state`.
-    let homes = homes_by_tid(&loaded.state()?);
-    let pid = loaded.run.pid() as libc::pid_t;
-    // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    let mut stopped = String::new();
-    for i in 0..HOLD_SAMPLES {
-        std::thread::sleep(SAMPLE);
-        let ts: Vec<Thread> = spin
-            .threads()?
-            .into_iter()
-            .filter(|t| t.name.starts_with("spin-"))
-            .collect();
-        let state = read(STATE);
-        stopped = on_home(spin.pid(), &ts, &homes, &full)
-            .map_err(|e| format!("loader stopped, sample {i}: {e}"))?;
-        if state != "enabled" {
-            return Err(format!("loader stopped: state {state}"));
-        }
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    seen.push(format!(
-        "SIGSTOP: state enabled, threads on their home for {HOLD_SAMPLES} samples ({stopped})"
-    ));
-    client.close();
-    seen.push(format!("SIGCONT then SIGINT: {}", loaded.unload()?));
-
-    // SIGKILL: the kernel unloads it; the threads go on under the default scheduler.
-    let mut loaded = Loaded::start(ctx, &[])?;
-    let mut client = Client::start(ctx)?;
-    client.send(&lines)?;
-    // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
-    unsafe { libc::kill(loaded.run.pid() as libc::pid_t, libc::SIGKILL) };
-    let after = poll(Duration::from_secs(60), || {
-        let state = read(STATE);
-        let on: Vec<Option<bool>> = tids.iter().map(|&t| ext_enabled(spin.pid(), t)).collect();
-        let s = format!("state {state}, ext.enabled {on:?}");
-        if state == "disabled" && on.iter().all(|&x| x == Some(false)) {
-            Step::Holds(s)
-        } else {
-            Step::NotYet(s)
-        }
-    })?;
-    let _ = loaded.run.child.wait();
-    let bad = log_since(loaded.log_before, bad_log_line);
-    if !bad.is_empty() {
-        return Err(format!("after SIGKILL, kernel log: {bad:?}"));
-    }
-    drop(client);
-    seen.push(format!("SIGKILL: {after}; log clean"));
-
-    // A stalled group (the scheduler told never to dispatch it, a test-only setting): the kernel's
-    // watchdog ends the scheduler, the loader exits 1 with the kernel's reason, and the threads go
-    // on under the default scheduler. The kernel log says "stall" here, as it must; nothing else.
-    let mut loaded = Loaded::start(ctx, &["--timeout-ms", "3000", "--test-stall-group", "0"])?;
-    let mut client = Client::start(ctx)?;
-    client.send(&lines)?;
-    let (status, out) = loaded.wait_exit(Duration::from_secs(120))?;
-    let said = kernel_ended(&out);
-    if status.code() != Some(1) || !said.contains("stall") {
-        return Err(format!("after a stall the loader exited {status}: {out}"));
-    }
-    let back = poll(Duration::from_secs(60), || {
-        let on: Vec<Option<bool>> = tids.iter().map(|&t| ext_enabled(spin.pid(), t)).collect();
-        let s = format!("state {}, ext.enabled {on:?}", read(STATE));
-        if read(STATE) == "disabled" && on.iter().all(|&x| x == Some(false)) {
-            Step::Holds(s)
-        } else {
-            Step::NotYet(s)
-        }
-    })?;
-    let bad = log_since(loaded.log_before, |l| {
-        l.contains("BUG:") || l.contains("WARNING:")
-    });
-    if !bad.is_empty() {
-        return Err(format!("after the stall, kernel log: {bad:?}"));
-    }
-    drop(client);
-    seen.push(format!("stalled group: exit 1, {}; {back}", said.trim()));
-
-    // SysRq-S: the kernel ends the scheduler; the loader exits 2 with the kernel's reason.
-    let mut loaded = Loaded::start(ctx, &[])?;
-    std::fs::write("/proc/sysrq-trigger", "S").map_err(|e| format!("/proc/sysrq-trigger: {e}"))?;
-    let (status, out) = loaded.wait_exit(Duration::from_secs(30))?;
-    let said = kernel_ended(&out);
-    if status.code() != Some(2) || !said.to_lowercase().contains("sysrq") {
-        return Err(format!("after SysRq-S the loader exited {status}: {out}"));
-    }
-    let state = read(STATE);
-    if state != "disabled" {
-        return Err(format!("after SysRq-S, state {state}"));
-    }
-    let bad = log_since(loaded.log_before, bad_log_line);
-    if !bad.is_empty() {
-        return Err(format!("after SysRq-S, kernel log: {bad:?}"));
-    }
-    spin.finish(30)?;
-    seen.push(format!("SysRq-S: exit 2, {}; state {state}", said.trim()));
-    Ok(seen.join("; "))
 }
 
 fn runtime_df_groups(ctx: &Ctx) -> Result<String, String> {
