@@ -42,6 +42,7 @@ mod bench_topology;
 mod calibrate;
 mod cmd_attach;
 mod cmd_compare;
+mod cmd_engine_replay;
 mod cmd_generate;
 mod cmd_model;
 mod cmd_profile;
@@ -96,6 +97,10 @@ enum Command {
     Model(cmd_model::ModelArgs),
     /// Recordings of runs (`dfsched run --record`, `DFSCHED_RECORD`).
     Record(cmd_record::RecordArgs),
+    /// Replay an engine log (`DFSCHED_ENGINE_LOG`) through dfsched's engine
+    /// and compare its decisions: 0 identical, 1 different, 2 not a log.
+    #[command(long_about = cmd_engine_replay::ENGINE_REPLAY_LONG_ABOUT)]
+    EngineReplay(cmd_engine_replay::EngineReplayArgs),
     /// Memory traces of real programs for `sim smt` (from Valgrind lackey).
     Trace(cmd_trace::TraceArgs),
     /// A program's per-thread cache activity profile for the smt-pair
@@ -273,6 +278,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => agent::run(args),
         Command::Model(args) => cmd_model::run(args).map_err(Failure::Run),
         Command::Record(args) => cmd_record::run(args).map_err(Failure::Run),
+        Command::EngineReplay(args) => cmd_engine_replay::run(args),
         Command::Trace(args) => cmd_trace::run(args).map_err(Failure::Run),
         Command::Profile(args) => cmd_profile::run(args).map_err(Failure::Run),
         Command::SmtPair(args) => cmd_smt_pair::run(args).map_err(Failure::Run),

@@ -28,6 +28,8 @@
 //! | `DFSCHED_STATS` | at the process's exit, the process-wide runtime's counters (what `dfsched_stats_json()` returns) are written to this file; `%p` in it becomes the pid, so that each process of a program writes its own | — | a non-empty path |
 //! | `DFSCHED_RECORD` | record what the runtime sees into this file (see [`crate::record`] and `docs/record-format.md`); if the file exists (another process of the program writes it), into `FILE.PID` | — (off) | a non-empty path |
 //! | `DFSCHED_RECORD_BUFFER` | events the recording's buffer holds between two writes (one per balancer pass); a full buffer drops events and counts them, it never waits | `32768` | `64`..=`16777216` |
+//! | `DFSCHED_ENGINE_LOG` | log every event the engine handles and the decisions it gave into this file, JSON lines, for `dfsched engine-replay FILE` (see [`crate::engine_log`]); if the file exists, into `FILE.PID`; a regular file of our uid, mode 0600, never through a symlink | — (off) | a non-empty path |
+//! | `DFSCHED_ENGINE_LOG_MAX_BYTES` | the engine log's size limit: the step that would pass it is not written, a `truncated` line ends the file and later steps are only counted (`engine_log.steps_not_logged` in the stats) | `67108864` (64 MiB) | `65536`..=`1099511627776` |
 //! | `DFSCHED_LIB` | where `dfsched run` finds `libdfsched.so`; the runtime ignores it | — | a path |
 //!
 //! Rules:
@@ -103,6 +105,8 @@ pub const ENV_VARS: &[&str] = &[
     "DFSCHED_LIB",
     "DFSCHED_RECORD",
     "DFSCHED_RECORD_BUFFER",
+    "DFSCHED_ENGINE_LOG",
+    "DFSCHED_ENGINE_LOG_MAX_BYTES",
 ];
 
 /// The longest [`RuntimeConfig::agent_timeout_ms`]: 10 s, a bound on what
@@ -218,6 +222,14 @@ pub struct RuntimeConfig {
     /// (`DFSCHED_RECORD_BUFFER`). Default
     /// [`crate::record::DEFAULT_RECORD_BUFFER`].
     pub record_buffer_events: usize,
+    /// Where to log the engine's events and decisions
+    /// (`DFSCHED_ENGINE_LOG`); `None` (the default) logs nothing. See
+    /// [`crate::engine_log`].
+    pub engine_log: Option<PathBuf>,
+    /// The engine log's size limit, bytes
+    /// (`DFSCHED_ENGINE_LOG_MAX_BYTES`). Default
+    /// [`crate::engine_log::DEFAULT_MAX_BYTES`].
+    pub engine_log_max_bytes: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -250,6 +262,8 @@ impl Default for RuntimeConfig {
             stats_path: None,
             record: None,
             record_buffer_events: crate::record::DEFAULT_RECORD_BUFFER,
+            engine_log: None,
+            engine_log_max_bytes: crate::engine_log::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -483,6 +497,22 @@ impl RuntimeConfig {
                 }
                 self.record_buffer_events = n as usize;
             }
+            "DFSCHED_ENGINE_LOG" => {
+                if value.trim().is_empty() {
+                    return Err(bad("must be a file path, not empty".into()));
+                }
+                self.engine_log = Some(PathBuf::from(value));
+            }
+            "DFSCHED_ENGINE_LOG_MAX_BYTES" => {
+                use crate::engine_log::{MAX_MAX_BYTES, MIN_MAX_BYTES};
+                let n = parse_u64(value).map_err(&bad)?;
+                if !(MIN_MAX_BYTES..=MAX_MAX_BYTES).contains(&n) {
+                    return Err(bad(format!(
+                        "a number of bytes from {MIN_MAX_BYTES} to {MAX_MAX_BYTES}"
+                    )));
+                }
+                self.engine_log_max_bytes = n;
+            }
             "DFSCHED_SYSFS_ROOT" => {
                 if value.trim().is_empty() {
                     return Err(bad("must be a directory path, not empty".into()));
@@ -581,6 +611,15 @@ impl RuntimeConfig {
                 "agent_lone_passes must be from 1 (every pass) to {MAX_AGENT_LONE_PASSES}, not {}",
                 self.agent_lone_passes
             ));
+        }
+        {
+            use crate::engine_log::{MAX_MAX_BYTES, MIN_MAX_BYTES};
+            if !(MIN_MAX_BYTES..=MAX_MAX_BYTES).contains(&self.engine_log_max_bytes) {
+                return Err(format!(
+                    "engine_log_max_bytes must be from {MIN_MAX_BYTES} to {MAX_MAX_BYTES}, not {}",
+                    self.engine_log_max_bytes
+                ));
+            }
         }
         Ok(())
     }

@@ -167,6 +167,8 @@
 pub mod agent;
 mod balancer;
 pub mod config;
+pub mod engine_log;
+pub mod engine_replay;
 pub mod error;
 pub mod external;
 pub mod ffi;

@@ -217,13 +217,32 @@ impl Runtime {
             }
             _ => None,
         };
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let engine_log = match (&config.engine_log, config.enabled) {
+            (Some(path), true) => {
+                let body = if scx.is_some() { "scx" } else { "affinity" };
+                let log = crate::engine_log::EngineLog::create(
+                    path,
+                    config.engine_log_max_bytes,
+                    id,
+                    &engine,
+                    body,
+                )
+                .map_err(|e| {
+                    Error::Config(format!("DFSCHED_ENGINE_LOG={}: {e}", path.display()))
+                })?;
+                Some(Box::new(log))
+            }
+            _ => None,
+        };
         let mut state = State::new(engine);
         state.scx = scx;
+        state.engine_log = engine_log;
         state.stats.scx_body = scx_stats.scx_body;
         state.stats.scx_failures = scx_stats.scx_failures;
         state.stats.scx_policy = scx_stats.scx_policy;
         let inner = Arc::new(Inner {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             machine,
             topology,
             allowed,
@@ -247,7 +266,7 @@ impl Runtime {
             smt,
             config,
         });
-        if inner.recorder.is_some() {
+        if inner.recorder.is_some() || inner.config.engine_log.is_some() {
             recording::finish_at_exit(&inner);
         }
         let balancer = if inner.config.enabled && inner.config.balance_interval_ms > 0 {
@@ -359,8 +378,9 @@ impl Runtime {
         let mut st = inner.lock()?;
         let id = st.next_app;
         if inner.config.enabled {
-            st.engine
-                .handle(Event::AppNew { app: AppId(id) }, &mut Vec::new())?;
+            // Through `State::handle`, as every event (the engine log).
+            st.handle(Event::AppNew { app: AppId(id) })?;
+            inner.apply(&mut st, None);
         }
         st.next_app += 1;
         st.stats.apps_created += 1;
@@ -416,6 +436,7 @@ impl Runtime {
         s.engine = st.engine.stats().clone();
         s.preload_attach_failures = crate::stats::preload_attach_failures();
         s.record = inner.recorder.as_ref().map(|r| r.stats());
+        s.engine_log = st.engine_log.as_ref().map(|l| l.stats());
         s.body = if s.scx_body {
             crate::scx::Body::Scx
         } else {
@@ -565,6 +586,7 @@ fn shutdown(inner: &Inner, balancer: &Mutex<Option<JoinHandle<()>>>) {
         }
     }
     inner.finish_recording();
+    inner.finish_engine_log(false);
 }
 
 /// The link to dfsched's sched_ext scheduler, when `config.scx` says to use

@@ -124,14 +124,21 @@ pub(crate) struct State {
     /// The link to dfsched's sched_ext scheduler while placements go there
     /// instead of to affinity masks (`crate::scx`); `None`: by affinity.
     pub(crate) scx: Option<crate::scx::ScxLink>,
+    /// The engine log (`DFSCHED_ENGINE_LOG`), written here so that its
+    /// order is the engine's; `None`: off.
+    pub(crate) engine_log: Option<Box<crate::engine_log::EngineLog>>,
 }
 
 impl State {
     /// Feeds one event to the engine, its decisions appended to
-    /// `self.decisions`.
+    /// `self.decisions`: the one way events reach a runtime's engine, so
+    /// that the engine log (when on) holds every one of them.
     #[inline]
     pub(crate) fn handle(&mut self, event: Event) -> Result<(), CoreError> {
-        self.engine.handle(event, &mut self.decisions)
+        match self.engine_log.as_deref_mut() {
+            None => self.engine.handle(event, &mut self.decisions),
+            Some(log) => log.handle(&mut self.engine, event, &mut self.decisions),
+        }
     }
 }
 
@@ -153,6 +160,7 @@ impl State {
             online: engine_cpus,
             online_reads_skipped_in_a_row: 0,
             scx: None,
+            engine_log: None,
         }
     }
 }

@@ -310,6 +310,11 @@ pub struct RuntimeStats {
     /// written, events dropped because the buffer was full, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<crate::record::RecordStats>,
+    /// The engine log (`DFSCHED_ENGINE_LOG`), if one is written: its file,
+    /// steps and bytes written, whether it was cut at its limit, the steps
+    /// it does not hold, write errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_log: Option<crate::engine_log::EngineLogStats>,
 }
 
 #[cfg(test)]

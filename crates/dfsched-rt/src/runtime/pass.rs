@@ -161,6 +161,9 @@ impl Inner {
         // Whatever the external load changed is carried out even if the
         // pass itself was refused.
         self.apply(&mut st, None);
+        if let Some(log) = st.engine_log.as_deref_mut() {
+            log.flush();
+        }
         let moved = balancer::moves(&st) != moves_before;
         // Our runnable threads now and where they are targeted: the next
         // sample leaves them out of the outside load (external.rs). The

@@ -70,14 +70,46 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The engine log's end (`engine_log.rs`): its `end` line, flushed.
+    /// Idempotent; nothing in a forked child. At `exit()` (`at_exit`)
+    /// another thread may hold the state's lock: it is tried for at most
+    /// 100 ms, and a log whose lock never came keeps what the last pass
+    /// flushed (the replay of a log with no `end` says so).
+    pub(crate) fn finish_engine_log(&self, at_exit: bool) {
+        if self.config.engine_log.is_none() || self.forked() {
+            return;
+        }
+        let mut st = if at_exit {
+            let mut tries = 0;
+            loop {
+                match self.state.try_lock() {
+                    Ok(st) => break st,
+                    Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) if tries < 100 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(std::sync::TryLockError::WouldBlock) => return,
+                }
+            }
+        } else {
+            self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        };
+        if let Some(log) = st.engine_log.as_deref_mut() {
+            log.finish();
+        }
+    }
+}
+
 /// Runtimes with a recording, finished by the `atexit` handler: the
 /// process's global runtime is never shut down, and a program ends by
 /// `exit`.
 static AT_EXIT: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 static AT_EXIT_REGISTERED: std::sync::Once = std::sync::Once::new();
 
-/// Finishes `inner`'s recording when the process exits (if it has not
-/// been finished by a shutdown before).
+/// Finishes `inner`'s recording and engine log when the process exits (if
+/// they have not been finished by a shutdown before).
 pub(crate) fn finish_at_exit(inner: &Arc<Inner>) {
     AT_EXIT
         .lock()
@@ -101,6 +133,7 @@ extern "C" fn at_exit() {
         };
         for inner in list.iter().filter_map(Weak::upgrade) {
             inner.finish_recording();
+            inner.finish_engine_log(true);
         }
     });
 }
