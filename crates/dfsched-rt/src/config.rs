@@ -896,6 +896,30 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_log_variables_are_a_path_and_a_bounded_size() {
+        let cfg = RuntimeConfig::from_vars([
+            ("DFSCHED_ENGINE_LOG", "/tmp/e.log"),
+            ("DFSCHED_ENGINE_LOG_MAX_BYTES", "1048576"),
+        ])
+        .unwrap();
+        assert_eq!(cfg.engine_log, Some(PathBuf::from("/tmp/e.log")));
+        assert_eq!(cfg.engine_log_max_bytes, 1 << 20);
+        assert_eq!(RuntimeConfig::default().engine_log, None);
+        assert_eq!(
+            RuntimeConfig::default().engine_log_max_bytes,
+            crate::engine_log::DEFAULT_MAX_BYTES
+        );
+        for (var, value) in [
+            ("DFSCHED_ENGINE_LOG", " "),
+            ("DFSCHED_ENGINE_LOG_MAX_BYTES", "100"),
+            ("DFSCHED_ENGINE_LOG_MAX_BYTES", "2000000000000"),
+        ] {
+            let e = err_of(&[(var, value)]).to_string();
+            assert!(e.contains(var), "{e}");
+        }
+    }
+
+    #[test]
     fn the_preload_variable_is_a_boolean() {
         assert!(
             RuntimeConfig::from_vars([("DFSCHED_PRELOAD", "1")])
