@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod artifact;
 pub mod cpio;
 pub mod guest;
 pub mod host;

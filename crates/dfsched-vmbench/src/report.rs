@@ -35,6 +35,20 @@ pub enum Record {
         /// and its passing does, so that the mark is removed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         known_failure: Option<String>,
+        /// Files it sent before this record ([`crate::artifact`]), judged
+        /// by the host.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<crate::artifact::ArtifactRef>,
+    },
+    /// One piece of a file a check sends to the host (base64), before its
+    /// `Check` record ([`crate::artifact`]).
+    Chunk {
+        /// The file's name (`CHECK/FILE`).
+        artifact: String,
+        /// The piece's place, from 0.
+        seq: u32,
+        /// The piece, base64.
+        data: String,
     },
     /// The plan ran to its end.
     End {
@@ -60,8 +74,11 @@ impl Record {
 pub struct Seen {
     /// Its name.
     pub name: String,
-    /// Whether it held.
+    /// Whether it held: the guest said so and the host's judgement of
+    /// what it sent ([`crate::artifact::judge`]) agreed.
     pub ok: bool,
+    /// Whether the guest said it held (what its `End` counts).
+    pub guest_ok: bool,
     /// What it saw.
     pub detail: String,
     /// Its known-failure mark, if any.
@@ -75,6 +92,8 @@ pub struct Outcome {
     pub begun: Option<String>,
     /// The checks, in order.
     pub checks: Vec<Seen>,
+    /// The file pieces seen so far ([`crate::artifact`]).
+    pub received: crate::artifact::Received,
     /// `End`'s counts, if it came.
     pub end: Option<(u32, u32)>,
 }
@@ -93,18 +112,43 @@ impl Outcome {
             Ok(Record::Check {
                 name,
                 ok,
-                detail,
+                mut detail,
                 known_failure,
-            }) => self.checks.push(Seen {
-                name,
-                ok,
-                detail,
-                known_failure,
-            }),
+                artifacts,
+            }) => {
+                // The host's own verdict on what the check sent: a replay
+                // that differs, or a log that never came, fails it.
+                let guest_ok = ok;
+                let ok = match crate::artifact::judge(&self.received, &name, ok, &artifacts) {
+                    Ok(said) => {
+                        if !said.is_empty() {
+                            detail = format!("{detail}; host: {said}");
+                        }
+                        ok
+                    }
+                    Err(why) => {
+                        detail = format!("{detail}; HOST: {why}");
+                        false
+                    }
+                };
+                self.checks.push(Seen {
+                    name,
+                    ok,
+                    guest_ok,
+                    detail,
+                    known_failure,
+                })
+            }
+            Ok(Record::Chunk {
+                artifact,
+                seq,
+                data,
+            }) => self.received.chunk(artifact, seq, data),
             Ok(Record::End { passed, failed }) => self.end = Some((passed, failed)),
             Err(e) => self.checks.push(Seen {
                 name: "report-line".into(),
                 ok: false,
+                guest_ok: false,
                 detail: format!("unreadable record {json:?}: {e}"),
                 known_failure: None,
             }),
@@ -138,12 +182,15 @@ impl Outcome {
         if self.checks.is_empty() {
             why.push("no check ran".into());
         }
-        let failed = self.checks.len() as u32 - self.passed();
+        // The guest's End counts what the guest said of its checks (a
+        // report line that did not parse counts as one it never printed).
+        let printed = self.checks.iter().filter(|c| c.name != "report-line");
+        let guest_passed = printed.clone().filter(|c| c.guest_ok).count() as u32;
+        let failed = printed.count() as u32 - guest_passed;
         match self.end {
             None => why.push("the plan did not reach its end (no End record)".into()),
-            Some(end) if end != (self.passed(), failed) => why.push(format!(
-                "End says {end:?} passed/failed, the console showed ({}, {failed})",
-                self.passed()
+            Some(end) if end != (guest_passed, failed) => why.push(format!(
+                "End says {end:?} passed/failed, the console showed ({guest_passed}, {failed})"
             )),
             Some(_) => {}
         }
@@ -179,6 +226,7 @@ mod tests {
                     ok: true,
                     detail: String::new(),
                     known_failure: None,
+                    artifacts: Vec::new(),
                 }
                 .line("MK")
             ),
@@ -199,6 +247,7 @@ mod tests {
             ok: false,
             detail: "x".into(),
             known_failure: None,
+            artifacts: Vec::new(),
         }
         .line("MK");
         let good = Record::Check {
@@ -206,6 +255,7 @@ mod tests {
             ok: true,
             detail: String::new(),
             known_failure: None,
+            artifacts: Vec::new(),
         }
         .line("MK");
         let end = Record::End {
@@ -247,6 +297,7 @@ mod tests {
                 ok,
                 detail: String::new(),
                 known_failure: Some("tracked".into()),
+                artifacts: Vec::new(),
             }
             .line("MK")
         };
@@ -279,5 +330,42 @@ mod tests {
     fn a_record_of_another_marker_is_not_taken() {
         let o = run(&[Record::Begin { preset: "p".into() }.line("OTHER")]);
         assert!(o.begun.is_none());
+    }
+
+    #[test]
+    fn a_check_whose_engine_log_never_arrived_fails_on_the_host_alone() {
+        let (chunks, r) = crate::artifact::split("scx-engine-replay/engine.log", b"x\n");
+        let begin = Record::Begin { preset: "p".into() }.line("MK");
+        let check = Record::Check {
+            name: "scx-engine-replay".into(),
+            ok: true,
+            detail: "guest ok".into(),
+            known_failure: None,
+            artifacts: vec![r],
+        }
+        .line("MK");
+        let end = Record::End {
+            passed: 1,
+            failed: 0,
+        }
+        .line("MK");
+        // The chunk never came: the host fails the check the guest passed,
+        // and the guest's End still matches what the guest printed.
+        let o = run(&[begin.clone(), check.clone(), end.clone()]);
+        let why = o.verdict("p").unwrap_err();
+        assert!(
+            why.contains("HOST: scx-engine-replay/engine.log: 0 of its 1 chunks arrived"),
+            "{why}"
+        );
+        assert!(!why.contains("End says"), "{why}");
+        // It came, but is no engine log: not replayable.
+        let chunk = Record::Chunk {
+            artifact: "scx-engine-replay/engine.log".into(),
+            seq: 0,
+            data: chunks[0].clone(),
+        }
+        .line("MK");
+        let why = run(&[begin, chunk, check, end]).verdict("p").unwrap_err();
+        assert!(why.contains("not replayable on the host"), "{why}");
     }
 }

@@ -57,6 +57,7 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("cpu-online-groups-return", 2, cpu_online_groups_return),
     ("agent-several-processes", 1, agent_several_processes),
     ("bench-df-runs", 1, bench_df_runs),
+    ("engine-replay", 1, super::brain::engine_replay),
     ("smt-pair-on-siblings", 1, smt_pair_on_siblings),
     (
         "smt-pair-policy-on-siblings",

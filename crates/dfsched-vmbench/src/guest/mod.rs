@@ -16,6 +16,7 @@
 //! [`SETTLED`] samples in a row.
 
 mod balancing;
+mod brain;
 pub mod checks;
 pub mod observe;
 pub mod scx;
@@ -26,6 +27,19 @@ use crate::preset::Preset;
 use crate::report::Record;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// Files the running check hands to the host ([`attach`]), sent after it
+/// ends.
+static ATTACHED: std::sync::Mutex<Vec<(String, Vec<u8>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Sends `bytes` to the host as `name` with the running check's record
+/// ([`crate::artifact`]); the host judges it (an engine log is replayed).
+pub fn attach(name: &str, bytes: Vec<u8>) {
+    ATTACHED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((name.to_string(), bytes));
+}
 
 /// Samples in a row a state must hold on to count as reached.
 pub const SETTLED: u32 = 3;
@@ -134,11 +148,29 @@ pub fn run_plan(
         } else {
             failed += 1;
         }
+        let attached = std::mem::take(
+            &mut *ATTACHED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut artifacts = Vec::new();
+        for (file, bytes) in attached {
+            let (chunks, r) = crate::artifact::split(&format!("{name}/{file}"), &bytes);
+            for (seq, data) in chunks.into_iter().enumerate() {
+                emit(Record::Chunk {
+                    artifact: r.name.clone(),
+                    seq: seq as u32,
+                    data,
+                });
+            }
+            artifacts.push(r);
+        }
         emit(Record::Check {
             name: name.to_string(),
             ok,
             detail,
             known_failure: checks::known_failure(name).map(str::to_string),
+            artifacts,
         });
         if !ok && *name == "topology-sysfs" {
             break;

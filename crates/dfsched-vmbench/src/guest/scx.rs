@@ -54,6 +54,7 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-groups-on-home", 1, groups_on_home),
     ("scx-runtime-df-groups", 1, runtime_df_groups),
     ("scx-bench-df", 1, bench_df),
+    ("scx-engine-replay", 1, super::brain::scx_engine_replay),
     ("scx-succession", 1, succession),
     ("scx-faults", 1, faults::faults),
     ("scx-hotplug", 1, faults::hotplug),
@@ -132,7 +133,7 @@ fn online() -> Result<CpuSet, String> {
 }
 
 /// The scheduler, loaded for one check; killed (which unloads it) if the check ends early.
-struct Loaded {
+pub(super) struct Loaded {
     run: Running,
     /// Kernel log lines before the load: only later ones are judged.
     log_before: usize,
@@ -141,7 +142,7 @@ struct Loaded {
 
 impl Loaded {
     /// Starts `dfsched-scx run` and waits for the kernel to show it enabled.
-    fn start(ctx: &Ctx, extra: &[&str]) -> Result<Loaded, String> {
+    pub(super) fn start(ctx: &Ctx, extra: &[&str]) -> Result<Loaded, String> {
         let state = read(STATE);
         if state != "disabled" {
             return Err(format!(
@@ -225,7 +226,7 @@ impl Loaded {
 
     /// SIGINT; then the loader must exit 0 saying the kernel unregistered it from user space, the
     /// kernel must show sched_ext disabled, and its log must have gained nothing bad.
-    fn unload(mut self) -> Result<String, String> {
+    pub(super) fn unload(mut self) -> Result<String, String> {
         // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
         unsafe { libc::kill(self.run.pid() as libc::pid_t, libc::SIGINT) };
         let end = Instant::now() + Duration::from_secs(30);
