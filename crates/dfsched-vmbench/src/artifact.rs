@@ -76,7 +76,7 @@ pub fn base64(bytes: &[u8]) -> String {
 /// The bytes of standard base64 text, or `None` if it is not.
 pub fn unbase64(text: &str) -> Option<Vec<u8>> {
     let text = text.as_bytes();
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let value = |c: u8| ALPHABET.iter().position(|&a| a == c).map(|v| v as u32);
