@@ -127,6 +127,15 @@
  *   DFSCHED_RECORD_BUFFER=N          events the recording buffer holds between
  *                                    writes; a full buffer drops and counts,
  *                                    never waits (32768; 64..16777216)
+ *   DFSCHED_ENGINE_LOG=FILE          log every event the engine handles and
+ *                                    its decisions into FILE (FILE.PID if
+ *                                    FILE exists; mode 0600, no symlink), JSON
+ *                                    lines, for `dfsched engine-replay FILE`
+ *                                    (off)
+ *   DFSCHED_ENGINE_LOG_MAX_BYTES=N   the engine log's size limit: past it a
+ *                                    `truncated` line ends the file and later
+ *                                    events are only counted (67108864;
+ *                                    65536..1099511627776)
  *   DFSCHED_LIB=PATH                 read by `dfsched run` (where libdfsched.so
  *                                    is); ignored by the library
  * Booleans also accept true/false, yes/no, on/off.

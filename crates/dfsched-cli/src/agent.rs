@@ -138,6 +138,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "ADDR", conflicts_with_all = ["status", "stop"])]
     metrics: Option<agent::metrics::MetricsAddr>,
 
+    /// Log the engine of each process attached with `dfsched attach` into
+    /// DIR/attach-PID.log (JSON lines, for `dfsched engine-replay`; the
+    /// files are the agent user's, mode 0600, never written through a
+    /// symlink).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["status", "stop"])]
+    engine_log: Option<std::path::PathBuf>,
+
     /// With --status or --stop: also talk to an agent run by root (in a
     /// root-owned directory no one else may write), as
     /// DFSCHED_AGENT_TRUST_ROOT=1 lets programs do.
@@ -149,6 +156,13 @@ pub struct AgentArgs {
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `agent`.
+/// `--engine-log DIR` as an absolute path (a detached agent does not keep
+/// this process's working directory).
+fn engine_log_dir(dir: Option<&std::path::Path>) -> anyhow::Result<Option<std::path::PathBuf>> {
+    dir.map(|d| std::path::absolute(d).with_context(|| format!("--engine-log {}", d.display())))
+        .transpose()
+}
+
 pub fn run(args: AgentArgs) -> Result<(), Failure> {
     let socket = args.socket.unwrap_or_else(agent::default_socket_path);
     let connect = ConnectOptions {
@@ -196,6 +210,7 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         config.max_connections_per_uid = args.max_connections_per_uid;
         config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
         config.metrics = args.metrics.clone();
+        config.engine_log_dir = engine_log_dir(args.engine_log.as_deref())?;
         let agent = Agent::bind(config).context("dfsched agent")?;
         tracing::info!(socket = %socket.display(), pid = std::process::id(), "dfsched agent listening");
         if let Some(m) = &args.metrics {
@@ -214,6 +229,7 @@ pub fn run(args: AgentArgs) -> Result<(), Failure> {
         max_connections_per_uid: args.max_connections_per_uid,
         idle_timeout_ms: args.idle_timeout_ms,
         metrics: args.metrics.clone(),
+        engine_log_dir: engine_log_dir(args.engine_log.as_deref())?,
     };
     // This process exits now: the agent is left to init, not reaped here.
     let agent = agent::spawn_detached(&exe, &socket, &options).context("dfsched agent")?;

@@ -178,7 +178,11 @@ enum Phase {
 
 /// A runtime's engine log, kept in its `State` (so written under its lock).
 pub(crate) struct EngineLog {
-    out: std::io::BufWriter<File>,
+    /// The file, buffered; `None` only while a forked child drops its copy.
+    out: Option<std::io::BufWriter<File>>,
+    /// The process that opened it: a forked child that drops its copy
+    /// never writes the parent's buffer into the file.
+    pid: u32,
     path: PathBuf,
     phase: Phase,
     /// The next step's index.
@@ -265,7 +269,8 @@ impl EngineLog {
         let pid = std::process::id();
         let (file, path) = open(path, pid, runtime)?;
         let mut log = EngineLog {
-            out: std::io::BufWriter::with_capacity(BUFFER_BYTES, file),
+            out: Some(std::io::BufWriter::with_capacity(BUFFER_BYTES, file)),
+            pid,
             path,
             phase: Phase::Open,
             next: 0,
@@ -289,8 +294,8 @@ impl EngineLog {
         }));
         let mut line = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        log.out.write_all(&line)?;
-        log.out.flush()?;
+        log.write_all(&line)?;
+        log.flush_out()?;
         log.bytes = line.len() as u64;
         Ok(log)
     }
@@ -354,7 +359,10 @@ impl EngineLog {
             self.flush();
             return;
         }
-        match self.out.write_all(&self.line) {
+        let line = std::mem::take(&mut self.line);
+        let written = self.write_all(&line);
+        self.line = line;
+        match written {
             Ok(()) => {
                 self.bytes += len;
                 self.next += 1;
@@ -372,7 +380,7 @@ impl EngineLog {
             return;
         };
         text.push(b'\n');
-        match self.out.write_all(&text) {
+        match self.write_all(&text) {
             Ok(()) => self.bytes += text.len() as u64,
             Err(e) => self.fail(&e),
         }
@@ -386,12 +394,23 @@ impl EngineLog {
         self.phase = Phase::Failed;
     }
 
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self.out.as_mut() {
+            Some(out) => out.write_all(bytes),
+            None => Err(std::io::Error::other("the log is closed")),
+        }
+    }
+
+    fn flush_out(&mut self) -> std::io::Result<()> {
+        self.out.as_mut().map_or(Ok(()), std::io::Write::flush)
+    }
+
     /// Writes out the buffer (each balancer pass).
     pub(crate) fn flush(&mut self) {
         if self.phase == Phase::Failed {
             return;
         }
-        if let Err(e) = self.out.flush() {
+        if let Err(e) = self.flush_out() {
             self.fail(&e);
         }
     }
@@ -422,6 +441,22 @@ impl EngineLog {
             truncated: self.truncated,
             steps_not_logged: self.not_logged,
             write_errors: self.write_errors,
+        }
+    }
+}
+
+impl Drop for EngineLog {
+    /// An engine log dropped with its owner (a runtime's state, an
+    /// attached process) is ended; [`EngineLog::finish`] is idempotent.
+    fn drop(&mut self) {
+        if std::process::id() == self.pid {
+            self.finish();
+        } else {
+            // A forked child's copy: its buffer is the parent's to write,
+            // and `into_parts` drops it without the flush a drop does.
+            if let Some(out) = self.out.take() {
+                let _ = out.into_parts();
+            }
         }
     }
 }

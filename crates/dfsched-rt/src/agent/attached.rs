@@ -42,6 +42,7 @@
 //! mask read per thread per tick; a process that ends is dropped at the
 //! next tick.
 
+use crate::engine_log::EngineLog;
 use crate::rules::{ProcessChoice, ProcessFacts, Rules, ThreadChoice};
 use crate::sys::SysOps;
 use dfsched_core::{
@@ -80,6 +81,8 @@ pub struct Attached {
     process_before: CpuSet,
     threads: BTreeMap<u64, Thread>,
     decisions: Vec<Decision>,
+    /// Its engine log (`dfsched agent --engine-log DIR`), fed by [`feed`].
+    engine_log: Option<Box<EngineLog>>,
     /// The policy it runs under.
     pub policy: Policy,
 }
@@ -129,6 +132,24 @@ fn tids(proc_root: &Path, pid: u32) -> Result<Vec<u64>, AttachError> {
     Ok(out)
 }
 
+/// Feeds one event to an attached process's engine: the one way events
+/// reach it, so that its engine log (when on) holds every one.
+fn feed(
+    engine: &mut Engine,
+    log: &mut Option<Box<EngineLog>>,
+    event: Event,
+    out: &mut Vec<Decision>,
+) -> Result<(), dfsched_core::CoreError> {
+    match log.as_deref_mut() {
+        None => engine.handle(event, out),
+        Some(log) => log.handle(engine, event, out),
+    }
+}
+
+/// Attaches so far in this process: the engine logs' file names of a
+/// process attached again (`FILE.PID.N`, see `engine_log.rs`).
+static ATTACHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 fn thread_name(proc_root: &Path, pid: u32, tid: u64) -> Option<String> {
     std::fs::read_to_string(proc_root.join(format!("{pid}/task/{tid}/comm")))
         .ok()
@@ -138,7 +159,10 @@ fn thread_name(proc_root: &Path, pid: u32, tid: u64) -> Option<String> {
 impl Attached {
     /// Takes process `pid` for `uid` (who owns it: the caller checked)
     /// under `policy` (the rules' process choice first, if rules are
-    /// given) and places its threads at once.
+    /// given) and places its threads at once. With `engine_log`, every
+    /// event its engine handles is logged there from the first
+    /// (`engine_log.rs`; body `attach`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         pid: u32,
         uid: u32,
@@ -147,6 +171,7 @@ impl Attached {
         policy: Policy,
         rules: Option<Rules>,
         sys: &dyn SysOps,
+        engine_log: Option<&Path>,
     ) -> Result<(Attached, Counts), AttachError> {
         let facts = ProcessFacts::read(proc_root, pid).ok_or(AttachError::Gone(pid))?;
         let policy = match rules.as_ref().map(|r| r.process_choice(&facts)) {
@@ -166,6 +191,21 @@ impl Attached {
         let process_before = sys
             .get_affinity(u64::from(pid))
             .map_err(|_| AttachError::Gone(pid))?;
+        let engine_log = match engine_log {
+            None => None,
+            Some(path) => {
+                let serial = ATTACHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let log = EngineLog::create(
+                    path,
+                    crate::engine_log::DEFAULT_MAX_BYTES,
+                    serial,
+                    &engine,
+                    "attach",
+                )
+                .map_err(|e| AttachError::Config(format!("engine log {}: {e}", path.display())))?;
+                Some(Box::new(log))
+            }
+        };
         let mut a = Attached {
             pid,
             uid,
@@ -177,6 +217,7 @@ impl Attached {
             process_before,
             threads: BTreeMap::new(),
             decisions: Vec::new(),
+            engine_log,
             policy,
         };
         let counts = a.refresh(sys, Nanos(0))?;
@@ -217,9 +258,12 @@ impl Attached {
             .collect();
         for tid in gone {
             if self.threads.remove(&tid).is_some_and(|t| t.in_engine) {
-                let _ = self
-                    .engine
-                    .handle(Event::Exit { task: TaskId(tid) }, &mut self.decisions);
+                let _ = feed(
+                    &mut self.engine,
+                    &mut self.engine_log,
+                    Event::Exit { task: TaskId(tid) },
+                    &mut self.decisions,
+                );
             }
         }
         let placed_masks: Vec<CpuSet> = self.threads.values().map(|t| t.last_set.clone()).collect();
@@ -259,7 +303,9 @@ impl Attached {
                         if t.in_engine {
                             let allowed = mask.intersection(self.topology.cpus());
                             if !allowed.is_empty() {
-                                let _ = self.engine.handle(
+                                let _ = feed(
+                                    &mut self.engine,
+                                    &mut self.engine_log,
                                     Event::Allowed {
                                         task: TaskId(tid),
                                         allowed,
@@ -276,9 +322,15 @@ impl Attached {
                 }
             }
         }
-        let _ = self
-            .engine
-            .handle(Event::Balance { now }, &mut self.decisions);
+        let _ = feed(
+            &mut self.engine,
+            &mut self.engine_log,
+            Event::Balance { now },
+            &mut self.decisions,
+        );
+        if let Some(log) = self.engine_log.as_deref_mut() {
+            log.flush();
+        }
         let mut counts = Counts {
             threads: self.threads.len() as u32,
             placed: 0,
@@ -306,9 +358,12 @@ impl Attached {
         let task = TaskId(tid);
         if choice == ThreadChoice::Leave {
             if t.in_engine {
-                let _ = self
-                    .engine
-                    .handle(Event::Exit { task }, &mut self.decisions);
+                let _ = feed(
+                    &mut self.engine,
+                    &mut self.engine_log,
+                    Event::Exit { task },
+                    &mut self.decisions,
+                );
                 t.in_engine = false;
                 t.df = None;
             }
@@ -325,7 +380,14 @@ impl Attached {
                 allowed,
                 cpu: None,
             };
-            if self.engine.handle(new, &mut self.decisions).is_err() {
+            if feed(
+                &mut self.engine,
+                &mut self.engine_log,
+                new,
+                &mut self.decisions,
+            )
+            .is_err()
+            {
                 return;
             }
             t.in_engine = true;
@@ -343,7 +405,14 @@ impl Attached {
             cur: t.df.map(DfId),
             next: next.map(DfId),
         };
-        if self.engine.handle(hint, &mut self.decisions).is_ok() {
+        if feed(
+            &mut self.engine,
+            &mut self.engine_log,
+            hint,
+            &mut self.decisions,
+        )
+        .is_ok()
+        {
             t.df = next;
         }
     }
@@ -464,6 +533,7 @@ mod tests {
             Policy::DataAffinity,
             Some(rules()),
             &sys,
+            Some(&proc_.0.join("engine.log")),
         )
         .unwrap();
         assert_eq!(counts.threads, 3);
@@ -497,6 +567,19 @@ mod tests {
         for t in 100..103 {
             assert_eq!(sys.get_affinity(t).unwrap(), set("0-3"), "tid {t}");
         }
+        // Its engine log, ended when the process is forgotten, replays
+        // identically: renames, a new thread, an exit and the passes.
+        drop(a);
+        let log = std::fs::read_to_string(proc_.0.join("engine.log")).unwrap();
+        assert!(log.contains("\"body\":\"attach\""), "{log}");
+        for kind in ["task_new", "hint", "exit", "balance"] {
+            assert!(
+                log.contains(&format!("\"event\":\"{kind}\"")),
+                "no {kind}: {log}"
+            );
+        }
+        let r = crate::engine_replay::replay(log.as_bytes()).unwrap();
+        assert!(r.ended && r.steps > 8 && r.decisions > 0, "{r:?}");
     }
 
     #[test]
@@ -512,6 +595,7 @@ mod tests {
             Policy::DataAffinity,
             Some(rules()),
             &sys,
+            None,
         )
         .unwrap();
         sys.set_affinity(101, &set("2-3")).unwrap(); // taskset, say
@@ -542,6 +626,7 @@ mod tests {
             Policy::CoThread,
             Some(off),
             &sys,
+            None,
         );
         assert!(matches!(r, Err(AttachError::LeftAlone(100))));
         assert!(matches!(
@@ -552,7 +637,8 @@ mod tests {
                 Topology::test(1, 1, 4, 1),
                 Policy::CoThread,
                 None,
-                &sys
+                &sys,
+                None,
             ),
             Err(AttachError::Gone(7))
         ));

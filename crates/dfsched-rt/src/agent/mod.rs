@@ -420,6 +420,9 @@ pub struct SpawnOptions {
     pub idle_timeout_ms: u64,
     /// `--metrics`: the metrics endpoint (`metrics.rs`). Default none.
     pub metrics: Option<metrics::MetricsAddr>,
+    /// `--engine-log DIR`: log the engine of each attached process
+    /// ([`AgentConfig::engine_log_dir`]). Default none.
+    pub engine_log_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for SpawnOptions {
@@ -433,6 +436,7 @@ impl Default for SpawnOptions {
             max_connections_per_uid: DEFAULT_MAX_CONNECTIONS_PER_UID,
             idle_timeout_ms: DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
             metrics: None,
+            engine_log_dir: None,
         }
     }
 }
@@ -460,6 +464,9 @@ impl SpawnOptions {
         }
         if let Some(m) = &self.metrics {
             out.extend(["--metrics".to_string(), m.to_string()]);
+        }
+        if let Some(d) = &self.engine_log_dir {
+            out.extend(["--engine-log".to_string(), d.display().to_string()]);
         }
         out
     }

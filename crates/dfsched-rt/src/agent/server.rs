@@ -123,6 +123,11 @@ pub struct AgentConfig {
     /// Serve the counters in the Prometheus/OpenMetrics text format here
     /// (`--metrics`; `metrics.rs`). Default none.
     pub metrics: Option<MetricsAddr>,
+    /// Log the engine of each process attached by `dfsched attach` into
+    /// `DIR/attach-PID.log` (`--engine-log DIR`; the format and the file
+    /// checks of `crate::engine_log`, for `dfsched engine-replay`). Default
+    /// none.
+    pub engine_log_dir: Option<PathBuf>,
 }
 
 /// How long the agent waits to write one reply: replies are small and the
@@ -149,6 +154,7 @@ impl AgentConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_load_milli: max_load_milli(Path::new("/proc")),
             metrics: None,
+            engine_log_dir: None,
         })
     }
 }
@@ -627,6 +633,12 @@ fn attach(shared: &Shared, uid: u32, a: AttachRequest) -> ReplyLine {
         a.policy,
         a.rules,
         &crate::sys::RealSys,
+        shared
+            .config
+            .engine_log_dir
+            .as_ref()
+            .map(|d| d.join(format!("attach-{target}.log")))
+            .as_deref(),
     ) {
         Ok((process, counts)) => {
             let reply = AttachReply {
