@@ -28,9 +28,12 @@
 //!   that: CPUs going offline and coming back, cpusets and the agent's
 //!   homes reach it as `Allowed` events, the outside load as `ExternalLoad*`
 //!   events, idle threads as `Block`/`Wake`, all through `State::handle`,
-//!   so they are steps like any other. A body that did rebuild its engine
-//!   would write a new `header` (the next `segment`); the replay starts a
-//!   fresh engine at each one.
+//!   so they are steps like any other; the runtime never calls
+//!   `Engine::set_config`. A body that did rebuild or reconfigure its
+//!   engine would write a new `header` (the next `segment`); the replay
+//!   starts a fresh engine at each one. The agent's engines for
+//!   `dfsched attach` (`agent/attached.rs`, `dfsched agent --engine-log
+//!   DIR`) are logged the same way, body `attach`.
 //! - `n` counts steps from 0 over the whole file, with no gap.
 //!
 //! Bounds and failures: the header is always written whole; a step that
@@ -458,5 +461,69 @@ impl Drop for EngineLog {
                 let _ = out.into_parts();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dfsched_core::{AppId, CpuId, DfId, TaskId};
+
+    #[test]
+    fn a_write_error_stops_the_log_counts_it_and_the_engine_goes_on() {
+        let dir =
+            std::env::temp_dir().join(format!("dfsched-engine-log-werr-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.log");
+        let topo = Topology::test(1, 1, 4, 1);
+        let mut engine = Engine::new(topo.clone(), Config::default()).unwrap();
+        let mut log = EngineLog::create(&path, DEFAULT_MAX_BYTES, 1, &engine, "affinity").unwrap();
+        // The file under the log becomes one opened read-only: every write
+        // fails (EBADF), as a full disk or a revoked file would.
+        log.out = Some(std::io::BufWriter::with_capacity(
+            64,
+            File::open(&path).unwrap(),
+        ));
+        let mut out = Vec::new();
+        for t in 1..=8u64 {
+            log.handle(
+                &mut engine,
+                Event::TaskNew {
+                    task: TaskId(t),
+                    app: AppId(0),
+                    allowed: topo.cpus().clone(),
+                    cpu: Some(CpuId(0)),
+                },
+                &mut out,
+            )
+            .unwrap();
+            log.handle(
+                &mut engine,
+                Event::Hint {
+                    task: TaskId(t),
+                    app: AppId(0),
+                    cur: None,
+                    next: Some(DfId(t % 2 + 1)),
+                },
+                &mut out,
+            )
+            .unwrap();
+        }
+        log.finish();
+        let s = log.stats();
+        assert_eq!(s.write_errors, 1, "the first error stops the log: {s:?}");
+        assert_eq!(s.steps + s.steps_not_logged, 16, "{s:?}");
+        assert!(s.steps_not_logged > 0, "{s:?}");
+        assert!(!s.truncated);
+        // The engine itself went on: every thread was placed.
+        assert_eq!(
+            out.iter()
+                .filter(|d| matches!(d, Decision::Place { .. }))
+                .count(),
+            8
+        );
+        drop(log);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -18,6 +18,8 @@
 //!   `ext.enabled: 1` with a full mask and the bench ends with its JSON. Where each worker ran is
 //!   counted, not judged: the engine may re-home a group while its threads are still hinting, and
 //!   a thread's last CPU then lags its group's new home for a moment.
+//! - `scx-engine-replay` (`brain.rs`): the same bench with DF switches, its engine logged
+//!   (`DFSCHED_ENGINE_LOG`), the log replayed on the host: one brain, identical decisions.
 //!
 //! - `scx-succession`: two groups of two spinners share one CPU: with `--quota 8` most dispatches
 //!   come from the group served just before (7 of 8 expected), with `--quota 1` almost none.
