@@ -85,7 +85,15 @@ fn attach_places_a_running_process_by_rules_and_detach_gives_its_masks_back() {
         return;
     };
     let dir = TempDir::new("attach");
-    let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "50"]);
+    // The attached process's engine is logged (`--engine-log`), to be
+    // replayed after the detach.
+    let logs = scratch().join(format!("attach-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).unwrap();
+    let agent = AgentGuard::start(
+        &dir.sock(),
+        &["--tick-ms", "50", "--engine-log", logs.to_str().unwrap()],
+    );
     let rules = scratch().join("attach.toml");
     std::fs::write(&rules, RULES).unwrap();
     let mut cmd = clean(Command::new(&prog));
@@ -149,6 +157,19 @@ fn attach_places_a_running_process_by_rules_and_detach_gives_its_masks_back() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not attached"));
     assert!(running.finish().success());
     drop(agent);
+    // The engine log of the attach, ended at the detach: one brain, the
+    // agent's decisions replayed identically.
+    let log = logs.join(format!("attach-{pid}.log"));
+    let replay = clean(Command::new(BIN))
+        .args(["engine-replay", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap_or_default();
+    assert!(replay.status.success(), "{j} {replay:?}");
+    assert_eq!(j["replayed"]["ended"], true, "{j}");
+    assert!(j["replayed"]["decisions"].as_u64().unwrap() > 0, "{j}");
+    let _ = std::fs::remove_dir_all(&logs);
 }
 
 /// A process of another user: a `sleep` dropped to uid 65534 when this
