@@ -3,6 +3,8 @@
 //! shutdown or at `exit()`. The recorder itself (the buffer, the writer,
 //! the `/proc` readings) is `record.rs`, which knows nothing of the
 //! runtime; this file only reads the registered threads and calls it.
+//! The engine log's end (`DFSCHED_ENGINE_LOG`, `engine_log.rs`) shares the
+//! same two moments, shutdown and the `atexit` handler.
 //!
 //! Invariants: samples are read outside the state's lock (the tids are
 //! copied under it); nothing here runs on a program thread but the
