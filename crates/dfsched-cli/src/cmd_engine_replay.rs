@@ -18,9 +18,9 @@ A program run with DFSCHED_ENGINE_LOG=FILE (the library, `dfsched run`, any
 body: affinity masks or the sched_ext scheduler) logs the engine's topology,
 configuration and policy, then every event its engine handled and the
 decisions it gave (`dfsched agent --engine-log DIR` does the same for each
-process attached with `dfsched attach`). This command rebuilds that engine from the log's header,
-feeds it the events in order and compares each decision list (and each
-refusal) with the logged one: one brain, checked. A log cut at its size
+process attached with `dfsched attach`). This command rebuilds that engine
+from the log's header, feeds it the events in order and compares each
+decision list (and each refusal) with the logged one: one brain, checked. A log cut at its size
 limit (DFSCHED_ENGINE_LOG_MAX_BYTES) is replayed up to the cut, and the
 report says so.
 
