@@ -9,10 +9,15 @@
 //!
 //! ┌ dfsched top: agent 812, 2 processes, sort pid, filter — ─────────┐
 //! │ CPU  ours  others  ████░░░░                                      │  per CPU
-//! │ PID  COMM  POLICY  THR GRP MOVES(g/t) SPLITS REHOMES LAST PASS    │  per process
+//! │ PID COMM POLICY BODY LOAD THR GRP MOVES SPLITS REHOMES LAST PASS  │  per process
 //! │ PID  GROUP DF  HOME  MEMBERS RUNNABLE                              │  per group
 //! └ q quit  s sort  r reverse  / filter  c clear ─────────────────────┘
 //! ```
+//!
+//! BODY is what carries out a process's placements: `affinity` (masks) or
+//! `scx` (dfsched's sched_ext scheduler); a runtime or agent from before the
+//! field says nothing, which means affinity (`dfsched::agent::top`). The
+//! `--json` output names it in every detail, the default filled in.
 //!
 //! The first request makes the agent ask runtimes for their details; each
 //! sends one with its next report (within a balancer interval, or a
@@ -163,7 +168,7 @@ pub fn run(args: TopArgs) -> Result<(), Failure> {
 fn print_once(view: &TopView, state: &UiState, json: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, view)?;
+        serde_json::to_writer_pretty(&mut out, &json_view(view)?)?;
         writeln!(out)?;
     } else {
         let lines = frame_text(view, state, 120);
@@ -177,6 +182,22 @@ fn print_once(view: &TopView, state: &UiState, json: bool) -> anyhow::Result<()>
         }
     }
     Ok(())
+}
+
+/// `view` as the JSON `--once --json` prints: the wire's, with every
+/// detail's `body` named (the wire leaves out the default, affinity).
+pub fn json_view(view: &TopView) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(view)?;
+    let details = v["processes"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get_mut("detail").and_then(|d| d.as_object_mut()));
+    for d in details {
+        d.entry("body")
+            .or_insert_with(|| dfsched::scx::Body::Affinity.to_string().into());
+    }
+    Ok(v)
 }
 
 /// One sample in which every process has a detail, or the last one asked
@@ -385,8 +406,9 @@ pub fn draw(f: &mut Frame, view: &TopView, state: &UiState) {
     let proc_table = Table::new(
         ps.iter().map(|p| {
             let load: u64 = p.load_milli.iter().map(|&(_, m)| m).sum();
-            let (policy, thr, grp, moves, splits, rehomes, last) = match &p.detail {
+            let (policy, body, thr, grp, moves, splits, rehomes, last) = match &p.detail {
                 None => (
+                    "—".into(),
                     "—".into(),
                     "—".into(),
                     "—".into(),
@@ -397,6 +419,7 @@ pub fn draw(f: &mut Frame, view: &TopView, state: &UiState) {
                 ),
                 Some(d) => (
                     d.policy.clone(),
+                    d.body.to_string(),
                     d.threads.to_string(),
                     (d.groups.len() + d.groups_omitted as usize).to_string(),
                     format!("{}/{}", d.group_moves, d.task_moves),
@@ -429,6 +452,7 @@ pub fn draw(f: &mut Frame, view: &TopView, state: &UiState) {
                 p.pid.to_string(),
                 p.comm.clone().unwrap_or_else(|| "?".into()),
                 policy,
+                body,
                 milli(load),
                 thr,
                 grp,
@@ -438,13 +462,17 @@ pub fn draw(f: &mut Frame, view: &TopView, state: &UiState) {
                 last,
             ])
         }),
+        // Narrow enough that LAST PASS keeps 30 columns of a 120-column
+        // frame (`--once`): pids have at most 7 digits, policy names 13
+        // letters, bodies 8.
         [
-            Constraint::Length(8),
+            Constraint::Length(7),
             Constraint::Length(16),
-            Constraint::Length(14),
+            Constraint::Length(13),
+            Constraint::Length(8),
             Constraint::Length(6),
-            Constraint::Length(5),
-            Constraint::Length(5),
+            Constraint::Length(4),
+            Constraint::Length(4),
             Constraint::Length(9),
             Constraint::Length(6),
             Constraint::Length(7),
@@ -456,6 +484,7 @@ pub fn draw(f: &mut Frame, view: &TopView, state: &UiState) {
             "PID",
             "COMM",
             "POLICY",
+            "BODY",
             "LOAD",
             "THR",
             "GRP",
@@ -536,11 +565,13 @@ pub fn render_lines(view: &TopView, state: &UiState, area: Rect) -> Vec<String> 
 mod tests {
     use super::*;
     use dfsched::agent::top::{CpuTop, Detail, GroupTop, PassTop};
+    use dfsched::scx::Body;
     use dfsched::CpuId;
 
     fn view() -> TopView {
-        let detail = |groups: Vec<GroupTop>, moves| Detail {
+        let detail = |groups: Vec<GroupTop>, moves, body| Detail {
             policy: "co-thread".into(),
+            body,
             threads: 4,
             groups,
             groups_omitted: 0,
@@ -590,7 +621,7 @@ mod tests {
                     comm: Some("server".into()),
                     load_milli: vec![(CpuId(0), 1500)],
                     set: None,
-                    detail: Some(detail(vec![group(7, None, "0")], 5)),
+                    detail: Some(detail(vec![group(7, None, "0")], 5, Body::Scx)),
                     detail_age_ms: Some(100),
                 },
                 ProcessTop {
@@ -599,7 +630,7 @@ mod tests {
                     comm: Some("batch".into()),
                     load_milli: vec![],
                     set: None,
-                    detail: Some(detail(vec![group(3, Some(9), "1")], 1)),
+                    detail: Some(detail(vec![group(3, Some(9), "1")], 1, Body::Affinity)),
                     detail_age_ms: Some(100),
                 },
             ],
@@ -633,6 +664,37 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle:?} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn each_process_row_names_its_body() {
+        let lines = render_lines(&view(), &state(), Rect::new(0, 0, 120, 30));
+        let row = |pid: &str| {
+            lines
+                .iter()
+                .find(|l| l.trim_start().starts_with(pid))
+                .unwrap_or_else(|| panic!("no row for {pid} in\n{}", lines.join("\n")))
+                .clone()
+        };
+        assert!(lines.iter().any(|l| l.contains("BODY")), "{lines:#?}");
+        let server = row("4242");
+        assert!(server.contains(" scx "), "{server}");
+        let batch = row("777");
+        assert!(batch.contains(" affinity "), "{batch}");
+    }
+
+    #[test]
+    fn the_json_names_every_body_the_default_included() {
+        let v = json_view(&view()).unwrap();
+        let body = |i: usize| v["processes"][i]["detail"]["body"].clone();
+        assert_eq!(body(0), "scx");
+        // Left out on the wire (affinity), named here.
+        assert_eq!(body(1), "affinity");
+        let wire = serde_json::to_value(view()).unwrap();
+        assert!(
+            wire["processes"][1]["detail"].get("body").is_none(),
+            "{wire}"
+        );
     }
 
     #[test]

@@ -18,7 +18,10 @@
 
 mod agent_support;
 
-use agent_support::{rerun, skip_or_fail, two_cpus, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
+use agent_support::{
+    fake_scheduler, is_root, rerun, skip_or_fail, two_cpus, AgentGuard, ChildProc, ExtGranted,
+    TempDir, BIN, DEADLINE,
+};
 use dfsched::agent::{AgentMode, Client, Report, Status};
 use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
@@ -565,6 +568,66 @@ fn an_agent_from_before_top_still_gets_weighed_reports() {
     drop(rt);
     // `watchable` refused once; every report weighed.
     assert_eq!(server.join().unwrap(), (1, 3));
+}
+
+#[test]
+fn an_agent_from_before_the_body_still_gets_details_without_it() {
+    // A stand-in for an agent that knows `dfsched top` but predates the
+    // detail's `body`: it refuses a report naming a body as malformed, and
+    // asks for details (`watch`). A runtime on the scx body must drop only
+    // the body, and go on sending its details.
+    if !is_root() {
+        skip_or_fail(
+            "SKIP an_agent_from_before_the_body_still_gets_details_without_it: the scx body \
+             talks only to a root-run scheduler socket, and this test's fake is its own",
+        );
+        return;
+    }
+    let dir = TempDir::new("prebody");
+    let server = stand_in_agent(
+        &dir.sock(),
+        (0, 0),
+        |(refused, details): &mut (u32, u32), line| {
+            if line.contains(r#""body""#) {
+                *refused += 1;
+                r#"{"v":2,"reply":{"error":{"kind":"malformed","message":"unknown field `body`"}}}"#
+            } else {
+                if line.contains(r#""detail""#) {
+                    *details += 1;
+                }
+                r#"{"v":2,"reply":{"view":{"others_milli":[],"unmanaged":[[0,3]],"unmanaged_milli":[[0,1500]],"registered":[],"home":null,"set":null,"watch":true}}}"#
+            }
+        },
+    );
+    let mut cfg = RuntimeConfig {
+        balance_interval_ms: 0,
+        agent: AgentMode::Path(dir.sock()),
+        agent_timeout_ms: PATIENT_AGENT_MS,
+        agent_lone_passes: 1,
+        scx: dfsched::scx::ScxMode::Socket(fake_scheduler(&dir)),
+        ..RuntimeConfig::default()
+    };
+    cfg.idle_passes = 0;
+    let rt = Runtime::start_with_sys(cfg, std::sync::Arc::new(ExtGranted)).unwrap();
+    assert!(
+        rt.stats().scx_body,
+        "the premise: the runtime is on the scx body"
+    );
+    // Pass 1 hears it is watched; pass 2 sends a detail naming the body,
+    // refused, and again without; pass 3 without at once.
+    for _ in 0..3 {
+        rt.balance_now().unwrap();
+    }
+    let link = rt.agent_link();
+    assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
+    assert!(rt.stats().scx_body, "the body itself is kept");
+    rt.shutdown();
+    drop(rt);
+    assert_eq!(
+        server.join().unwrap(),
+        (1, 2),
+        "the body refused once; details sent on without it"
+    );
 }
 
 /// Two threads of the test process that joined `rt` (by `join`) and wait

@@ -1,7 +1,10 @@
 //! `dfsched top` against a real agent and a real program under
 //! `dfsched run`: `--once --json` lists the program's co-thread group and
 //! its home, and the live view, driven in a pseudo-terminal by `script(1)`,
-//! draws a frame naming the program and quits on `q`.
+//! draws a frame naming the program and quits on `q`. Each process's body
+//! is named: the program's is affinity, and a runtime in this test process
+//! on the scx body (a fake scheduler socket, as root) shows as scx in the
+//! JSON and in the table.
 //!
 //! Each test has its own agent on a socket in a private directory, stopped
 //! when the test ends; the program is the C fixture (tests/run_fixtures/
@@ -15,7 +18,10 @@ mod support;
 
 mod agent_support;
 
-use agent_support::{AgentGuard, TempDir, BIN};
+use agent_support::{fake_scheduler, is_root, AgentGuard, ExtGranted, TempDir, BIN};
+use dfsched::agent::AgentMode;
+use dfsched::scx::ScxMode;
+use dfsched::{Runtime, RuntimeConfig};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -82,6 +88,9 @@ fn top_once_json_lists_a_run_programs_groups_and_homes() {
     let (view, entry) = top_once_until_detail(&dir.sock(), program.pid);
     let detail = &entry["detail"];
     assert_eq!(detail["policy"], "co-thread", "{entry:#}");
+    // No sched_ext here: its placements are affinity masks, and the JSON
+    // says so (the wire leaves the default out; `--json` names it).
+    assert_eq!(detail["body"], "affinity", "{entry:#}");
     // Its main thread and 3 spinning ones are one co-thread group.
     let group = &detail["groups"][0];
     assert!(
@@ -182,4 +191,68 @@ fn top_draws_a_frame_in_a_pseudo_terminal_and_quits_on_q() {
         status.is_some_and(|s| s.success()),
         "top did not quit on q: {status:?}"
     );
+}
+
+#[test]
+fn top_names_the_scx_body_of_a_runtime_on_it() {
+    if !is_root() {
+        skip_or_fail(
+            "SKIP top_names_the_scx_body_of_a_runtime_on_it: the scx body talks only to a root-run \
+             scheduler socket, and this test's fake is its own",
+        );
+        return;
+    }
+    let dir = TempDir::new("topscx");
+    let _agent = AgentGuard::start(&dir.sock(), &[]);
+    let cfg = RuntimeConfig {
+        balance_interval_ms: 100,
+        agent: AgentMode::Path(dir.sock()),
+        // Alone with the agent, yet exchanging every pass, so the detail
+        // comes within a few passes of being asked for.
+        agent_lone_passes: 1,
+        scx: ScxMode::Socket(fake_scheduler(&dir)),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start_with_sys(cfg, std::sync::Arc::new(ExtGranted)).unwrap();
+    assert!(
+        rt.stats().scx_body,
+        "the premise: the runtime is on the scx body"
+    );
+    // One thread in DF 1, waiting, so the detail has a group.
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (entered, has_entered) = std::sync::mpsc::channel::<()>();
+    let worker = {
+        let rt = rt.clone();
+        std::thread::spawn(move || {
+            rt.enter(1).unwrap();
+            entered.send(()).unwrap();
+            let _ = stopped.recv();
+        })
+    };
+    has_entered.recv().unwrap();
+    let pid = std::process::id();
+    let (_, entry) = top_once_until_detail(&dir.sock(), pid);
+    assert_eq!(entry["detail"]["body"], "scx", "{entry:#}");
+    assert!(
+        rt.stats().scx_body,
+        "still on the scx body: {:?}",
+        rt.stats()
+    );
+    // The table's row of this process names the body too.
+    let out = Command::new(BIN)
+        .args(["top", "--once", "--socket"])
+        .arg(dir.sock())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "top --once: {text}");
+    assert!(text.contains("BODY"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&pid.to_string()))
+        .unwrap_or_else(|| panic!("no row for {pid} in\n{text}"));
+    assert!(row.contains(" scx "), "{row}");
+    stop.send(()).unwrap();
+    worker.join().unwrap();
+    rt.shutdown();
 }

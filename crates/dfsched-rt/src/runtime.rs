@@ -437,11 +437,7 @@ impl Runtime {
         s.preload_attach_failures = crate::stats::preload_attach_failures();
         s.record = inner.recorder.as_ref().map(|r| r.stats());
         s.engine_log = st.engine_log.as_ref().map(|l| l.stats());
-        s.body = if s.scx_body {
-            crate::scx::Body::Scx
-        } else {
-            crate::scx::Body::Affinity
-        };
+        s.body = crate::scx::Body::of_scx_flag(s.scx_body);
         s
     }
 

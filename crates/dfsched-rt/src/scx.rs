@@ -87,7 +87,7 @@ impl ScxMode {
 }
 
 /// The body that carries out the engine's placements.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Body {
     /// Affinity masks (`sched_setaffinity`): the kernel's own scheduler orders the threads.
@@ -95,6 +95,24 @@ pub enum Body {
     Affinity,
     /// dfsched's sched_ext scheduler: groups run in succession on their homes.
     Scx,
+}
+
+impl Body {
+    /// The body of a runtime whose placements go to the sched_ext scheduler (`scx_body`, the
+    /// stats' flag) or not.
+    pub fn of_scx_flag(scx_body: bool) -> Body {
+        if scx_body {
+            Body::Scx
+        } else {
+            Body::Affinity
+        }
+    }
+
+    /// Whether this is the affinity body: what a runtime that names no body means (an older one,
+    /// or one that leaves the field out because it is the default; `agent/top.rs`).
+    pub fn is_affinity(&self) -> bool {
+        *self == Body::Affinity
+    }
 }
 
 impl std::fmt::Display for Body {

@@ -3,7 +3,9 @@
 //! private temporary directory for an agent's socket ([`TempDir`]), a
 //! detached agent stopped on drop ([`AgentGuard`]), the two-CPU skip check
 //! ([`two_cpus`]), and [`ChildProc`], this test binary started again to run
-//! one test body as a helper process that answers lines on stdin.
+//! one test body as a helper process that answers lines on stdin; for a
+//! runtime on the scx body without a sched_ext kernel, a fake scheduler
+//! socket ([`fake_scheduler`], root only: [`is_root`]) and [`ExtGranted`].
 //!
 //! Invariants: every agent here listens on a socket in a private (0700)
 //! temporary directory, never on the default socket; every wait is for a
@@ -218,4 +220,61 @@ pub fn skip_or_fail(message: &str) {
         panic!("cannot run here (CI=true): {message}");
     }
     eprintln!("{message}");
+}
+
+/// Whether this test runs as root: the runtime's scx body talks only to a
+/// root-run scheduler socket (`SO_PEERCRED`), and the fake one here is this
+/// process's.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A fake sched_ext scheduler socket (`dfsched-scx`'s, as the runtime sees
+/// it) at `DIR/scx.sock`, served from this process: every request line on
+/// every connection is answered `{"ok":true}`. Its threads end with the
+/// test process.
+pub fn fake_scheduler(dir: &TempDir) -> PathBuf {
+    let path = dir.0.join("scx.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut w = stream.try_clone().unwrap();
+                for _ in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if w.write_all(b"{\"ok\":true}\n").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    path
+}
+
+/// The kernel's affinity calls, but `SCHED_EXT` granted without asking the
+/// kernel (this one has no sched_ext): with [`fake_scheduler`], a runtime
+/// stays on the scx body.
+pub struct ExtGranted;
+
+impl dfsched::sys::SysOps for ExtGranted {
+    fn get_affinity(&self, tid: u64) -> Result<dfsched::CpuSet, dfsched::Error> {
+        dfsched::sys::RealSys.get_affinity(tid)
+    }
+    fn set_affinity(&self, tid: u64, cpus: &dfsched::CpuSet) -> Result<(), dfsched::Error> {
+        dfsched::sys::RealSys.set_affinity(tid, cpus)
+    }
+    fn affinity_if_not(
+        &self,
+        tid: u64,
+        expected: &dfsched::CpuSet,
+    ) -> Result<Option<dfsched::CpuSet>, dfsched::Error> {
+        dfsched::sys::RealSys.affinity_if_not(tid, expected)
+    }
+    fn stored_mask(&self, tid: u64) -> Result<dfsched::CpuSet, dfsched::Error> {
+        dfsched::sys::RealSys.stored_mask(tid)
+    }
+    fn set_sched_ext(&self, _tid: u64) -> Result<(), dfsched::Error> {
+        Ok(())
+    }
 }

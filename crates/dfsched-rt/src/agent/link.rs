@@ -73,6 +73,7 @@ use super::proto::{ErrorKind, Report, View};
 use super::sock::Trust;
 use super::top::Detail;
 use super::AgentError;
+use crate::scx::Body;
 use dfsched_core::{CpuId, CpuSet};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -241,6 +242,10 @@ pub(crate) struct Link {
     /// (an agent from before `dfsched top`): reports on it say no more.
     /// Reset with each new connection.
     no_watch: bool,
+    /// The agent on this connection refused a report whose detail named the
+    /// body (an agent from before `body`, `top.rs`): details on it leave
+    /// the body out. Reset with each new connection.
+    no_body: bool,
     /// The last view said `watch`: someone runs `dfsched top`, so the next
     /// reports carry this process's detail (`top.rs`).
     watched: bool,
@@ -310,6 +315,7 @@ impl Link {
             narrowed: HashMap::new(),
             plain_reports: false,
             no_watch: false,
+            no_body: false,
             watched: false,
             pending: None,
             lone_wait: 0,
@@ -365,6 +371,7 @@ impl Link {
         // Whatever the last agent refused, a new one is asked afresh.
         self.plain_reports = false;
         self.no_watch = false;
+        self.no_body = false;
         self.watched = false;
         self.pending = None;
         self.busy = true;
@@ -615,26 +622,32 @@ pub(crate) fn exchange(
             }
         }
     };
-    let (inode, mut plain, mut no_watch, pending, own_sample) = {
+    let (inode, mut plain, mut no_watch, mut no_body, pending, own_sample) = {
         let link = lock();
         (
             link.inode,
             link.plain_reports,
             link.no_watch,
+            link.no_body,
             link.pending,
             link.samples_itself(),
         )
     };
     // The view of the last pass's report, if it came late; else this
     // pass's report and its view. A report an older agent refuses as
-    // malformed is sent again with less: first without `watchable` (an
-    // agent from before `dfsched top`), then without `weighed` and
-    // `own_sample` (from before those); the connection stays usable after
-    // a refusal. (A late view refused so is taken as a refusal of
-    // `watchable` while this connection still says it, else of `weighed`.)
+    // malformed is sent again with less: first without its detail's `body`
+    // (an agent from before it; only a detail naming the scx body has one),
+    // then without `watchable` (an agent from before `dfsched top`), then
+    // without `weighed` and `own_sample` (from before those); the
+    // connection stays usable after a refusal. (A late view refused so is
+    // taken as a refusal of the first of those this pass's report would
+    // carry.)
     let mut weighed = pending.unwrap_or(!plain);
     let mut watchable = !no_watch;
-    let report = |weighed: bool, watchable: bool| {
+    let names_body = |no_body: bool, watchable: bool| {
+        !no_body && watchable && detail.as_ref().is_some_and(|d| !d.body.is_affinity())
+    };
+    let report = |weighed: bool, watchable: bool, no_body: bool| {
         let mut report = report_of(load.clone(), &allowed, inode);
         report.weighed = weighed;
         // Both additive fields or neither: an agent that refuses one is
@@ -642,16 +655,22 @@ pub(crate) fn exchange(
         report.own_sample = weighed && own_sample;
         report.watchable = watchable;
         report.detail = if watchable { detail.clone() } else { None };
+        if no_body {
+            if let Some(d) = &mut report.detail {
+                // Left out on the wire (`top.rs`): the agent shows affinity.
+                d.body = Body::Affinity;
+            }
+        }
         report
     };
     let mut answer = match pending {
         Some(_) => client.late_view(deadline).map(|v| v.ok_or(Late::Again)),
         None => client
-            .report_or_late(report(weighed, watchable), deadline)
+            .report_or_late(report(weighed, watchable, no_body), deadline)
             .map(|v| v.ok_or(Late::First)),
     };
-    // At most two retries: one field dropped each.
-    for _ in 0..2 {
+    // At most three retries: one field dropped each.
+    for _ in 0..3 {
         let refused_malformed = matches!(
             &answer,
             Err(AgentError::Refused {
@@ -662,7 +681,9 @@ pub(crate) fn exchange(
         if !refused_malformed {
             break;
         }
-        if watchable {
+        if names_body(no_body, watchable) {
+            no_body = true;
+        } else if watchable {
             watchable = false;
             no_watch = true;
         } else if weighed {
@@ -672,12 +693,13 @@ pub(crate) fn exchange(
             break;
         }
         answer = client
-            .report_or_late(report(weighed, watchable), deadline)
+            .report_or_late(report(weighed, watchable, no_body), deadline)
             .map(|v| v.ok_or(Late::First));
     }
     let mut link = lock();
     link.plain_reports = plain;
     link.no_watch = no_watch;
+    link.no_body = no_body;
     match answer {
         Ok(Ok(view)) => {
             link.checkin(client);

@@ -571,6 +571,7 @@ mod tests {
                 set: None,
                 detail: Some(Detail {
                     policy: "co-thread".into(),
+                    body: crate::scx::Body::Affinity,
                     threads: 3,
                     groups: Vec::new(),
                     groups_omitted: 0,

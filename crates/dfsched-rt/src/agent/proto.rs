@@ -65,6 +65,12 @@
 //!   malformed and the runtime reports on without it (as for `weighed`),
 //!   and an older agent's `malformed` answer to `top` tells `dfsched top`
 //!   the agent is too old.
+//! - 2, additive (issue 14): a detail may carry `"body":"scx"`, the body
+//!   that carries out the process's placements; absent = `affinity`, and
+//!   left out when it is, so only a runtime on the scx body ever sends it.
+//!   An older agent refuses such a report as malformed, and the runtime
+//!   sends its details without `body` on that connection (its first step
+//!   back, before `watchable`). See `top.rs`.
 //!
 //! Invariants: a line is at most [`MAX_LINE_BYTES`] bytes, newline
 //! excluded; a request that fails to parse, has another version, or is too

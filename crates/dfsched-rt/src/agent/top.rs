@@ -24,7 +24,20 @@
 //! and the runtime then reports without it on that connection (as it does
 //! for `weighed`). An older agent answers `top` as malformed; `dfsched top`
 //! says the agent is too old.
+//!
+//! The body (issue 14, additive): a detail's `body` names what carries out
+//! the process's placements, `"scx"` (dfsched's sched_ext scheduler) or
+//! `"affinity"` (masks). A missing `body` means affinity, and the field is
+//! left out when it is affinity, so that a peer from before it meets it only
+//! from a runtime on the scx body: an older agent refuses such a report as
+//! malformed, and the runtime sends its details without `body` on that
+//! connection from then on (its first step back, before `watchable`; the
+//! process then shows as affinity); an older `dfsched top` cannot read a
+//! view that names the scx body (it says the reply is malformed) and wants
+//! upgrading with the agent. `dfsched top --once --json` fills the default
+//! in, so its JSON names every process's body.
 
+use crate::scx::Body;
 use dfsched_core::{CpuId, CpuSet, Engine, GroupKind};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -44,6 +57,11 @@ const MAX_POLICY_LEN: usize = 32;
 pub struct Detail {
     /// The runtime's policy (`data-affinity`, `co-thread`).
     pub policy: String,
+    /// The body that carries out its placements now (the stats JSON's
+    /// `body`): absent = affinity (a runtime from before the field), and
+    /// left out when affinity (module doc).
+    #[serde(default, skip_serializing_if = "Body::is_affinity")]
+    pub body: Body,
     /// Threads registered with the runtime.
     pub threads: u32,
     /// Its groups, the largest first, at most [`MAX_DETAIL_GROUPS`].
@@ -153,7 +171,8 @@ pub struct ProcessTop {
 }
 
 impl Detail {
-    /// The detail of `engine`, run under `policy`: what a runtime sends.
+    /// The detail of `engine`, run under `policy`: what a runtime sends
+    /// (it fills in `threads` and `body`, which the engine does not know).
     pub fn of(engine: &Engine, policy: &str) -> Detail {
         let topo = engine.topology();
         let mut groups: Vec<GroupTop> = engine
@@ -179,6 +198,8 @@ impl Detail {
         let s = engine.stats();
         Detail {
             policy: policy.chars().take(MAX_POLICY_LEN).collect(),
+            // The runtime knows its body; the engine does not.
+            body: Body::Affinity,
             threads: 0,
             groups,
             groups_omitted: u32::try_from(omitted).unwrap_or(u32::MAX),
@@ -266,5 +287,26 @@ mod tests {
         let mut bad = d.clone();
         bad.groups[0].home = "7".parse().unwrap();
         assert!(bad.check(engine.topology().cpus()).is_err());
+    }
+
+    #[test]
+    fn the_body_is_additive_a_missing_one_is_affinity() {
+        // A detail from a runtime before the field parses as affinity.
+        let old = r#"{"policy":"data-affinity","threads":2,"groups":[],"groups_omitted":0,"group_moves":0,"task_moves":0,"splits":0,"rehomes":0,"passes":1,"last_pass":null}"#;
+        let d: Detail = serde_json::from_str(old).unwrap();
+        assert_eq!(d.body, Body::Affinity);
+        // Affinity is left out on the wire, so an agent or `dfsched top`
+        // from before the field reads every affinity runtime's detail.
+        let text = serde_json::to_string(&d).unwrap();
+        assert!(!text.contains("body"), "{text}");
+        assert_eq!(text, old);
+        // The scx body is named, and read back.
+        let scx = Detail {
+            body: Body::Scx,
+            ..d
+        };
+        let text = serde_json::to_string(&scx).unwrap();
+        assert!(text.contains(r#""body":"scx""#), "{text}");
+        assert_eq!(serde_json::from_str::<Detail>(&text).unwrap(), scx);
     }
 }

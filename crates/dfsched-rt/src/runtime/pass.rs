@@ -311,6 +311,7 @@ impl Inner {
             let detail = watched.then(|| {
                 let mut d = Detail::of(&st.engine, &self.config.policy.to_string());
                 d.threads = u32::try_from(st.tasks.len()).unwrap_or(u32::MAX);
+                d.body = crate::scx::Body::of_scx_flag(st.stats.scx_body);
                 Box::new(d)
             });
             (load, known, detail)

@@ -30,7 +30,8 @@
 //! - `scx-cli-partial`, `scx-cli-all`: `dfsched scx --partial|--all --policy co-thread --json`
 //!   (the CLI spawning `dfsched-scx` beside it): loaded, the view's mode and policy, membership by
 //!   mode (all: every fair-policy task of the system `ext.enabled: 1`), a libdfsched-preloaded
-//!   program that chose no policy runs co-thread (one scheduler group), SIGINT to the CLI unloads
+//!   program that chose no policy runs co-thread (one scheduler group) and `dfsched top --once
+//!   --json` (through an agent of its own) names its body `scx`, SIGINT to the CLI unloads
 //!   cleanly (exit 0, `{"end":{"status":0}}`, state disabled, clean log).
 //!
 //! Every check loads the scheduler itself and unloads it before returning (the [`Loaded`] guard
@@ -929,12 +930,24 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
     }
     drop(plain);
 
-    // The offered policy: a preloaded program that chose none runs co-thread, one group.
+    // The offered policy: a preloaded program that chose none runs co-thread, one group. It
+    // reports to an agent of its own, for `dfsched top` below.
+    let top_sock = format!("/run/dfsched-scx-top-{mode}.sock");
+    let agent = Command::new(ctx.bin("dfsched"))
+        .args(["agent", "--socket", &top_sock])
+        .output()
+        .map_err(|e| format!("dfsched agent: {e}"))?;
+    if !agent.status.success() {
+        return Err(format!(
+            "dfsched agent --socket {top_sock}: {}",
+            String::from_utf8_lossy(&agent.stderr).trim()
+        ));
+    }
     let mut pre = Command::new(ctx.bin("dfsched-vmspin"));
     pre.arg("3")
         .env("LD_PRELOAD", ctx.bin("libdfsched.so"))
         .env("DFSCHED_PRELOAD", "1")
-        .env("DFSCHED_AGENT", "off")
+        .env("DFSCHED_AGENT", &top_sock)
         .env_remove("DFSCHED_POLICY");
     let pre = Running::start(pre, "libdfsched-preloaded dfsched-vmspin 3")?;
     let s = poll(Duration::from_secs(120), || {
@@ -961,7 +974,34 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
         }
     })?;
     notes.push(format!("co-thread offered and taken: {s}"));
+    // The live view names its body (`dfsched top --once --json`, the agent's view).
+    let top = poll(Duration::from_secs(60), || {
+        let out = match Command::new(ctx.bin("dfsched"))
+            .args(["top", "--once", "--json", "--socket", &top_sock])
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => return Step::Broken(format!("dfsched top: {e}")),
+        };
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let entry = v["processes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["pid"] == pre.pid()).cloned());
+        match entry.as_ref().map(|e| &e["detail"]["body"]) {
+            Some(b) if b == "scx" => Step::Holds(format!("dfsched top: body {b}")),
+            Some(b) if b.is_string() => Step::Broken(format!("dfsched top: body {b}")),
+            _ => Step::NotYet(format!(
+                "dfsched top exited {}: no detail for {} yet",
+                out.status,
+                pre.pid()
+            )),
+        }
+    });
     drop(pre);
+    let _ = Command::new(ctx.bin("dfsched"))
+        .args(["agent", "--stop", "--socket", &top_sock])
+        .output();
+    notes.push(top?);
 
     // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
     unsafe { libc::kill(run.pid() as libc::pid_t, libc::SIGINT) };
