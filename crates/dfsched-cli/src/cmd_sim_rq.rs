@@ -104,6 +104,12 @@ pub struct DfBenchArgs {
     /// slice with --machine].
     #[arg(long)]
     quantum_cycles: Option<u64>,
+    /// Under dfsched (groups in succession): the most quanta a CPU gives
+    /// one group in a row before it serves the next, as the sched_ext
+    /// body's --quota; 0: a group's turn lasts until each of its threads
+    /// there ran one quantum.
+    #[arg(long, default_value_t = 0)]
+    group_quota: u32,
     /// A machine profile (`dfsched calibrate`): its caches, costs, clock and
     /// migration cost replace the defaults and --private-kib/--llc-kib.
     #[arg(long, value_name = "PROFILE")]
@@ -270,6 +276,7 @@ fn dfbench(a: DfBenchArgs) -> anyhow::Result<()> {
         df_per_process: a.df_per_process,
         deal_round_robin: a.round_robin_deal,
         gate: a.gate,
+        group_quota: a.group_quota,
         kernel: if a.rotation {
             dfsched_sim::program::body::KernelModel::rotation()
         } else {

@@ -20,7 +20,9 @@
 //!    the tree that holds I (for a one-CPU home: I itself); it must meet
 //!    every runnable member's allowed set. Each candidate's full resulting
 //!    load vector is evaluated; only moves that strictly reduce the spread
-//!    (max − min over all CPUs) qualify; the smallest spread wins, ties →
+//!    key qualify (max − min over all CPUs, then the CPUs at the max, then
+//!    those at the min: `load::SpreadKey`, so that two busiest CPUs that
+//!    tie do not stop every move); the smallest key wins, ties →
 //!    lowest `GroupId`. → `GroupMoved` + `Place` for every member whose
 //!    target changes, runnable or not.
 //! 3. Else move one unmanaged runnable task (no group) that may run on I and is
@@ -37,7 +39,9 @@
 //!    its k = max(1, ⌊(load[B] − load[I]) / 2000⌋) highest-id runnable
 //!    members that may run on I (at most all runnable but one) form a new
 //!    group of the same (app, kind), homed by the home rule started at I — if
-//!    that strictly reduces the spread. → `GroupSplit` + `Place`; the
+//!    that strictly reduces the spread itself (not only the key: a split
+//!    at the same spread would undo a co-thread packing that step 0 then
+//!    redoes). → `GroupSplit` + `Place`; the
 //!    counter is reset.
 //!
 //! Invariant (property-tested): a pass either leaves the spread no wider
@@ -81,7 +85,7 @@ use crate::cpuset::CpuSet;
 use crate::event::Decision;
 use crate::home;
 use crate::ids::{CpuId, DomainId, GroupId, Nanos, TaskId};
-use crate::load::{imbalanced, LoadVec, TASK_MILLI};
+use crate::load::{imbalanced, LoadVec, SpreadKey, TASK_MILLI};
 use crate::state::{group_allowed, target_for, Ctx, GroupSlot, Task, TaskSlot};
 use serde::{Deserialize, Serialize};
 
@@ -135,18 +139,18 @@ struct BalanceEnv {
     busiest: CpuId,
     /// I: the least-loaded CPU.
     idlest: CpuId,
-    /// max − min over the machine.
-    spread: u64,
+    /// max − min over the machine, and the CPUs at either end.
+    key: SpreadKey,
     /// Moves made in this pass (group moves, task moves, splits).
     moves: u32,
     /// What the pass did, for the report and the counters.
     report: BalanceReport,
 }
 
-/// A candidate move, compared by resulting spread, then id.
+/// A candidate move, compared by resulting spread key, then id.
 struct Best<K: Ord + Copy> {
-    /// The spread after the move and the candidate's id.
-    key: Option<(u64, K)>,
+    /// The spread key after the move and the candidate's id.
+    key: Option<(SpreadKey, K)>,
 }
 
 impl<K: Ord + Copy> Best<K> {
@@ -154,7 +158,7 @@ impl<K: Ord + Copy> Best<K> {
         Best { key: None }
     }
 
-    fn offer(&mut self, spread: u64, id: K) {
+    fn offer(&mut self, spread: SpreadKey, id: K) {
         if self.key.is_none_or(|k| (spread, id) < k) {
             self.key = Some((spread, id));
         }
@@ -236,7 +240,7 @@ impl Ctx<'_> {
             load: LoadVec::default(),
             busiest: CpuId(0),
             idlest: CpuId(0),
-            spread: 0,
+            key: SpreadKey::default(),
             moves: 0,
             report: BalanceReport {
                 now,
@@ -288,7 +292,7 @@ impl Ctx<'_> {
         env.load = self.st.load.clone();
         env.busiest = env.load.argmax(machine).expect("the machine has CPUs");
         env.idlest = env.load.argmin(machine).expect("the machine has CPUs");
-        env.spread = env.load.spread(machine);
+        env.key = env.load.spread_key(machine);
         let (b, i) = (env.load.get(env.busiest), env.load.get(env.idlest));
         imbalanced(b, i, self.config.imbalance_pct)
     }
@@ -306,20 +310,20 @@ impl Ctx<'_> {
             .map(|d| d.id)
     }
 
-    /// The spread after re-targeting `tasks` (the runnable ones count) at
-    /// `home`.
+    /// The spread key after re-targeting `tasks` (the runnable ones count)
+    /// at `home`.
     fn spread_if_moved<'t>(
         &self,
         env: &BalanceEnv,
         tasks: impl Iterator<Item = &'t Task>,
         home: DomainId,
-    ) -> u64 {
+    ) -> SpreadKey {
         let mut v = env.load.clone();
         for t in tasks.filter(|t| t.runnable) {
             v.sub_task(&t.target);
             v.add_task(&target_for(self.topo, &t.allowed, Some(home)).0);
         }
-        v.spread(self.machine())
+        v.spread_key(self.machine())
     }
 
     /// Step 2: moves the whole group whose move narrows the spread most.
@@ -345,7 +349,7 @@ impl Ctx<'_> {
                 continue;
             }
             let spread = self.spread_if_moved(env, members(), dest);
-            if spread >= env.spread {
+            if spread >= env.key {
                 env.report.skipped_no_gain += 1;
                 continue;
             }
@@ -386,7 +390,7 @@ impl Ctx<'_> {
                 continue;
             }
             let spread = self.spread_if_moved(env, std::iter::once(t), to);
-            if spread >= env.spread {
+            if spread >= env.key {
                 env.report.skipped_no_gain += 1;
                 continue;
             }
@@ -456,8 +460,11 @@ impl Ctx<'_> {
             spread: None,
         };
         let new_home = home::choose(self.topo, self.config, &shape, Some(i));
+        // A split must narrow max − min itself: taking a CPU off the max at
+        // the same spread (what a move may do) would undo the co-thread
+        // rule's packing within the fair share, which re-packs, and so on.
         let spread = self.spread_if_moved(env, tasks.into_iter(), new_home);
-        if spread >= env.spread {
+        if spread.spread >= env.key.spread {
             env.report.skipped_no_gain += 1;
             return false;
         }

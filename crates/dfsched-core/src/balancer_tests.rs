@@ -66,6 +66,45 @@ fn a_whole_group_moves_to_the_idlest_cpu() {
 }
 
 #[test]
+fn groups_move_off_busiest_cpus_that_tie() {
+    // Four groups of two on CPUs 0 and 1 (external load kept CPUs 2 and 3
+    // busy while they formed, then went away): 4000 4000 0 0. No single
+    // move narrows max − min (the other busiest CPU keeps the max, the
+    // other idlest the min), yet two moves balance the machine; a pass
+    // that compared spreads alone moved nothing, for as long as the tie
+    // lasted (the simulator's 16-CPU case of issue 14 kept 3 groups on two
+    // CPUs and 1 on two others until threads began to exit).
+    let mut h = H::new(Topology::test(1, 1, 4, 1));
+    h.external(&[0, 0, 8, 8]);
+    for t in 1..=8 {
+        h.task_df(t, "0-3", t.div_ceil(2));
+    }
+    h.external(&[]);
+    assert_eq!(h.load(), vec![4000, 4000, 0, 0], "the premise");
+    h.balance();
+    assert_eq!(h.load(), vec![2000, 2000, 2000, 2000]);
+    assert_eq!(h.e.stats().group_moves, 2);
+    let r = h.e.last_balance().unwrap();
+    assert_eq!((r.spread_before_milli, r.spread_after_milli), (4000, 0));
+}
+
+#[test]
+fn a_move_that_only_swaps_which_cpu_is_busiest_is_not_taken() {
+    // One group of four on each of CPUs 0 and 1: moving one to CPU 2 or 3
+    // leaves as many CPUs at the max and at the min, so nothing moves.
+    let mut h = H::new(Topology::test(1, 1, 4, 1));
+    h.external(&[0, 0, 8, 8]);
+    for t in 1..=8 {
+        h.task_df(t, "0-3", 1 + t % 2);
+    }
+    h.external(&[]);
+    assert_eq!(h.load(), vec![4000, 4000, 0, 0], "the premise");
+    h.balance();
+    assert_eq!(h.e.stats().group_moves, 0);
+    assert_eq!(h.load(), vec![4000, 4000, 0, 0]);
+}
+
+#[test]
 fn a_group_that_may_not_run_on_the_idlest_cpu_is_skipped_and_counted() {
     let mut h = two_groups_on_cpu0("0");
     let d = h.balance();

@@ -150,10 +150,58 @@ impl LoadVec {
         hi - lo
     }
 
+    /// The balancer's measure of imbalance over `set` ([`SpreadKey`]).
+    pub(crate) fn spread_key(&self, set: &CpuSet) -> SpreadKey {
+        let mut it = set.iter().map(|c| self.get(c));
+        let Some(first) = it.next() else {
+            return SpreadKey::default();
+        };
+        let (mut lo, mut hi, mut at_lo, mut at_hi) = (first, first, 1u32, 1u32);
+        for x in it {
+            match x.cmp(&hi) {
+                std::cmp::Ordering::Greater => (hi, at_hi) = (x, 1),
+                std::cmp::Ordering::Equal => at_hi += 1,
+                std::cmp::Ordering::Less => {}
+            }
+            match x.cmp(&lo) {
+                std::cmp::Ordering::Less => (lo, at_lo) = (x, 1),
+                std::cmp::Ordering::Equal => at_lo += 1,
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        SpreadKey {
+            spread: hi - lo,
+            at_max: at_hi,
+            at_min: at_lo,
+        }
+    }
+
     /// `(cpu, load)` for every CPU of `set`, in CPU order.
     pub(crate) fn pairs(&self, set: &CpuSet) -> Vec<(CpuId, u64)> {
         set.iter().map(|c| (c, self.get(c))).collect()
     }
+}
+
+/// How far a load vector is from balanced, as the balancer compares moves:
+/// max − min, then how many CPUs carry the max, then how many the min,
+/// compared in that order (smaller is better).
+///
+/// Why the counts: with two CPUs at the max (or two at the min) no single
+/// move narrows max − min, since the other one keeps it, so a balancer
+/// that compared spreads alone moved nothing at 4000 4000 0 0 although two
+/// group moves make it 2000 × 4. Taking one CPU off the max (or the min)
+/// at the same spread is progress, and the order is strict, so a pass
+/// still ends and unchanged load gives no moves back and forth: a move
+/// that only swaps which CPU is busiest (4000 4000 0 0 → 0 4000 4000 0)
+/// keeps the key and is not taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SpreadKey {
+    /// max − min, thousandths.
+    pub(crate) spread: u64,
+    /// CPUs at the max.
+    pub(crate) at_max: u32,
+    /// CPUs at the min.
+    pub(crate) at_min: u32,
 }
 
 /// The balancer's imbalance test (Linux 2.6's, which the paper extends):
@@ -254,6 +302,26 @@ mod tests {
         assert_eq!(v.argmin(&set("1,3")), Some(CpuId(1)));
         assert_eq!(v.spread(&set("0-3")), 5);
         assert_eq!(v.spread(&CpuSet::new()), 0);
+    }
+
+    #[test]
+    fn the_spread_key_counts_the_cpus_at_either_end() {
+        let mut v = LoadVec::zero(&set("0-3"));
+        v.add_cpu(CpuId(0), 4000);
+        v.add_cpu(CpuId(1), 4000);
+        let k = v.spread_key(&set("0-3"));
+        assert_eq!((k.spread, k.at_max, k.at_min), (4000, 2, 2));
+        v.add_cpu(CpuId(2), 2000);
+        v.sub_cpu(CpuId(0), 2000);
+        let after = v.spread_key(&set("0-3"));
+        assert_eq!((after.spread, after.at_max, after.at_min), (4000, 1, 1));
+        assert!(
+            after < k,
+            "one CPU off each end at the same spread is progress"
+        );
+        let flat = LoadVec::zero(&set("0-3")).spread_key(&set("0-3"));
+        assert_eq!((flat.spread, flat.at_max, flat.at_min), (0, 4, 4));
+        assert_eq!(v.spread_key(&CpuSet::new()), SpreadKey::default());
     }
 
     proptest! {

@@ -203,6 +203,12 @@ pub struct DfBenchParams {
     /// decide where they work, as in the real benchmark. Default false.
     #[serde(default)]
     pub gate: bool,
+    /// Under `dfsched` (groups in succession), the most quanta a CPU gives
+    /// one group in a row before it serves the next (the sched_ext body's
+    /// `--quota`); 0 (default): a group's turn lasts until each of its
+    /// waiting threads there ran one quantum.
+    #[serde(default)]
+    pub group_quota: u32,
 }
 
 /// `DfBenchParams::processes` when a JSON document predates it.
@@ -236,6 +242,7 @@ impl Default for DfBenchParams {
             compute_per_pass_cycles: 0,
             kernel: KernelModel::default(),
             gate: false,
+            group_quota: 0,
         }
     }
 }
@@ -590,6 +597,7 @@ fn run_on(
         let cfg = BodyConfig {
             quantum_cycles: params.quantum_cycles,
             kernel: params.kernel,
+            group_quota: params.group_quota,
             ..policy.body_config()
         };
         let report = body::run(&topo, &machine, work.clone(), cfg, params.seed)?;

@@ -21,6 +21,14 @@
 //!   all tasks in the bin finished their quota"). Tasks without a group are
 //!   batches of their own.
 //!
+//! A *group quota* ([`RunQueues::set_group_quota`], default 0 = none) caps a
+//! turn at that many picks, as the sched_ext body's `--quota` caps the
+//! dispatches a CPU gives one group in a row: a batch whose turn used the
+//! quota goes to the back with its fresh tasks still fresh, so they run
+//! first in its next turn. Every task still runs once per lap; the quota
+//! only cuts a large batch's turn into several. With a quota of 1 groups
+//! alternate every quantum (round robin over groups).
+//!
 //! The body tells the queues what happens ([`RunQueues::enqueue`],
 //! [`RunQueues::remove`], [`RunQueues::requeue_spent`]) and asks
 //! [`RunQueues::pick`] when a CPU is free; the running task is in no queue.
@@ -122,6 +130,9 @@ struct CpuQueue {
     waiting: usize,
     /// The batch of the last pick, to tell when the CPU changes batch.
     last: Option<BatchKey>,
+    /// Picks from the front batch in its current turn (for the group
+    /// quota); 0 when a turn has not started.
+    turn_picks: u32,
 }
 
 /// The next task a CPU runs.
@@ -156,6 +167,9 @@ pub struct RunQueues {
     policy: RqPolicy,
     /// The quota of one task in one turn.
     quantum: Nanos,
+    /// The most picks a batch gets in one turn; 0 = no cap (the turn ends
+    /// when each of its tasks used its quota).
+    group_quota: u32,
     /// The queues, by CPU.
     cpus: BTreeMap<CpuId, CpuQueue>,
     /// Waiting task → (its CPU, its batch).
@@ -176,6 +190,7 @@ impl RunQueues {
         Ok(RunQueues {
             policy,
             quantum,
+            group_quota: 0,
             cpus: cpus.iter().map(|c| (c, CpuQueue::default())).collect(),
             index: BTreeMap::new(),
             stats: RqStats::default(),
@@ -190,6 +205,17 @@ impl RunQueues {
     /// The quantum.
     pub fn quantum(&self) -> Nanos {
         self.quantum
+    }
+
+    /// Caps each turn of a batch at `picks` picks (0 = no cap, the
+    /// default): the sched_ext body's `--quota` (module doc).
+    pub fn set_group_quota(&mut self, picks: u32) {
+        self.group_quota = picks;
+    }
+
+    /// The group quota (0 = none).
+    pub fn group_quota(&self) -> u32 {
+        self.group_quota
     }
 
     /// The counters.
@@ -264,6 +290,9 @@ impl RunQueues {
         if batch.is_empty() {
             q.batches.remove(&key);
             if let Some(i) = q.order.iter().position(|k| *k == key) {
+                if i == 0 {
+                    q.turn_picks = 0;
+                }
                 q.order.remove(i);
             }
         }
@@ -274,19 +303,30 @@ impl RunQueues {
     /// nothing waits there.
     pub fn pick(&mut self, cpu: CpuId) -> Result<Option<Pick>, RqError> {
         let q = self.cpus.get_mut(&cpu).ok_or(RqError::UnknownCpu(cpu))?;
-        // At most one rotation per batch: after a full lap every batch has
-        // fresh tasks again.
-        for _ in 0..=q.order.len() {
+        // At most one rotation per batch, and one more for a turn cut by
+        // the group quota: after a full lap every batch has fresh tasks
+        // again.
+        for _ in 0..=q.order.len() + 1 {
             let Some(&key) = q.order.front() else {
                 return Ok(None);
             };
+            if self.group_quota > 0 && q.turn_picks >= self.group_quota && q.order.len() > 1 {
+                // The turn used the quota: the batch waits at the back, its
+                // fresh tasks still fresh (they run first in its next turn).
+                q.order.rotate_left(1);
+                q.turn_picks = 0;
+                self.stats.batch_turns += 1;
+                continue;
+            }
             let batch = q.batches.get_mut(&key).expect("ordered batches exist");
             if let Some(task) = batch.fresh.pop_front() {
+                q.turn_picks += 1;
                 if batch.is_empty() {
                     // The running task's turn ends when it returns; it then
                     // starts a batch of the same key at the back.
                     q.batches.remove(&key);
                     q.order.pop_front();
+                    q.turn_picks = 0;
                 }
                 q.waiting -= 1;
                 let new_batch = q.last != Some(key);
@@ -303,6 +343,7 @@ impl RunQueues {
             // ends; it goes to the back with fresh quotas.
             std::mem::swap(&mut batch.fresh, &mut batch.spent);
             q.order.rotate_left(1);
+            q.turn_picks = 0;
             self.stats.batch_turns += 1;
         }
         unreachable!("a lap over non-empty batches refreshes every quota")

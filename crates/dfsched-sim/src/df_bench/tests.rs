@@ -411,3 +411,50 @@ fn what_cannot_run_is_refused_with_its_limit_in_the_message() {
     };
     at_limit.validate().unwrap();
 }
+
+#[test]
+fn a_group_quota_cuts_succession_into_shorter_turns() {
+    // 2 CPUs, 4 DFs of 4 threads: each CPU serves two groups. Without a
+    // quota a group's turn is its 4 threads' quanta; with a quota of 1 the
+    // CPU changes group at (nearly) every pick, as the scx body's
+    // `--quota 1` does; the same work is done either way.
+    let p = DfBenchParams {
+        deal_round_robin: true,
+        ..small()
+    };
+    let whole = run(&p, &[DfPolicy::Dfsched], |_| {}).unwrap();
+    let one = run(
+        &DfBenchParams {
+            group_quota: 1,
+            ..p.clone()
+        },
+        &[DfPolicy::Dfsched],
+        |_| {},
+    )
+    .unwrap();
+    let (w, o) = (by(&whole, DfPolicy::Dfsched), by(&one, DfPolicy::Dfsched));
+    assert!(
+        o.batch_changes > 2 * w.batch_changes,
+        "quota 1: {} group changes, none: {}",
+        o.batch_changes,
+        w.batch_changes
+    );
+    assert_eq!(
+        o.memory.reads + o.memory.writes,
+        w.memory.reads + w.memory.writes
+    );
+    // Round robin ignores the quota.
+    let rr = |q| {
+        let r = run(
+            &DfBenchParams {
+                group_quota: q,
+                ..p.clone()
+            },
+            &[DfPolicy::DfschedRr],
+            |_| {},
+        )
+        .unwrap();
+        by(&r, DfPolicy::DfschedRr).clone()
+    };
+    assert_eq!(rr(0), rr(1));
+}

@@ -163,6 +163,12 @@ pub struct BodyConfig {
     /// saw. A block shorter than this is never told, nor is its wake.
     #[serde(default)]
     pub engine_block_after_cycles: u64,
+    /// Under [`RqPolicy::DataAffinity`], the most picks a group gets on a
+    /// CPU in one turn (`RunQueues::set_group_quota`): the sched_ext body's
+    /// `--quota`. 0 (default): the paper's rule, a turn lasts until each
+    /// of the group's waiting tasks there used its quantum.
+    #[serde(default)]
+    pub group_quota: u32,
 }
 
 impl BodyConfig {
@@ -179,6 +185,7 @@ impl BodyConfig {
             wake_other_cycles: 0,
             wake_other_cpu_cycles: 0,
             engine_block_after_cycles: 0,
+            group_quota: 0,
         }
     }
 }
@@ -486,7 +493,8 @@ impl Body {
         for (i, c) in cpu_ids.iter().enumerate() {
             slot[c.0 as usize] = i as u32;
         }
-        let rq = RunQueues::new(cfg.dispatch, &all, Nanos(cfg.quantum_cycles))?;
+        let mut rq = RunQueues::new(cfg.dispatch, &all, Nanos(cfg.quantum_cycles))?;
+        rq.set_group_quota(cfg.group_quota);
         let processes = work.tasks.iter().map(|t| t.process as usize + 1).max();
         let processes = processes.unwrap_or(1);
         let engine = match &cfg.placement {

@@ -60,6 +60,58 @@ fn data_affinity_runs_a_group_in_succession_and_changes_group_after_all_quotas()
     assert!(q.stats().batch_turns >= 3);
 }
 
+/// Tasks 1, 3, 5 are in group 10, tasks 2, 4, 6 in group 20.
+fn three_and_three() -> RunQueues {
+    let mut q = RunQueues::new(RqPolicy::DataAffinity, &set("0"), Nanos(100)).unwrap();
+    for n in [1, 3, 5, 2, 4, 6] {
+        q.enqueue(CpuId(0), t(n), two_groups(t(n))).unwrap();
+    }
+    q
+}
+
+#[test]
+fn a_group_quota_cuts_a_turn_and_still_runs_every_task_once_per_lap() {
+    // No quota: a turn is the whole group.
+    let mut q = three_and_three();
+    assert_eq!(q.group_quota(), 0);
+    assert_eq!(
+        run(&mut q, CpuId(0), 12, two_groups),
+        vec![1, 3, 5, 2, 4, 6, 1, 3, 5, 2, 4, 6]
+    );
+    // Quota 2: two picks per turn; the task a cut turn left fresh runs
+    // first in its group's next turn, so each lap of 6 picks runs each task
+    // once.
+    let mut q = three_and_three();
+    q.set_group_quota(2);
+    let picks = run(&mut q, CpuId(0), 12, two_groups);
+    assert_eq!(picks, vec![1, 3, 2, 4, 5, 6, 1, 3, 2, 4, 5, 6]);
+    for lap in picks.chunks(6) {
+        let mut l = lap.to_vec();
+        l.sort_unstable();
+        assert_eq!(l, vec![1, 2, 3, 4, 5, 6]);
+    }
+    // Quota 1: the groups alternate every pick (the scx body's --quota 1).
+    let mut q = three_and_three();
+    q.set_group_quota(1);
+    assert_eq!(
+        run(&mut q, CpuId(0), 12, two_groups),
+        vec![1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6]
+    );
+}
+
+#[test]
+fn a_group_alone_keeps_its_cpu_past_its_quota() {
+    let mut q = RunQueues::new(RqPolicy::DataAffinity, &set("0"), Nanos(100)).unwrap();
+    q.set_group_quota(1);
+    for n in [1, 3] {
+        q.enqueue(CpuId(0), t(n), two_groups(t(n))).unwrap();
+    }
+    assert_eq!(run(&mut q, CpuId(0), 4, two_groups), vec![1, 3, 1, 3]);
+    // Another group arrives: the spent quota hands the CPU over.
+    q.enqueue(CpuId(0), t(2), two_groups(t(2))).unwrap();
+    assert_eq!(run(&mut q, CpuId(0), 4, two_groups), vec![2, 1, 2, 3]);
+}
+
 #[test]
 fn group_changes_are_flagged_only_when_the_batch_changes() {
     let mut q = RunQueues::new(RqPolicy::DataAffinity, &set("0"), Nanos(100)).unwrap();
