@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! dfsched-scx run [--all] [--policy data-affinity|co-thread] [--slice-us N] [--quota N]
-//!                 [--socket PATH] [--stats-secs N]
+//!                 [--socket PATH] [--stats-secs N] [--trace FILE [--trace-max-mb N] [--trace-ring-kib N]]
+//! dfsched-scx trace FILE [--json] [--since-ns T] [--window-ms N]
+//!                                               summarise a dispatch trace (src/trace.rs)
 //! dfsched-scx state [--socket PATH]             one `state` request, printed as JSON
 //! dfsched-scx client [--socket PATH] [--hold]   requests from stdin (one JSON line each), replies on
 //!                                               stdout, over one connection (kept open with --hold
@@ -29,6 +31,7 @@ mod intf {
 mod proto;
 mod sched;
 mod server;
+mod trace;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -84,6 +87,34 @@ enum Cmd {
         /// and the kernel's watchdog must end the scheduler).
         #[arg(long, value_name = "GID", hide = true)]
         test_stall_group: Option<u32>,
+        /// Write a trace of the dispatches to FILE: a record each time a thread gets a CPU, and each
+        /// map change (`dfsched-scx trace FILE` summarises it). Off by default (then it costs nothing).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// The trace file's limit, in MiB: lines past it are dropped and counted.
+        #[arg(long, default_value_t = 64, value_name = "MIB")]
+        trace_max_mb: u64,
+        /// The BPF side's trace ring, in KiB (a power of 2, at least 4): records that find it full are
+        /// dropped and counted (`trace_drop`); it is drained every 100 ms at most.
+        #[arg(long, default_value_t = 4096, value_name = "KIB")]
+        trace_ring_kib: u32,
+    },
+    /// Summarise a dispatch trace (`run --trace FILE`): per CPU its runs (consecutive records of one
+    /// group), per group its homes and CPUs by time window, per thread whether it followed its
+    /// placement.
+    Trace {
+        /// The trace file.
+        file: PathBuf,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Count only records at or after this time (ns, CLOCK_MONOTONIC, the trace's clock); map
+        /// changes before it still apply.
+        #[arg(long, default_value_t = 0, value_name = "T")]
+        since_ns: u64,
+        /// The time window of the per-group CPU lists, in milliseconds.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        window_ms: u64,
     },
     /// Ask a running scheduler for its state.
     State {
@@ -237,15 +268,45 @@ fn describe(e: &ExitInfo) -> String {
     )
 }
 
+/// Where `run` writes its dispatch trace, and its limit.
+struct TraceTo {
+    path: PathBuf,
+    max_bytes: u64,
+}
+
 fn run(
     socket: &Path,
     stats_secs: u64,
     settings: Settings,
     policy: Option<Policy>,
+    trace_to: Option<TraceTo>,
 ) -> Result<i32> {
     catch_stop_signals()?;
     let mut storage = MaybeUninit::uninit();
     let mut sched = Scheduler::load(&mut storage, settings)?;
+    // The trace starts before the socket serves: every map change is in it.
+    let tracing = match &trace_to {
+        Some(t) => {
+            let about = format!(
+                "slice_us {} quota {} nr_cpus {} mode {}",
+                settings.slice_ns / 1000,
+                settings.quota_dfl,
+                settings.nr_cpus,
+                if settings.switch_all {
+                    "all"
+                } else {
+                    "partial"
+                }
+            );
+            let writer = std::rc::Rc::new(std::cell::RefCell::new(
+                trace::Writer::create(&t.path, t.max_bytes, &about)
+                    .with_context(|| format!("trace file {}", t.path.display()))?,
+            ));
+            let ring = sched.trace_to(writer.clone())?;
+            Some((writer, ring))
+        }
+        None => None,
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     server::serve(socket, tx).with_context(|| format!("control socket {}", socket.display()))?;
     let mut control = control::Control::new(intf::MAX_GROUPS, intf::HOME_WORDS as usize);
@@ -270,12 +331,18 @@ fn run(
         if let Some(e) = sched.exit_info() {
             break Some(e);
         }
+        if let Some((_, ring)) = &tracing {
+            // Drains what is there; a record that found the ring full was counted by the BPF side.
+            let _ = ring.consume();
+        }
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(server::Event::Request { conn, req, reply }) => {
                 let r = control.handle(&mut Loaded(&mut sched, policy), conn, req);
                 let _ = reply.send(r);
             }
-            Ok(server::Event::Closed { conn }) => control.closed(&mut Loaded(&mut sched, policy), conn),
+            Ok(server::Event::Closed { conn }) => {
+                control.closed(&mut Loaded(&mut sched, policy), conn)
+            }
             Err(_) => {}
         }
         if stats_secs > 0 && last_stats.elapsed() >= Duration::from_secs(stats_secs) {
@@ -321,6 +388,21 @@ fn run(
             }
         },
     };
+    if let Some((writer, ring)) = tracing {
+        let _ = ring.consume();
+        drop(ring);
+        let dropped_ring = sched.stats()[intf::STAT_TRACE_DROP as usize];
+        let mut w = writer.borrow_mut();
+        match w.finish(dropped_ring) {
+            Ok(t) => println!(
+                "dfsched-scx: trace {}: {} records, {dropped_ring} dropped (ring full), {} lines dropped (size limit)",
+                w.path().display(),
+                t.records,
+                t.dropped_size
+            ),
+            Err(e) => println!("dfsched-scx: trace {}: write failed: {e}", w.path().display()),
+        }
+    }
     let (state, _) = sched::sysfs_state();
     println!("dfsched-scx: sched_ext state now {state}");
     Ok(code)
@@ -368,7 +450,20 @@ fn main() {
             stats_secs,
             timeout_ms,
             test_stall_group,
+            trace,
+            trace_max_mb,
+            trace_ring_kib,
         } => possible_cpus().and_then(|cpus| {
+            let trace_ring_bytes = match trace {
+                None => 0,
+                Some(_) => {
+                    let kib = trace_ring_kib.max(4);
+                    if !kib.is_power_of_two() || kib > 1 << 20 {
+                        anyhow::bail!("--trace-ring-kib {kib}: a power of 2 from 4 to 1048576");
+                    }
+                    kib * 1024
+                }
+            };
             let settings = Settings {
                 slice_ns: slice_us.max(1) * 1000,
                 quota_dfl: quota.max(1),
@@ -376,9 +471,31 @@ fn main() {
                 timeout_ms,
                 stall_group: test_stall_group,
                 switch_all: all,
+                trace_ring_bytes,
             };
-            run(&socket, stats_secs, settings, policy)
+            let trace_to = trace.map(|path| TraceTo {
+                path,
+                max_bytes: trace_max_mb.saturating_mul(1 << 20),
+            });
+            run(&socket, stats_secs, settings, policy, trace_to)
         }),
+        Cmd::Trace {
+            file,
+            json,
+            since_ns,
+            window_ms,
+        } => std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))
+            .and_then(|text| {
+                let t = trace::parse(&text).with_context(|| file.display().to_string())?;
+                let s = trace::summarise(&t, since_ns, window_ms.saturating_mul(1_000_000));
+                if json {
+                    println!("{}", serde_json::to_string(&s)?);
+                } else {
+                    print!("{}", trace::render(&s));
+                }
+                Ok(0)
+            }),
         Cmd::State { socket } => server::request(&socket, &proto::Request::State)
             .with_context(|| format!("asking {}", socket.display()))
             .map(|r| {

@@ -151,7 +151,6 @@ pub fn parse_cpulist(text: &str, words: usize) -> Result<Vec<u64>, CpuListError>
 }
 
 /// Prints a bitmask as a CPU list (`0-3,8`).
-#[cfg(test)]
 pub fn format_cpulist(mask: &[u64]) -> String {
     let mut out: Vec<String> = Vec::new();
     let bit = |c: usize| mask[c / 64] >> (c % 64) & 1 == 1;

@@ -7,9 +7,12 @@
 
 use crate::bpf::{DfschedSkel, DfschedSkelBuilder};
 use crate::intf;
+use crate::trace::{monotonic_ns, Writer};
 use libbpf_rs::skel::{OpenSkel as _, SkelBuilder as _};
 use libbpf_rs::{Link, MapCore as _, MapFlags, OpenObject};
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
+use std::rc::Rc;
 
 /// The scheduler's settings, fixed at load.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +33,9 @@ pub struct Settings {
     /// Every task of the system is scheduled here (`SCX_OPS_SWITCH_PARTIAL` cleared), not only the
     /// threads whose policy is `SCHED_EXT`.
     pub switch_all: bool,
+    /// The dispatch trace's ring buffer, in bytes (a power of 2, at least a page); 0: no trace (the
+    /// BPF side's `ops.running` then does nothing).
+    pub trace_ring_bytes: u32,
 }
 
 /// Why loading or a map write failed.
@@ -103,6 +109,8 @@ pub struct Scheduler<'obj> {
     skel: DfschedSkel<'obj>,
     link: Option<Link>,
     settings: Settings,
+    /// The dispatch trace, when one is written: map changes go to it as they are made.
+    trace: Option<Rc<RefCell<Writer>>>,
 }
 
 /// A group's entry as the BPF side reads it (`struct dfs_group` of intf.h).
@@ -142,6 +150,13 @@ impl<'obj> Scheduler<'obj> {
         ro.quota_dfl = settings.quota_dfl.max(1);
         ro.nr_cpus = settings.nr_cpus;
         ro.stall_gid = settings.stall_group.unwrap_or(u32::MAX);
+        if settings.trace_ring_bytes > 0 {
+            ro.trace_on = 1;
+            open.maps
+                .trace
+                .set_max_entries(settings.trace_ring_bytes)
+                .map_err(bpf("sizing the trace's ring buffer"))?;
+        }
         let ops = open.struct_ops.dfsched_ops_mut();
         ops.timeout_ms = settings.timeout_ms;
         if settings.switch_all {
@@ -157,7 +172,35 @@ impl<'obj> Scheduler<'obj> {
             skel,
             link: Some(link),
             settings,
+            trace: None,
         })
+    }
+
+    /// Writes the dispatch trace to `writer` from now on: the map changes this scheduler makes, and
+    /// the run records of the BPF side's ring, which the returned reader drains into it whenever it
+    /// is consumed (the loader's loop). Needs a scheduler loaded with `trace_ring_bytes` > 0.
+    pub fn trace_to(
+        &mut self,
+        writer: Rc<RefCell<Writer>>,
+    ) -> Result<libbpf_rs::RingBuffer<'static>, SchedError> {
+        if self.settings.trace_ring_bytes == 0 {
+            return Err(SchedError::Limit(
+                "the scheduler was loaded without a trace ring".into(),
+            ));
+        }
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        let w = writer.clone();
+        builder
+            .add(&self.skel.maps.trace, move |bytes: &[u8]| {
+                w.borrow_mut().ring_record(bytes);
+                0
+            })
+            .map_err(bpf("reading the trace's ring buffer"))?;
+        let ring = builder
+            .build()
+            .map_err(bpf("reading the trace's ring buffer"))?;
+        self.trace = Some(writer);
+        Ok(ring)
     }
 
     /// The settings it was loaded with.
@@ -191,7 +234,12 @@ impl<'obj> Scheduler<'obj> {
             .maps
             .groups
             .update(&gid.to_ne_bytes(), &group_bytes(home, quota), MapFlags::ANY)
-            .map_err(bpf("writing a group"))
+            .map_err(bpf("writing a group"))?;
+        // Stamped after the write: a run recorded later saw it.
+        if let Some(t) = &self.trace {
+            t.borrow_mut().group(monotonic_ns(), gid, home, quota);
+        }
+        Ok(())
     }
 
     /// Puts thread `tid` into group `gid`.
@@ -200,20 +248,30 @@ impl<'obj> Scheduler<'obj> {
             .maps
             .tid_group
             .update(&tid.to_ne_bytes(), &gid.to_ne_bytes(), MapFlags::ANY)
-            .map_err(bpf("placing a thread"))
+            .map_err(bpf("placing a thread"))?;
+        if let Some(t) = &self.trace {
+            t.borrow_mut().place(monotonic_ns(), tid, gid);
+        }
+        Ok(())
     }
 
     /// Takes thread `tid` out of its group (nothing if it had none: the BPF side also removes an
     /// exiting thread's entry).
     pub fn unplace(&mut self, tid: u32) -> Result<(), SchedError> {
         match self.skel.maps.tid_group.delete(&tid.to_ne_bytes()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(SchedError::Bpf {
-                what: "unplacing a thread",
-                source: e,
-            }),
+            Ok(()) => {}
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(SchedError::Bpf {
+                    what: "unplacing a thread",
+                    source: e,
+                })
+            }
         }
+        if let Some(t) = &self.trace {
+            t.borrow_mut().unplace(monotonic_ns(), tid);
+        }
+        Ok(())
     }
 
     /// The counters, summed over CPUs, indexed by `intf::STAT_*`.
@@ -299,6 +357,7 @@ pub const STAT_NAMES: [&str; intf::NR_STATS as usize] = [
     "kick",
     "keep_last",
     "enq_home_offline",
+    "trace_drop",
 ];
 
 #[cfg(test)]
@@ -318,6 +377,7 @@ mod tests {
             STAT_NAMES[intf::STAT_ENQ_HOME_OFFLINE as usize],
             "enq_home_offline"
         );
+        assert_eq!(STAT_NAMES[intf::STAT_TRACE_DROP as usize], "trace_drop");
     }
 
     #[test]

@@ -34,6 +34,8 @@
  *   going kicks the idle ones so they drain it; when a home CPU comes back its threads return to it at
  *   their next enqueue. (A 6.12 kernel ends a scheduler without these callbacks at the first hotplug
  *   event: "cpu N going offline, exiting scheduler".)
+ * - The dispatch trace (ops.running, off unless the loader turns it on) only ever drops a record when
+ *   its ring is full, counted; it never delays a thread.
  * - SCX_OPS_ENQ_LAST: a thread whose slice ends with nothing else queued comes back through enqueue
  *   (see there), so a thread that never sleeps still follows its home when the maps change.
  */
@@ -44,6 +46,8 @@ char _license[] SEC("license") = "GPL";
 
 _Static_assert(DFSCHED_OPS_SWITCH_PARTIAL == SCX_OPS_SWITCH_PARTIAL,
 	       "intf.h's DFSCHED_OPS_SWITCH_PARTIAL is not the kernel's SCX_OPS_SWITCH_PARTIAL");
+
+_Static_assert(sizeof(struct dfs_trace_rec) == 24, "src/trace.rs reads 24-byte trace records");
 
 #define BPF_STRUCT_OPS(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
 #define BPF_STRUCT_OPS_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)
@@ -56,6 +60,10 @@ const volatile u32 nr_cpus = 1;		/* CPUs to scan (the machine's nr_cpu_ids, at m
 /* For the safety-net check only (`dfsched-scx run --test-stall-group G`): group G's threads are never
  * dispatched, so they stall and the kernel's watchdog must end the scheduler. Off: ~0. */
 const volatile u32 stall_gid = ~0u;
+
+/* The dispatch trace: ops.running writes a record per run when the loader sets this (`run --trace`).
+ * Read-only data, so with it off the verifier drops the tracing code and it costs nothing. */
+const volatile u32 trace_on = 0;
 
 /* Groups below this id are looked at by dispatch; the loader raises it before it writes a group past it. */
 volatile u32 groups_hi;
@@ -81,6 +89,10 @@ struct {
  * the kernel runs under the CPU hotplug read lock, and then kept by ops.cpu_online/cpu_offline, which the
  * hotplug lock serialises: so plain stores suffice, and no event falls between the two. */
 u64 online_cpus[DFSCHED_HOME_WORDS];
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, DFSCHED_TRACE_RING_OFF);
+} trace SEC(".maps");
 
 /* The slot a CPU serves: a group id, or SHARED_SLOT for the shared queue. */
 #define SHARED_SLOT DFSCHED_MAX_GROUPS
@@ -378,6 +390,31 @@ void BPF_STRUCT_OPS(dfsched_cpu_offline, s32 cpu)
 	}
 }
 
+/* @p got a CPU (after any dispatch path: a group's or the shared queue, straight to an idle CPU from
+ * select_cpu, kept at ENQ_LAST): one trace record, when tracing is on. A full ring drops the record and
+ * counts it; it never waits. No wake-up is sent: the loader polls the ring. */
+void BPF_STRUCT_OPS(dfsched_running, struct task_struct *p)
+{
+	struct dfs_trace_rec *r;
+	u32 gid = DFSCHED_TRACE_UNGROUPED;
+
+	if (!trace_on)
+		return;
+	r = bpf_ringbuf_reserve(&trace, sizeof(*r), 0);
+	if (!r) {
+		stat_inc(DFSCHED_STAT_TRACE_DROP);
+		return;
+	}
+	if (!group_of(p, &gid))
+		gid = DFSCHED_TRACE_UNGROUPED;
+	r->t_ns = bpf_ktime_get_ns();
+	r->cpu = bpf_get_smp_processor_id();
+	r->tid = p->pid;
+	r->gid = gid;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 void BPF_STRUCT_OPS(dfsched_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	u32 tid = p->pid;
@@ -428,6 +465,7 @@ struct sched_ext_ops dfsched_ops = {
 	.dispatch = (void *)dfsched_dispatch,
 	.cpu_online = (void *)dfsched_cpu_online,
 	.cpu_offline = (void *)dfsched_cpu_offline,
+	.running = (void *)dfsched_running,
 	.exit_task = (void *)dfsched_exit_task,
 	.init = (void *)dfsched_init,
 	.exit = (void *)dfsched_exit,

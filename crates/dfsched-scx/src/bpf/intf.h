@@ -12,6 +12,8 @@
  *   groups    : u32 group -> struct dfs_group (array, DFSCHED_MAX_GROUPS entries; a group is in use
  *                                               when its home has a CPU)
  *
+ *   trace     : ring buffer of struct dfs_trace_rec (BPF writes, userspace drains; see below)
+ *
  * Dispatch queues: DFSCHED_SHARED_DSQ for ungrouped SCHED_EXT threads, DFSCHED_GROUP_DSQ_BASE + g for
  * group g; all are created in ops.init, so a group id is usable as soon as its entry is written.
  */
@@ -43,7 +45,16 @@
 #define DFSCHED_STAT_KICK 9
 #define DFSCHED_STAT_KEEP_LAST 10
 #define DFSCHED_STAT_ENQ_HOME_OFFLINE 11
-#define DFSCHED_NR_STATS 12
+#define DFSCHED_STAT_TRACE_DROP 12
+#define DFSCHED_NR_STATS 13
+
+/* The dispatch trace (`dfsched-scx run --trace FILE`): off unless the loader sets rodata trace_on, and
+ * then ops.running writes one struct dfs_trace_rec to the `trace` ring buffer each time a thread gets a
+ * CPU. A full ring drops the record and counts it (DFSCHED_STAT_TRACE_DROP); nothing waits on it. The
+ * ring's size is the loader's (a power of 2 of at least a page); this is the size while tracing is off. */
+#define DFSCHED_TRACE_RING_OFF 4096
+/* The gid of a record whose thread has no group in use. */
+#define DFSCHED_TRACE_UNGROUPED 4294967295
 
 /* A group's entry in the `groups` map. */
 struct dfs_group {
@@ -52,6 +63,16 @@ struct dfs_group {
 	/* Dispatches a CPU gives this group in a row before it serves the next group with queued threads;
 	 * 0 means the loader's default (rodata quota_dfl). */
 	unsigned int quota;
+	unsigned int pad;
+};
+
+/* One record of the dispatch trace: thread tid started running on cpu at t_ns (bpf_ktime_get_ns, the
+ * clock of CLOCK_MONOTONIC), as a member of group gid (DFSCHED_TRACE_UNGROUPED: none). 24 bytes. */
+struct dfs_trace_rec {
+	unsigned long long t_ns;
+	unsigned int cpu;
+	unsigned int tid;
+	unsigned int gid;
 	unsigned int pad;
 };
 
