@@ -4,7 +4,7 @@
 //! ```text
 //! dfsched-scx run [--all] [--policy data-affinity|co-thread] [--slice-us N] [--quota N]
 //!                 [--socket PATH] [--stats-secs N] [--trace FILE [--trace-max-mb N] [--trace-ring-kib N]]
-//! dfsched-scx trace FILE [--json] [--since-ns T] [--window-ms N]
+//! dfsched-scx trace FILE [--json] [--since-ns T] [--until-ns T] [--window-ms N]
 //!                                               summarise a dispatch trace (src/trace.rs)
 //! dfsched-scx state [--socket PATH]             one `state` request, printed as JSON
 //! dfsched-scx client [--socket PATH] [--hold]   requests from stdin (one JSON line each), replies on
@@ -112,6 +112,9 @@ enum Cmd {
         /// changes before it still apply.
         #[arg(long, default_value_t = 0, value_name = "T")]
         since_ns: u64,
+        /// Count only records before this time (ns), and no map change from it on.
+        #[arg(long, value_name = "T")]
+        until_ns: Option<u64>,
         /// The time window of the per-group CPU lists, in milliseconds.
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         window_ms: u64,
@@ -483,12 +486,14 @@ fn main() {
             file,
             json,
             since_ns,
+            until_ns,
             window_ms,
         } => std::fs::read_to_string(&file)
             .with_context(|| format!("reading {}", file.display()))
             .and_then(|text| {
                 let t = trace::parse(&text).with_context(|| file.display().to_string())?;
-                let s = trace::summarise(&t, since_ns, window_ms.saturating_mul(1_000_000));
+                let s =
+                    trace::summarise(&t, since_ns, until_ns, window_ms.saturating_mul(1_000_000));
                 if json {
                     println!("{}", serde_json::to_string(&s)?);
                 } else {

@@ -490,6 +490,8 @@ pub struct Summary {
     pub span_ns: u64,
     /// Records before this time were not counted (0: all were); map events before it still apply.
     pub since_ns: u64,
+    /// Records at or after this time were not counted (`None`: all were), nor map events after it.
+    pub until_ns: Option<u64>,
     /// The window of [`GroupSummary::windows`], ns.
     pub window_ns: u64,
     /// The end line (`None`: the trace was cut short).
@@ -503,9 +505,10 @@ pub struct Summary {
 }
 
 /// Summarises `trace`: per CPU its runs, per group its CPUs window by window and whether it ran on
-/// its home, per thread whether it followed its placement. Records before `since_ns` are not counted;
-/// `window_ns` (at least 1) cuts time into windows from the first event.
-pub fn summarise(trace: &Trace, since_ns: u64, window_ns: u64) -> Summary {
+/// its home, per thread whether it followed its placement. Only records in `[since_ns, until_ns)`
+/// are counted (map changes before `since_ns` still apply; none from `until_ns` on); `window_ns` (at
+/// least 1) cuts time into windows from the first event.
+pub fn summarise(trace: &Trace, since_ns: u64, until_ns: Option<u64>, window_ns: u64) -> Summary {
     let window_ns = window_ns.max(1);
     let t0 = trace.events.first().map_or(0, Event::t_ns);
     let t_last = trace.events.last().map_or(0, Event::t_ns);
@@ -513,6 +516,7 @@ pub fn summarise(trace: &Trace, since_ns: u64, window_ns: u64) -> Summary {
         t0_ns: t0,
         span_ns: t_last - t0,
         since_ns,
+        until_ns,
         window_ns,
         end: trace.end,
         ..Summary::default()
@@ -528,6 +532,9 @@ pub fn summarise(trace: &Trace, since_ns: u64, window_ns: u64) -> Summary {
     // Per group and window index: CPUs and records.
     let mut windows: BTreeMap<String, BTreeMap<u64, (BTreeSet<u32>, u64)>> = BTreeMap::new();
     for ev in &trace.events {
+        if until_ns.is_some_and(|u| ev.t_ns() >= u) {
+            break;
+        }
         match ev {
             Event::Group { t_ns, gid, home } => {
                 let g = s.groups.entry(gid.to_string()).or_default();
@@ -764,6 +771,7 @@ mod tests {
         let s = summarise(
             &on_one_cpu(&[0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0]),
             0,
+            None,
             1_000_000_000,
         );
         let c = &s.cpus[&3];
@@ -779,7 +787,7 @@ mod tests {
 
     #[test]
     fn one_task_per_batch_has_no_succession() {
-        let s = summarise(&on_one_cpu(&[0, 1, 0, 1, 0, 1]), 0, 1_000_000_000);
+        let s = summarise(&on_one_cpu(&[0, 1, 0, 1, 0, 1]), 0, None, 1_000_000_000);
         let c = &s.cpus[&3];
         assert_eq!((c.runs, c.successions, c.switches), (6, 0, 5));
         assert_eq!(c.run_lengths, BTreeMap::from([(1, 6)]));
@@ -795,7 +803,7 @@ mod tests {
             run(3, 0, 11, Some(0)),
             run(4, 1, 21, Some(1))
         );
-        let s = summarise(&parse(&text).unwrap(), 0, 1_000_000_000);
+        let s = summarise(&parse(&text).unwrap(), 0, None, 1_000_000_000);
         for cpu in [0, 1] {
             assert_eq!((s.cpus[&cpu].runs, s.cpus[&cpu].successions), (1, 1));
         }
@@ -811,7 +819,7 @@ mod tests {
             run(160, 6, 10, Some(0)),
             run(170, 7, 10, Some(0))
         );
-        let s = summarise(&parse(&text).unwrap(), 0, 1_000_000_000);
+        let s = summarise(&parse(&text).unwrap(), 0, None, 1_000_000_000);
         let g = &s.groups["0"];
         assert_eq!(
             g.homes,
@@ -845,7 +853,7 @@ mod tests {
             run(10, 6, 10, Some(0)),
             run(20, 2, 10, Some(0))
         );
-        let s = summarise(&parse(&text).unwrap(), 0, 1_000_000_000);
+        let s = summarise(&parse(&text).unwrap(), 0, None, 1_000_000_000);
         let p = &s.tids[&10].since_place;
         assert_eq!((p.on_home, p.in_flight, p.off_home), (1, 0, 1));
     }
@@ -860,7 +868,7 @@ mod tests {
             run(120, 5, 10, Some(1)),
             run(130, 4, 10, Some(1))
         );
-        let s = summarise(&parse(&text).unwrap(), 0, 1_000_000_000);
+        let s = summarise(&parse(&text).unwrap(), 0, None, 1_000_000_000);
         let t = &s.tids[&10];
         assert_eq!(t.groups, vec!["0".to_string(), "1".to_string()]);
         assert_eq!(
@@ -882,11 +890,24 @@ mod tests {
             run(10, 0, 10, Some(0)),
             run(20, 1, 10, Some(0))
         );
-        let s = summarise(&parse(&text).unwrap(), 15, 1_000_000_000);
+        let s = summarise(&parse(&text).unwrap(), 15, None, 1_000_000_000);
         assert_eq!(s.records, 1);
         assert_eq!(s.groups["0"].since_home.on_home, 1);
         assert_eq!(s.cpus[&1].records, 1);
         assert!(!s.cpus.contains_key(&0));
+    }
+
+    #[test]
+    fn until_ends_the_count_and_the_maps_there() {
+        let text = format!(
+            "{H}G 0 0 0-1 0\nP 0 10 0\n{}G 30 0 6-7 0\n{}",
+            run(10, 0, 10, Some(0)),
+            run(40, 6, 10, Some(0))
+        );
+        let s = summarise(&parse(&text).unwrap(), 0, Some(30), 1_000_000_000);
+        assert_eq!(s.records, 1);
+        assert_eq!(s.groups["0"].homes.len(), 1);
+        assert_eq!(s.groups["0"].since_home.cpus, "0");
     }
 
     #[test]
@@ -898,7 +919,7 @@ mod tests {
             run(12, 6, 10, Some(0)),
             run(25, 7, 10, None)
         );
-        let s = summarise(&parse(&text).unwrap(), 0, 10);
+        let s = summarise(&parse(&text).unwrap(), 0, None, 10);
         assert_eq!(
             s.groups["0"].windows,
             vec![

@@ -8,7 +8,9 @@
 //! - `dfsched-vmcheck split N` is the one-group workload of the
 //!   split-persistence check, with `split_after_passes` N;
 //! - `dfsched-vmcheck sums DFS PER_DF` is the benchmark with a checked
-//!   result that the sched_ext fault checks run (see `guest/sums.rs`).
+//!   result that the sched_ext fault checks run (see `guest/sums.rs`);
+//! - `dfsched-vmcheck rehint` is the re-hint workload of `scx-rehint-and-move`
+//!   (see `guest/scx_trace.rs`).
 
 use dfsched_vmbench::guest;
 use dfsched_vmbench::preset::Preset;
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N\n       dfsched-vmcheck sums DFS PER_DF"
+        "usage: dfsched-vmcheck plan --preset NAME --marker M --expected FILE --bin-dir DIR [--only CHECK] [--scx]\n       dfsched-vmcheck workload DFS PER_DF [--no-split]\n       dfsched-vmcheck split N\n       dfsched-vmcheck sums DFS PER_DF\n       dfsched-vmcheck rehint"
     );
     std::process::exit(2)
 }
@@ -51,6 +53,7 @@ fn main() {
             };
             std::process::exit(guest::workload::split_main(n));
         }
+        Some("rehint") => std::process::exit(guest::scx::trace::rehint_main()),
         Some("plan") => {
             let (Some(name), Some(marker), Some(expected), Some(bin_dir)) = (
                 flag("--preset"),

@@ -21,8 +21,9 @@
 //! - `scx-engine-replay` (`brain.rs`): the same bench with DF switches, its engine logged
 //!   (`DFSCHED_ENGINE_LOG`), the log replayed on the host: one brain, identical decisions.
 //!
-//! - `scx-succession`: two groups of two spinners share one CPU: with `--quota 8` most dispatches
-//!   come from the group served just before (7 of 8 expected), with `--quota 1` almost none.
+//! - `scx-succession`, `scx-rehint-and-move`: judged from a trace of the dispatches, in
+//!   `scx_trace.rs` (succession on one CPU, quota 8 against 1; a thread re-hinted through the runtime
+//!   and a group the runtime's balancer moves, each followed to its new home).
 //! - `scx-faults`, `scx-hotplug`, `scx-soak`: the safety checks, in `scx_faults.rs` (the four
 //!   faults with a checked benchmark running under the scheduler; a home's CPUs going offline and
 //!   back; stress-ng with affinity churn beside the scheduler in all mode).
@@ -39,6 +40,8 @@
 
 #[path = "scx_faults.rs"]
 mod faults;
+#[path = "scx_trace.rs"]
+pub mod trace;
 
 use super::checks::CheckFn;
 use super::observe::{self, Thread};
@@ -58,7 +61,8 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-runtime-df-groups", 1, runtime_df_groups),
     ("scx-bench-df", 1, bench_df),
     ("scx-engine-replay", 1, super::brain::scx_engine_replay),
-    ("scx-succession", 1, succession),
+    ("scx-succession", 1, trace::succession),
+    ("scx-rehint-and-move", 2, trace::rehint_and_move),
     ("scx-faults", 1, faults::faults),
     ("scx-hotplug", 1, faults::hotplug),
     ("scx-soak", 1, faults::soak),
@@ -544,57 +548,6 @@ fn groups_on_home(ctx: &Ctx) -> Result<String, String> {
          dispatches same-group {same}, group switches {switch}; group 0 re-homed to {moved}, held: {followed}; \
          client gone: {gone}; {unloaded}"
     ))
-}
-
-/// Same-group dispatches and group switches while two groups of two spinners share one CPU for
-/// [`SUCCESSION_WINDOW`], under `--quota quota`.
-fn succession_run(ctx: &Ctx, quota: u32, cpu: CpuId) -> Result<(u64, u64), String> {
-    let full = online()?;
-    let loaded = Loaded::start(ctx, &["--quota", &quota.to_string()])?;
-    let (spin, tids) = ext_spinners(ctx, 4)?;
-    let home = CpuSet::single(cpu);
-    let mut client = Client::start(ctx)?;
-    let mut lines = vec![group_line(0, &home), group_line(1, &home)];
-    lines.extend(tids.iter().enumerate().map(|(i, &t)| place_line(t, i / 2)));
-    client.send(&lines)?;
-    reach_and_hold("four spinners of two groups on one CPU", || {
-        spinners_on_home(&loaded, &spin, &full)
-    })?;
-    let before = loaded.state()?;
-    std::thread::sleep(SUCCESSION_WINDOW);
-    let after = loaded.state()?;
-    let d = |n: &str| stat(&after, n).saturating_sub(stat(&before, n));
-    let counts = (d("disp_same_group"), d("disp_group_switch"));
-    client.close();
-    spin.finish(30)?;
-    loaded.unload()?;
-    Ok(counts)
-}
-
-/// How long the succession check counts dispatches.
-const SUCCESSION_WINDOW: Duration = Duration::from_secs(5);
-
-fn succession(ctx: &Ctx) -> Result<String, String> {
-    let cpu = online()?.iter().last().ok_or("no CPU online")?;
-    let (s8, w8) = succession_run(ctx, 8, cpu)?;
-    let (s1, w1) = succession_run(ctx, 1, cpu)?;
-    let frac = |s: u64, w: u64| s as f64 / (s + w).max(1) as f64;
-    let (f8, f1) = (frac(s8, w8), frac(s1, w1));
-    let seen = format!(
-        "two groups of 2 on CPU {}: quota 8: {s8} same-group dispatches, {w8} switches ({:.0} % back to back); \
-         quota 1: {s1} same, {w1} switches ({:.0} %)",
-        cpu.0,
-        f8 * 100.0,
-        f1 * 100.0
-    );
-    if s8 + w8 < 20 || s1 + w1 < 20 {
-        return Err(format!("too few dispatches counted to compare: {seen}"));
-    }
-    // Expected: 7 of 8 with quota 8, none with quota 1 (the other group always has a thread queued).
-    if f8 < f1 + 0.5 {
-        return Err(format!("no succession: {seen}"));
-    }
-    Ok(seen)
 }
 
 fn runtime_df_groups(ctx: &Ctx) -> Result<String, String> {

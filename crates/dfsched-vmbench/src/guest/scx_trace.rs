@@ -1,0 +1,605 @@
+//! The sched_ext checks judged from a trace of the dispatches (`dfsched-scx run --trace FILE`: a
+//! record each time a thread gets a CPU, with its group, and each map change the loader makes, on one
+//! clock, `CLOCK_MONOTONIC`), summarised by `dfsched-scx trace FILE --json` (crates/dfsched-scx,
+//! `src/trace.rs`):
+//!
+//! - `scx-succession`: two groups of two spinners share one CPU, under `--quota 8` and then
+//!   `--quota 1` (one task per batch): on that CPU, consecutive records of the same group against
+//!   group switches, from the trace, over a window of [`SUCCESSION_WINDOW`]; the first share must
+//!   exceed the second by 50 points, the mean run (records of one group back to back) must be longer,
+//!   and the trace must be whole (its end line, nothing dropped). The scheduler's own counters
+//!   (`disp_same_group`, `disp_group_switch`, over the same window) are shown beside it and must agree.
+//! - `scx-rehint-and-move`: the runtime (`dfsched-vmcheck rehint`, `DFSCHED_SCX=auto`): DF 1 and DF 2
+//!   of two threads each and a thread `mv-0` hinting DF 1, each DF's group on its own home. (a) `mv-0`
+//!   re-hints DF 2: in the trace its placement into DF 2's group comes between the re-hint's start and
+//!   its return, and from there on its runs are on DF 2's home only (one run already dispatched when
+//!   the maps changed is allowed per change, [`MAX_IN_FLIGHT`]); the scheduler's state names the same
+//!   group and home. (b) Spinning `SCHED_EXT` threads pinned two per CPU to DF 1's LLC: the runtime's
+//!   balancer moves DF 1's group to the other LLC (the runtime's stats count a move); in the trace the
+//!   group's new home comes after the hogs started and the group's next runs are on it.
+//!
+//! A child module of `scx.rs` (as `scx_faults.rs`): it uses that file's helpers as they are. Each
+//! check loads the scheduler itself ([`scx::Loaded`]) and judges the trace after the unload,
+//! when the loader has written its end line. `rehint_main` is the workload of the second check.
+
+use super as scx;
+use super::{Client, Loaded};
+use crate::guest::observe::Thread;
+use crate::guest::workload::Running;
+use crate::guest::{poll, Ctx, Step};
+use dfsched::{Runtime, RuntimeConfig};
+use dfsched_core::{CpuId, CpuSet};
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The trace file's limit (MiB), far above what a check writes (a record a slice per CPU: about
+/// 50 KB/s on 8 CPUs), small beside the guest's memory (the file is in its RAM).
+const TRACE_MAX_MB: &str = "32";
+
+/// How long the succession check counts.
+const SUCCESSION_WINDOW: Duration = Duration::from_secs(5);
+
+/// Runs off the new home a thread may still have after a map change (its placement, its group's
+/// home): one it was already dispatched to (a CPU's local queue) before the change.
+const MAX_IN_FLIGHT: u64 = 1;
+
+/// Runs on its new home a moved or re-hinted thread must show in the trace before the cut.
+const MIN_ON_HOME: u64 = 5;
+
+/// The balancer's deadline (as `balancing.rs`'s: its outside-load estimate needs tens of seconds
+/// under TCG to see the hogs).
+const REPAIR: Duration = Duration::from_secs(600);
+
+/// Spinning threads pinned to each CPU of the hogged LLC (as `balancing.rs`, which says why two).
+const HOGS_PER_CPU: usize = 2;
+
+/// `CLOCK_MONOTONIC` now, ns: the trace's clock (`bpf_ktime_get_ns`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `dfsched-scx trace FILE --json` counting the records in `[since, until)`.
+fn summary(
+    ctx: &Ctx,
+    file: &str,
+    since: u64,
+    until: Option<u64>,
+) -> Result<serde_json::Value, String> {
+    let mut cmd = Command::new(ctx.bin("dfsched-scx"));
+    cmd.args(["trace", file, "--json", "--since-ns", &since.to_string()]);
+    if let Some(u) = until {
+        cmd.args(["--until-ns", &u.to_string()]);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("dfsched-scx trace: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "dfsched-scx trace {file}: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("dfsched-scx trace --json: {e}"))?;
+    // A trace cut short or with holes would count less than happened.
+    let end = &s["end"];
+    if end.is_null() {
+        return Err(format!(
+            "{file} has no end line: the loader did not finish it"
+        ));
+    }
+    if end["dropped_ring"] != 0 || end["dropped_size"] != 0 {
+        return Err(format!("{file} dropped records: {end}"));
+    }
+    Ok(s)
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// What one succession run counted on the shared CPU.
+struct Counted {
+    records: u64,
+    same: u64,
+    switches: u64,
+    share: f64,
+    mean_run: f64,
+    max_run: u64,
+    counter_same: u64,
+    counter_switches: u64,
+}
+
+/// Two groups of two spinners on `cpu` under `--quota quota`, traced over [`SUCCESSION_WINDOW`].
+fn succession_run(ctx: &Ctx, quota: u32, cpu: CpuId) -> Result<Counted, String> {
+    let full = scx::online()?;
+    let file = format!("/tmp/scx-succession-q{quota}.trace");
+    let loaded = Loaded::start(
+        ctx,
+        &[
+            "--quota",
+            &quota.to_string(),
+            "--trace",
+            &file,
+            "--trace-max-mb",
+            TRACE_MAX_MB,
+        ],
+    )?;
+    let (spin, tids) = scx::ext_spinners(ctx, 4)?;
+    let home = CpuSet::single(cpu);
+    let mut client = Client::start(ctx)?;
+    let mut lines = vec![scx::group_line(0, &home), scx::group_line(1, &home)];
+    lines.extend(
+        tids.iter()
+            .enumerate()
+            .map(|(i, &t)| scx::place_line(t, i / 2)),
+    );
+    client.send(&lines)?;
+    scx::reach_and_hold("four spinners of two groups on one CPU", || {
+        scx::spinners_on_home(&loaded, &spin, &full)
+    })?;
+    let before = loaded.state()?;
+    let from = monotonic_ns();
+    std::thread::sleep(SUCCESSION_WINDOW);
+    let until = monotonic_ns();
+    let after = loaded.state()?;
+    let d = |n: &str| scx::stat(&after, n).saturating_sub(scx::stat(&before, n));
+    let (counter_same, counter_switches) = (d("disp_same_group"), d("disp_group_switch"));
+    client.close();
+    spin.finish(30)?;
+    loaded.unload()?;
+    let s = summary(ctx, &file, from, Some(until))?;
+    let c = &s["cpus"][cpu.0.to_string()];
+    Ok(Counted {
+        records: u(&c["records"]),
+        same: u(&c["successions"]),
+        switches: u(&c["switches"]),
+        share: c["succession_share"].as_f64().unwrap_or(0.0),
+        mean_run: c["mean_run"].as_f64().unwrap_or(0.0),
+        max_run: u(&c["max_run"]),
+        counter_same,
+        counter_switches,
+    })
+}
+
+/// `scx-succession` (see the module's doc).
+pub(super) fn succession(ctx: &Ctx) -> Result<String, String> {
+    let cpu = scx::online()?.iter().last().ok_or("no CPU online")?;
+    let q8 = succession_run(ctx, 8, cpu)?;
+    let q1 = succession_run(ctx, 1, cpu)?;
+    let frac = |s: u64, w: u64| s as f64 / (s + w).max(1) as f64;
+    let line = |q: u32, c: &Counted| {
+        format!(
+            "quota {q}: trace {} records, {} same-group successions / {} switches ({:.0} %), mean run {:.2}, longest {}; \
+             counters {} same / {} switches ({:.0} %)",
+            c.records,
+            c.same,
+            c.switches,
+            c.share * 100.0,
+            c.mean_run,
+            c.max_run,
+            c.counter_same,
+            c.counter_switches,
+            frac(c.counter_same, c.counter_switches) * 100.0
+        )
+    };
+    let seen = format!(
+        "two groups of 2 on CPU {} for {SUCCESSION_WINDOW:?}: {}; {}",
+        cpu.0,
+        line(8, &q8),
+        line(1, &q1)
+    );
+    if q8.records < 20 || q1.records < 20 {
+        return Err(format!("too few records in the traces to compare: {seen}"));
+    }
+    // Expected: 7 of 8 back to back with quota 8 (runs of 8), none with quota 1 (the other group
+    // always has a thread queued).
+    if q8.share < q1.share + 0.5 || q8.mean_run <= q1.mean_run {
+        return Err(format!("no succession in the trace: {seen}"));
+    }
+    // The counters, over the same window, must say the same.
+    if frac(q8.counter_same, q8.counter_switches) < frac(q1.counter_same, q1.counter_switches) + 0.5
+    {
+        return Err(format!("the trace and the counters disagree: {seen}"));
+    }
+    Ok(seen)
+}
+
+/// The `rehint` workload's threads: DF 1 and DF 2 of two each, and `mv-0`.
+const REHINT_THREADS: [&str; 5] = ["df1-0", "df1-1", "df2-0", "df2-1", "mv-0"];
+
+/// `dfsched-vmcheck rehint`: DF 1 (`df1-0`, `df1-1`) and DF 2 (`df2-0`, `df2-1`) of spinning threads
+/// hinting their DF through dfsched's Rust API, and `mv-0` hinting DF 1 until a line `rehint` comes
+/// on stdin, then DF 2. It prints `rehint-at T` just before its first hint of DF 2 and `rehinted T`
+/// once that returned (T: `CLOCK_MONOTONIC` ns), and when stdin closes, the runtime's stats. The
+/// balancer never splits a group (`split_after_passes` 0), so it repairs an imbalance by a move.
+/// Exit status as [`crate::guest::workload::workload_main`]'s.
+pub fn rehint_main() -> i32 {
+    let mut config = RuntimeConfig {
+        agent: dfsched::agent::AgentMode::Off,
+        ..RuntimeConfig::default()
+    };
+    config.engine.split_after_passes = 0;
+    let rt = match Runtime::start(config) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rehint: Runtime::start: {e}");
+            return 1;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    // mv-0's DF; the others' is fixed.
+    let mover_df = Arc::new(AtomicU64::new(1));
+    let mut workers = Vec::new();
+    for name in REHINT_THREADS {
+        let (rt, stop, errors, mover_df) =
+            (rt.clone(), stop.clone(), errors.clone(), mover_df.clone());
+        let fixed: Option<u64> = name
+            .strip_prefix("df")
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(d, _)| d.parse().ok());
+        let w = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let mut n: u64 = 0;
+                let mut was = 0;
+                // Relaxed: the flags only steer the loop; nothing is published through them.
+                while !stop.load(Ordering::Relaxed) {
+                    let df = fixed.unwrap_or_else(|| mover_df.load(Ordering::Relaxed));
+                    let moving = was != 0 && df != was;
+                    if moving {
+                        println!("rehint-at {}", monotonic_ns());
+                    }
+                    if let Err(e) = rt.enter(df) {
+                        eprintln!("rehint: {name}: enter {df}: {e}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    if moving {
+                        println!("rehinted {}", monotonic_ns());
+                        let _ = std::io::stdout().flush();
+                    }
+                    was = df;
+                    for _ in 0..100_000 {
+                        n = std::hint::black_box(n.wrapping_add(1));
+                    }
+                }
+                if let Err(e) = rt.leave() {
+                    eprintln!("rehint: {name}: leave: {e}");
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .expect("spawn a worker");
+        workers.push(w);
+    }
+    for line in std::io::stdin().lock().lines() {
+        match line.as_deref().map(str::trim) {
+            Ok("rehint") => mover_df.store(2, Ordering::Relaxed),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.join();
+    }
+    println!("{}", rt.stats_json());
+    if let Err(e) = rt.check_invariants() {
+        eprintln!("rehint: engine invariants: {e}");
+        errors.fetch_add(1, Ordering::Relaxed);
+    }
+    rt.shutdown();
+    if errors.load(Ordering::Relaxed) == 0 {
+        0
+    } else {
+        1
+    }
+}
+
+/// The rehint workload's five threads by name, against the scheduler's groups: each name's thread
+/// and (group, home) (`None`: not placed).
+type Seen = BTreeMap<String, (Thread, Option<(u64, CpuSet)>)>;
+
+fn seen_now(loaded: &Loaded, wl: &Running) -> Result<Seen, String> {
+    let homes = scx::homes_by_tid(&loaded.state()?);
+    let mut out = Seen::new();
+    for t in wl.threads()? {
+        if REHINT_THREADS.contains(&t.name.as_str()) {
+            let h = homes.get(&t.tid).cloned();
+            out.insert(t.name.clone(), (t, h));
+        }
+    }
+    if out.len() != REHINT_THREADS.len() {
+        return Err(format!(
+            "{} of the workload's {} threads",
+            out.len(),
+            REHINT_THREADS.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// `name`'s group and home in `seen`.
+fn group_of(seen: &Seen, name: &str) -> Result<(u64, CpuSet), String> {
+    seen.get(name)
+        .and_then(|(_, h)| h.clone())
+        .ok_or_else(|| format!("{name} is in no group"))
+}
+
+/// All five on their group's home (full masks, `ext.enabled`), `mover_with` naming the DF thread
+/// whose group `mv-0` must share; with `disjoint`, the two DFs' groups on disjoint homes.
+fn rehint_sample(
+    loaded: &Loaded,
+    wl: &Running,
+    mover_with: &str,
+    disjoint: bool,
+    full: &CpuSet,
+) -> Result<String, String> {
+    let seen = seen_now(loaded, wl)?;
+    let (g1, h1) = group_of(&seen, "df1-0")?;
+    let (g2, h2) = group_of(&seen, "df2-0")?;
+    for (name, g) in [("df1-1", g1), ("df2-1", g2)] {
+        if group_of(&seen, name)?.0 != g {
+            return Err(format!("{name} is not in its DF's group {g}"));
+        }
+    }
+    let (gm, _) = group_of(&seen, "mv-0")?;
+    if gm != group_of(&seen, mover_with)?.0 {
+        return Err(format!("mv-0 in group {gm}, not {mover_with}'s"));
+    }
+    if g1 == g2 || (disjoint && !h1.intersection(&h2).is_empty()) {
+        return Err(format!(
+            "DF 1 (group {g1}, home {h1}) and DF 2 (group {g2}, home {h2}) do not have two homes"
+        ));
+    }
+    let threads: Vec<Thread> = seen.values().map(|(t, _)| t.clone()).collect();
+    let homes = seen
+        .values()
+        .filter_map(|(t, h)| Some((t.tid, h.clone()?)))
+        .collect();
+    let on = scx::on_home(wl.pid(), &threads, &homes, full)?;
+    Ok(format!(
+        "DF 1 group {g1} home {h1}, DF 2 group {g2} home {h2}: {on}"
+    ))
+}
+
+/// The workload's stdout, a line each, read as it comes.
+fn read_lines(wl: &mut Running) -> Result<Arc<Mutex<Vec<String>>>, String> {
+    let out = wl.child.stdout.take().ok_or("the workload's stdout")?;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let into = lines.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            into.lock().expect("not poisoned").push(l);
+        }
+    });
+    Ok(lines)
+}
+
+/// The number after `key ` on the first line that has it.
+fn field(lines: &Mutex<Vec<String>>, key: &str) -> Option<u64> {
+    lines
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+}
+
+/// A placement summary (`since_place` / `since_home`, runs judged against the home of the moment)
+/// judged: no run off the home once the thread (each thread of the group) reached it, at most
+/// `in_flight` before, at least [`MIN_ON_HOME`] on it.
+fn followed(p: &serde_json::Value, in_flight: u64) -> Result<String, String> {
+    let s = format!(
+        "{} runs on the home, {} in flight, {} off it, on CPUs {}",
+        u(&p["on_home"]),
+        u(&p["in_flight"]),
+        u(&p["off_home"]),
+        p["cpus"].as_str().unwrap_or("")
+    );
+    if u(&p["off_home"]) > 0 || u(&p["in_flight"]) > in_flight || u(&p["on_home"]) < MIN_ON_HOME {
+        return Err(s);
+    }
+    Ok(s)
+}
+
+/// The home a group's summary says it was given last, and when.
+fn last_home(g: &serde_json::Value) -> Option<(u64, CpuSet)> {
+    let h = g["homes"].as_array()?.last()?;
+    Some((u(&h["t_ns"]), h["home"].as_str()?.parse().ok()?))
+}
+
+/// `scx-rehint-and-move` (see the module's doc).
+pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
+    let full = scx::online()?;
+    let file = "/tmp/scx-rehint-and-move.trace";
+    let loaded = Loaded::start(ctx, &["--trace", file, "--trace-max-mb", TRACE_MAX_MB])?;
+    let mut cmd = Command::new(ctx.bin("dfsched-vmcheck"));
+    cmd.arg("rehint").env("DFSCHED_SCX", "auto");
+    let mut wl = Running::start(cmd, "dfsched-vmcheck rehint")?;
+    let lines = read_lines(&mut wl)?;
+    let mut notes = Vec::new();
+
+    // (a) The re-hint.
+    let before = scx::reach_and_hold(
+        "the workload's threads on their homes, mv-0 with DF 1",
+        || rehint_sample(&loaded, &wl, "df1-0", true, &full),
+    )?;
+    notes.push(format!("before: {before}"));
+    let seen = seen_now(&loaded, &wl)?;
+    let mover = seen["mv-0"].0.tid;
+    let (ga, _) = group_of(&seen, "df1-0")?;
+    let mut stdin = wl.child.stdin.take().ok_or("the workload's stdin")?;
+    writeln!(stdin, "rehint").map_err(|e| format!("the workload's stdin: {e}"))?;
+    poll(Duration::from_secs(60), || {
+        match field(&lines, "rehinted ") {
+            Some(_) => Step::Holds(String::new()),
+            None => Step::NotYet("no 'rehinted' line yet".into()),
+        }
+    })?;
+    let (at, done) = (
+        field(&lines, "rehint-at ").ok_or("no 'rehint-at' line")?,
+        field(&lines, "rehinted ").ok_or("no 'rehinted' line")?,
+    );
+    let after = scx::reach_and_hold("mv-0 with DF 2, every thread on its home", || {
+        rehint_sample(&loaded, &wl, "df2-0", true, &full)
+    })?;
+    let seen = seen_now(&loaded, &wl)?;
+    let (gb, home_b) = group_of(&seen, "df2-0")?;
+    let (ga_now, home_a) = group_of(&seen, "df1-0")?;
+    if ga_now != ga {
+        return Err(format!(
+            "DF 1's group changed from {ga} to {ga_now} at the re-hint"
+        ));
+    }
+    notes.push(format!("mv-0 (tid {mover}) re-hinted: {after}"));
+    let cut_a = monotonic_ns();
+
+    // (b) The balancer's move: DF 1's LLC hogged by SCHED_EXT spinners (plain ones would starve
+    // our threads there: the fair class runs before sched_ext's in partial mode).
+    let llcs = &ctx.preset.expected.llcs;
+    let llc = llcs
+        .iter()
+        .find(|l| home_a.is_subset(l))
+        .ok_or(format!("DF 1's home {home_a} is in no one LLC"))?
+        .clone();
+    let hogs_from = monotonic_ns();
+    let mut hogs = Vec::new();
+    for c in llc.iter() {
+        let mut cmd = Command::new(ctx.bin("dfsched-scx"));
+        cmd.args(["ext", "--"])
+            .arg(ctx.bin("dfsched-vmspin"))
+            .args([HOGS_PER_CPU.to_string(), "--cpus".into(), c.0.to_string()]);
+        hogs.push(Running::start(
+            cmd,
+            &format!("SCHED_EXT hogs on CPU {}", c.0),
+        )?);
+    }
+    let moved = poll(REPAIR, || {
+        let seen = match seen_now(&loaded, &wl) {
+            Ok(s) => s,
+            Err(e) => return Step::NotYet(e),
+        };
+        match (group_of(&seen, "df1-0"), group_of(&seen, "df1-1")) {
+            (Ok((g0, h0)), Ok((g1, _))) if g0 == g1 && h0.intersection(&llc).is_empty() => {
+                Step::Holds(format!("DF 1's group {g0} home {h0}"))
+            }
+            (a, b) => Step::NotYet(format!("DF 1: {a:?} {b:?}")),
+        }
+    })
+    .map_err(|e| {
+        format!(
+            "{}; the balancer did not move DF 1 out of {llc}: {e}",
+            notes.join("; ")
+        )
+    })?;
+    let held = scx::reach_and_hold("every thread on its home after the move", || {
+        rehint_sample(&loaded, &wl, "df2-0", false, &full)
+    })?;
+    let seen = seen_now(&loaded, &wl)?;
+    let (ga_moved, home_moved) = group_of(&seen, "df1-0")?;
+    let cut_b = monotonic_ns();
+    notes.push(format!(
+        "{HOGS_PER_CPU} SCHED_EXT hogs on each CPU of {llc}: {moved}; held: {held}"
+    ));
+    drop(hogs);
+    drop(stdin);
+    wl.finish(120)?;
+    let stats: serde_json::Value = lines
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or("the workload printed no stats")?;
+    let e = &stats["engine"];
+    let unloaded = loaded.unload()?;
+    if stats["scx_body"] != true || stats["scx_failures"] != 0 {
+        return Err(format!(
+            "the runtime's scx body: scx_body {}, scx_failures {}",
+            stats["scx_body"], stats["scx_failures"]
+        ));
+    }
+    if u(&e["group_moves"]) + u(&e["rehomes"]) == 0 || u(&e["splits"]) != 0 {
+        return Err(format!(
+            "the runtime's balancer: group_moves {}, rehomes {}, splits {}",
+            e["group_moves"], e["rehomes"], e["splits"]
+        ));
+    }
+    notes.push(format!(
+        "runtime: group_moves {}, rehomes {}, balance_passes {}, scx_placements {}",
+        e["group_moves"], e["rehomes"], e["balance_passes"], stats["scx_placements"]
+    ));
+
+    // The trace, up to each cut.
+    let sa = summary(ctx, file, 0, Some(cut_a))?;
+    let t = &sa["tids"][mover.to_string()];
+    let placed = &t["last_place"];
+    let placed_at = u(&placed["t_ns"]);
+    // Its last placement: the re-hint's, or a later one into the same group (a re-home of DF 2).
+    if placed["gid"].as_str() != Some(gb.to_string().as_str()) || placed_at < at {
+        return Err(format!(
+            "{}; the trace's last placement of mv-0 is {placed}, not into group {gb} after the re-hint began at {at}",
+            notes.join("; ")
+        ));
+    }
+    let (_, traced_b) =
+        last_home(&sa["groups"][gb.to_string()]).ok_or("DF 2's group has no home in the trace")?;
+    if traced_b != home_b {
+        return Err(format!(
+            "DF 2's home: the trace says {traced_b}, the state {home_b}"
+        ));
+    }
+    let a = followed(&t["since_place"], 2 * MAX_IN_FLIGHT)
+        .map_err(|s| format!("{}; mv-0 after its re-hint: {s}", notes.join("; ")))?;
+    notes.push(format!(
+        "trace: mv-0 in groups {} (DF 1 {ga}, DF 2 {gb}), last placed in {gb} {:.1} ms after the re-hint began (which returned after {:.1} ms); since: {a}",
+        t["groups"],
+        (placed_at - at) as f64 / 1e6,
+        done.saturating_sub(at) as f64 / 1e6
+    ));
+
+    let sb = summary(ctx, file, 0, Some(cut_b))?;
+    let g = &sb["groups"][ga_moved.to_string()];
+    let (moved_at, traced) = last_home(g).ok_or("DF 1's group has no home in the trace")?;
+    if ga_moved != ga || traced != home_moved || moved_at < hogs_from {
+        return Err(format!(
+            "{}; DF 1's group {ga} (now {ga_moved}, home {home_moved}): the trace's last home {traced} at {moved_at}, the hogs from {hogs_from}",
+            notes.join("; ")
+        ));
+    }
+    let b = followed(&g["since_home"], 2 * MAX_IN_FLIGHT)
+        .map_err(|s| format!("{}; DF 1's group after its move: {s}", notes.join("; ")))?;
+    let first: Vec<String> = g["windows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|w| u(&w["from_ns"]) + u(&sb["t0_ns"]) + u(&sb["window_ns"]) > moved_at)
+        .take(3)
+        .map(|w| {
+            format!(
+                "{:.0}s:{}",
+                u(&w["from_ns"]) as f64 / 1e9,
+                w["cpus"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    notes.push(format!(
+        "trace: DF 1's group {ga} homed {traced} {:.1} s after the hogs; since: {b}; its CPUs by second from then: {}",
+        (moved_at - hogs_from) as f64 / 1e9,
+        first.join(" ")
+    ));
+    notes.push(unloaded);
+    Ok(notes.join("; "))
+}
