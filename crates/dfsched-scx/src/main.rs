@@ -32,6 +32,7 @@ mod proto;
 mod sched;
 mod server;
 mod trace;
+mod trace_summary;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -492,12 +493,16 @@ fn main() {
             .with_context(|| format!("reading {}", file.display()))
             .and_then(|text| {
                 let t = trace::parse(&text).with_context(|| file.display().to_string())?;
-                let s =
-                    trace::summarise(&t, since_ns, until_ns, window_ms.saturating_mul(1_000_000));
+                let s = trace_summary::summarise(
+                    &t,
+                    since_ns,
+                    until_ns,
+                    window_ms.saturating_mul(1_000_000),
+                );
                 if json {
                     println!("{}", serde_json::to_string(&s)?);
                 } else {
-                    print!("{}", trace::render(&s));
+                    print!("{}", trace_summary::render(&s));
                 }
                 Ok(0)
             }),
