@@ -604,3 +604,48 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
     notes.push(unloaded);
     Ok(notes.join("; "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_is_followed_only_with_no_run_off_home_and_few_in_flight() {
+        let p = |on: u64, fl: u64, off: u64| serde_json::json!({"on_home": on, "in_flight": fl, "off_home": off, "cpus": "4-5"});
+        assert!(followed(&p(10, 2, 0), 2).is_ok());
+        assert!(
+            followed(&p(10, 0, 1), 2).is_err(),
+            "a run off the home once there"
+        );
+        assert!(
+            followed(&p(10, 3, 0), 2).is_err(),
+            "more in flight than allowed"
+        );
+        assert!(
+            followed(&p(MIN_ON_HOME - 1, 0, 0), 2).is_err(),
+            "too few runs to judge"
+        );
+    }
+
+    #[test]
+    fn the_last_home_of_a_group_is_read_from_the_summary() {
+        let g = serde_json::json!({"homes": [
+            {"t_ns": 5, "home": "0-3"},
+            {"t_ns": 9, "home": "4-5"},
+        ]});
+        assert_eq!(last_home(&g), Some((9, "4-5".parse().unwrap())));
+        assert_eq!(last_home(&serde_json::json!({"homes": []})), None);
+    }
+
+    #[test]
+    fn the_workloads_time_lines_are_read_by_key() {
+        let lines = Mutex::new(vec![
+            "rehint-at 100".to_string(),
+            "rehinted 250".to_string(),
+            "{\"engine\":{}}".to_string(),
+        ]);
+        assert_eq!(field(&lines, "rehint-at "), Some(100));
+        assert_eq!(field(&lines, "rehinted "), Some(250));
+        assert_eq!(field(&lines, "moved "), None);
+    }
+}
