@@ -159,6 +159,11 @@ impl<'obj> Scheduler<'obj> {
         }
         let ops = open.struct_ops.dfsched_ops_mut();
         ops.timeout_ms = settings.timeout_ms;
+        if settings.trace_ring_bytes == 0 {
+            // Not tracing: no ops.running at all, so the kernel makes no call for it on any context
+            // switch (libbpf then leaves the unreferenced program unloaded).
+            ops.running = std::ptr::null_mut();
+        }
         if settings.switch_all {
             // The kernel reads the flags when the struct_ops is attached: cleared here, every task
             // joins the scheduler at attach and leaves it at detach.

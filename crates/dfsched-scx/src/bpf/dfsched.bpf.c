@@ -62,7 +62,8 @@ const volatile u32 nr_cpus = 1;		/* CPUs to scan (the machine's nr_cpu_ids, at m
 const volatile u32 stall_gid = ~0u;
 
 /* The dispatch trace: ops.running writes a record per run when the loader sets this (`run --trace`).
- * Read-only data, so with it off the verifier drops the tracing code and it costs nothing. */
+ * Read-only data, so with it off the verifier drops the tracing code; the loader then also leaves
+ * ops.running out of the struct_ops, so the kernel makes no call for it at all. */
 const volatile u32 trace_on = 0;
 
 /* Groups below this id are looked at by dispatch; the loader raises it before it writes a group past it. */

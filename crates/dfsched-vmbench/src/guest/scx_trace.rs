@@ -415,6 +415,33 @@ fn followed(p: &serde_json::Value, in_flight: u64) -> Result<String, String> {
     Ok(s)
 }
 
+/// The trace's events from `from_ns` on that concern thread `tid` (its runs, its placements) or
+/// any group's home, the first `n` in time order, as `+MS line`: what a reader of a failure or of
+/// runs in flight wants to see.
+fn events_after(file: &str, tid: i32, from_ns: u64, n: usize) -> String {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut ev: Vec<(u64, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let t: u64 = w.get(1)?.parse().ok()?;
+            let ours = match w[0] {
+                "R" => w.get(3)?.parse::<i32>().ok()? == tid,
+                "P" | "U" => w.get(2)?.parse::<i32>().ok()? == tid,
+                "G" => true,
+                _ => false,
+            };
+            (ours && t >= from_ns).then_some((t, l))
+        })
+        .collect();
+    ev.sort_by_key(|e| e.0);
+    ev.iter()
+        .take(n)
+        .map(|(t, l)| format!("+{:.1}ms {l}", (t - from_ns) as f64 / 1e6))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 /// The home a group's summary says it was given last, and when.
 fn last_home(g: &serde_json::Value) -> Option<(u64, CpuSet)> {
     let h = g["homes"].as_array()?.last()?;
@@ -562,8 +589,19 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
             "DF 2's home: the trace says {traced_b}, the state {home_b}"
         ));
     }
-    let a = followed(&t["since_place"], 2 * MAX_IN_FLIGHT)
-        .map_err(|s| format!("{}; mv-0 after its re-hint: {s}", notes.join("; ")))?;
+    // The first events after the re-hint began, when some run was off the home: what happened.
+    let at_rehint = events_after(file, mover, at, 12);
+    let a = followed(&t["since_place"], 2 * MAX_IN_FLIGHT).map_err(|s| {
+        format!(
+            "{}; mv-0 after its re-hint: {s}; the trace from the re-hint: {at_rehint}",
+            notes.join("; ")
+        )
+    })?;
+    if u(&t["since_place"]["in_flight"]) > 0 {
+        notes.push(format!(
+            "runs in flight; the trace from the re-hint: {at_rehint}"
+        ));
+    }
     notes.push(format!(
         "trace: mv-0 in groups {} (DF 1 {ga}, DF 2 {gb}), last placed in {gb} {:.1} ms after the re-hint began (which returned after {:.1} ms); since: {a}",
         t["groups"],
