@@ -610,17 +610,18 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
             "DF 2's home: the trace says {traced_b}, the state {home_b}"
         ));
     }
-    // The first events after the re-hint began, when some run was off the home: what happened.
-    let at_rehint = events_after(file, mover, at, 12);
+    // The events from just before the placement, when some run was off the home: what happened
+    // (from the re-hint's start they are its own runs during the hint's socket exchanges).
+    let at_rehint = events_after(file, mover, placed_at.saturating_sub(5_000_000).max(at), 12);
     let a = followed(&t["since_place"], 2 * MAX_IN_FLIGHT).map_err(|s| {
         format!(
-            "{}; mv-0 after its re-hint: {s}; the trace from the re-hint: {at_rehint}",
+            "{}; mv-0 after its re-hint: {s}; the trace from 5 ms before its placement: {at_rehint}",
             notes.join("; ")
         )
     })?;
     if u(&t["since_place"]["in_flight"]) > 0 {
         notes.push(format!(
-            "runs in flight; the trace from the re-hint: {at_rehint}"
+            "runs in flight; the trace from 5 ms before its placement: {at_rehint}"
         ));
     }
     notes.push(format!(
