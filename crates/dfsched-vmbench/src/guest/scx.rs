@@ -750,6 +750,10 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
     cmd.args(["scx", &format!("--{mode}"), "--policy", "co-thread"])
         .args(["--json", "--interval", "1"]);
     let mut run = Running::start(cmd, &format!("dfsched scx --{mode}"))?;
+    // A check that fails before its own SIGINT unloads the scheduler through the CLI here, so
+    // that the next check finds it disabled (killing the CLI, as `Running` does, would leave
+    // its loader running).
+    let mut unload_on_error = UnloadOnError(Some(run.pid()));
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let out = run.child.stdout.take().ok_or("dfsched scx stdout")?;
     let seen = lines.clone();
@@ -885,7 +889,14 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
 
     // The offered policy: a preloaded program that chose none runs co-thread, one group. It
     // reports to an agent of its own, for `dfsched top` below.
-    let top_sock = format!("/run/dfsched-scx-top-{mode}.sock");
+    // In a directory of its own, mode 0700: the agent refuses a socket in a directory others may
+    // write (the guest's /run is a tmpfs of mode 777).
+    let top_dir = format!("/run/dfsched-scx-top-{mode}");
+    let _ = std::fs::remove_dir_all(&top_dir);
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&top_dir)
+        .map_err(|e| format!("{top_dir}: {e}"))?;
+    let top_sock = format!("{top_dir}/agent.sock");
     let agent = Command::new(ctx.bin("dfsched"))
         .args(["agent", "--socket", &top_sock])
         .output()
@@ -956,6 +967,7 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
         .output();
     notes.push(top?);
 
+    unload_on_error.0 = None;
     // SAFETY: kill has no memory effects; the pid is our child's, not yet reaped.
     unsafe { libc::kill(run.pid() as libc::pid_t, libc::SIGINT) };
     let end = Instant::now() + Duration::from_secs(60);
@@ -994,6 +1006,28 @@ fn cli(ctx: &Ctx, mode: &str) -> Result<String, String> {
         end_rec["end"]["loader"].as_str().unwrap_or_default()
     ));
     Ok(notes.join("; "))
+}
+
+/// SIGINT to the `dfsched scx` CLI of a check that ended early (it forwards it to its loader),
+/// then up to 60 s for the scheduler to be disabled; nothing once the check took the pid out.
+struct UnloadOnError(Option<u32>);
+
+impl Drop for UnloadOnError {
+    fn drop(&mut self) {
+        let Some(pid) = self.0 else {
+            return;
+        };
+        // SAFETY: kill has no memory effects; the pid is the check's child, not yet reaped (its
+        // `Running` is dropped after this guard).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+        let _ = poll(Duration::from_secs(60), || {
+            if read(STATE) == "disabled" {
+                Step::Holds("disabled".to_string())
+            } else {
+                Step::NotYet("the scheduler still loaded".to_string())
+            }
+        });
+    }
 }
 
 fn cli_partial(ctx: &Ctx) -> Result<String, String> {
