@@ -454,30 +454,53 @@ pub fn build_scx(cache: &Path, kernel: &Path) -> Result<PathBuf, BenchError> {
 }
 
 /// The shared libraries `ldd` lists for `bin` (absolute paths, the dynamic
-/// loader included); empty for a static binary.
+/// loader included); empty for a static binary. Libraries it does not find
+/// are left out (the guest then fails to run `bin`, and says which).
 fn libraries(bin: &Path) -> Result<Vec<PathBuf>, BenchError> {
-    let out = Command::new("ldd")
-        .arg(bin)
-        .output()
-        .map_err(|e| BenchError::Missing {
-            what: "ldd".into(),
-            how: e.to_string(),
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or
-    // "/lib64/ld-linux-x86-64.so.2 (0x…)"; "not a dynamic executable"
-    // (exit 1) for a static one.
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let path = match l.split_once("=>") {
-                Some((_, rest)) => rest.split_whitespace().next()?,
-                None => l.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect())
+    Ok(ldd(bin, &[])?.0)
+}
+
+/// What `ldd` lists for `bin` with the folders `search` looked in first
+/// (`LD_LIBRARY_PATH`; none: the system's alone): the absolute paths it found
+/// and the names it did not find ([`parse_ldd`]).
+pub(crate) fn ldd(
+    bin: &Path,
+    search: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<String>), BenchError> {
+    let mut cmd = Command::new("ldd");
+    cmd.arg(bin);
+    if !search.is_empty() {
+        let joined: Vec<String> = search.iter().map(|d| d.display().to_string()).collect();
+        cmd.env("LD_LIBRARY_PATH", joined.join(":"));
+    }
+    let out = cmd.output().map_err(|e| BenchError::Missing {
+        what: "ldd".into(),
+        how: e.to_string(),
+    })?;
+    Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `ldd`'s output: the absolute paths it found (the dynamic loader included)
+/// and the names it did not find; "not a dynamic executable" (a static
+/// binary, exit 1) gives neither.
+pub(crate) fn parse_ldd(text: &str) -> (Vec<PathBuf>, Vec<String>) {
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for l in text.lines().map(str::trim) {
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)", "libJudy.so.1 => not found",
+        // "/lib64/ld-linux-x86-64.so.2 (0x…)", "linux-vdso.so.1 (0x…)".
+        let path = match l.split_once("=>") {
+            Some((name, rest)) if rest.trim() == "not found" => {
+                missing.push(name.trim().into());
+                continue;
+            }
+            Some((_, rest)) => rest.split_whitespace().next(),
+            None => l.split_whitespace().next(),
+        };
+        if let Some(p) = path.filter(|p| p.starts_with('/')) {
+            found.push(PathBuf::from(p));
+        }
+    }
+    (found, missing)
 }
 
 /// Adds `path` and its parent directories (once each) to the archive.

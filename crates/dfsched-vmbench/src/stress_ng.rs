@@ -15,7 +15,7 @@
 //! as root, when apt knows no stress-ng), and a library `ldd` cannot find is an error naming it,
 //! never a guest that fails to start stress-ng.
 
-use crate::host::{can_install, io_err, run, which, BenchError};
+use crate::host::{can_install, io_err, ldd, run, which, BenchError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -132,20 +132,8 @@ fn fetch(cache: &Path, dir: &Path) -> Result<(), BenchError> {
 /// What `ldd` lists for `bin` with the unpacked tree `dir`'s library folders searched first:
 /// host path → guest path. A library it cannot find is an error.
 fn libraries(dir: &Path, bin: &Path) -> Result<Vec<(PathBuf, String)>, BenchError> {
-    let search: Vec<String> = LIB_DIRS
-        .iter()
-        .map(|d| dir.join(d).display().to_string())
-        .collect();
-    let out = Command::new("ldd")
-        .arg(bin)
-        .env("LD_LIBRARY_PATH", search.join(":"))
-        .output()
-        .map_err(|e| BenchError::Missing {
-            what: "ldd".into(),
-            how: e.to_string(),
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (found, missing) = parse_ldd(&text);
+    let search: Vec<PathBuf> = LIB_DIRS.iter().map(|d| dir.join(d)).collect();
+    let (found, missing) = ldd(bin, &search)?;
     if !missing.is_empty() {
         return Err(BenchError::Missing {
             what: format!("libraries of stress-ng: {}", missing.join(", ")),
@@ -167,37 +155,10 @@ fn libraries(dir: &Path, bin: &Path) -> Result<Vec<(PathBuf, String)>, BenchErro
         .collect())
 }
 
-/// `ldd`'s output: the absolute paths it found (the dynamic loader included) and the names it
-/// did not find.
-fn parse_ldd(text: &str) -> (Vec<PathBuf>, Vec<String>) {
-    let (mut found, mut missing) = (Vec::new(), Vec::new());
-    for l in text.lines().map(str::trim) {
-        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)", "libJudy.so.1 => not found",
-        // "/lib64/ld-linux-x86-64.so.2 (0x…)", "linux-vdso.so.1 (0x…)".
-        match l.split_once("=>") {
-            Some((name, rest)) if rest.trim() == "not found" => missing.push(name.trim().into()),
-            Some((_, rest)) => {
-                if let Some(p) = rest
-                    .split_whitespace()
-                    .next()
-                    .filter(|p| p.starts_with('/'))
-                {
-                    found.push(PathBuf::from(p));
-                }
-            }
-            None => {
-                if let Some(p) = l.split_whitespace().next().filter(|p| p.starts_with('/')) {
-                    found.push(PathBuf::from(p));
-                }
-            }
-        }
-    }
-    (found, missing)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::parse_ldd;
 
     #[test]
     #[ignore = "downloads stress-ng and its missing dependencies with apt-get"]
