@@ -757,3 +757,60 @@ fn a_program_writing_to_stdout_and_stdin_works_unchanged() {
     assert!(o.status.success());
     assert_eq!(o.stdout, b"hello\n");
 }
+
+/// On a machine of thousands of CPUs the sysfs reader reads in several
+/// threads, created while the runtime starts. Under `LD_PRELOAD` each of
+/// them went through the `pthread_create` hook, which asked for the global
+/// runtime from the very thread that was starting it, holding the start
+/// lock: the program spun in `sched_yield` for ever before its `main`
+/// (seen with `dfsched run -- sleep 0.2` on the 8,192-CPU fixture). A tree
+/// of 2,048 CPUs makes the reader use two threads wherever two CPUs are
+/// available; the program must start, run and exit, with the runtime
+/// started.
+#[test]
+fn a_preloaded_program_starts_on_a_machine_whose_topology_is_read_in_several_threads() {
+    let test = "a_preloaded_program_starts_on_a_machine_whose_topology_is_read_in_several_threads";
+    let parallel = std::thread::available_parallelism().map_or(1, usize::from);
+    if parallel < 2 {
+        support::skip_or_fail(&format!(
+            "SKIP {test}: the sysfs reader reads in one thread with {parallel} CPU available"
+        ));
+        return;
+    }
+    let dir = scratch().join(format!("large-sysfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // 1 node x 32 LLCs x 32 cores x SMT2 = 2,048 CPUs: two reading threads
+    // (one per 1,024 CPUs, crates/dfsched-rt/src/sysfs.rs `read_parts`).
+    dfsched::sysfs::write_test_tree(&dir, 1, 32, 32, 2).unwrap();
+    let stats = dir.join("stats.json");
+    let mut cmd = run_cmd(&["--policy", "co-thread"], Path::new("sleep"), &["0.1"]);
+    cmd.env("DFSCHED_SYSFS_ROOT", &dir)
+        .env("DFSCHED_STATS", &stats)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`dfsched run -- sleep 0.1` on a 2,048-CPU tree did not exit within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(stats["enabled"], true, "the runtime started: {stats}");
+    assert!(
+        stats["threads_registered"].as_u64() >= Some(1),
+        "the main thread was attached: {stats}"
+    );
+    assert_eq!(stats["preload_attach_failures"], 0, "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,6 +15,17 @@
 //!  CURRENT ──► Slot { generation, outcome: Result<Runtime, Error> }   (leaked)
 //!  global(): slot of this fork generation? → it : start one under the start lock
 //! ```
+//!
+//! **Re-entry.** Starting the runtime creates threads (the sysfs reader's on
+//! a machine of thousands of CPUs, the balancer), and under `LD_PRELOAD`
+//! every `pthread_create` reaches `preload.rs`, which asks for the global
+//! runtime. dfsched's own threads are created through
+//! `thread::internal_spawn`, which the hook passes through; any other call
+//! back into `global()` from the thread that is starting the runtime (it
+//! holds the start lock, and the slot is not published yet) gets an
+//! [`Error::Internal`] at once instead of waiting for the lock it holds
+//! itself (that wait spun forever: a preloaded program on 8,192 CPUs never
+//! got past its start).
 
 use crate::config::RuntimeConfig;
 use crate::error::Error;
@@ -48,6 +59,18 @@ fn current_slot() -> Option<&'static Slot> {
     (slot.generation == crate::fork::generation()).then_some(slot)
 }
 
+thread_local! {
+    /// Set while this thread starts the global runtime (and holds the start
+    /// lock): a call back into [`global`] from it then fails at once (module
+    /// doc, "Re-entry").
+    static STARTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is starting the global runtime.
+fn starting_here() -> bool {
+    STARTING.try_with(std::cell::Cell::get).unwrap_or(false)
+}
+
 #[cold]
 #[inline(never)]
 fn start_slot() -> &'static Slot {
@@ -59,9 +82,11 @@ fn start_slot() -> &'static Slot {
         crate::fork::unlock_start();
         return slot;
     }
+    let _ = STARTING.try_with(|s| s.set(true));
     let outcome =
         std::panic::catch_unwind(|| RuntimeConfig::for_this_process().and_then(Runtime::start))
             .unwrap_or_else(|_| Err(Error::Internal("panic while starting the runtime".into())));
+    let _ = STARTING.try_with(|s| s.set(false));
     match &outcome {
         Ok(rt) if rt.config().stats_path.is_some() => register_stats_at_exit(),
         Ok(_) => {}
@@ -88,11 +113,16 @@ fn start_slot() -> &'static Slot {
 /// environment.
 #[inline]
 pub fn global() -> Result<&'static Runtime, Error> {
-    current_slot()
-        .unwrap_or_else(start_slot)
-        .outcome
-        .as_ref()
-        .map_err(Clone::clone)
+    let slot = match current_slot() {
+        Some(slot) => slot,
+        None if starting_here() => {
+            return Err(Error::Internal(
+                "dfsched was called back while this thread starts it".into(),
+            ))
+        }
+        None => start_slot(),
+    };
+    slot.outcome.as_ref().map_err(Clone::clone)
 }
 
 /// Registers [`write_stats_at_exit`] with `atexit`, once per process
@@ -217,5 +247,41 @@ pub fn stats_json() -> String {
             "preload_attach_failures": crate::stats::preload_attach_failures(),
         })
         .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread starting the runtime holds the start lock; a call back into
+    /// `global()` from it (a `pthread_create` of dfsched's that the preload
+    /// hook saw as the program's) must fail at once, not wait for the lock it
+    /// holds itself. Without the check this waits for ever: the test then
+    /// fails on its 10 s bound (the spinning thread is left behind).
+    #[test]
+    fn a_call_back_from_the_starting_thread_fails_at_once_instead_of_waiting_for_itself() {
+        assert!(
+            current_slot().is_none(),
+            "premise: no unit test of this crate starts the global runtime"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // As `start_slot` is while `Runtime::start` runs.
+            crate::fork::lock_start();
+            STARTING.with(|s| s.set(true));
+            let got = global().map(|_| ());
+            STARTING.with(|s| s.set(false));
+            crate::fork::unlock_start();
+            let _ = tx.send(got);
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("global() from the starting thread returned within 10 s");
+        assert!(
+            matches!(&got, Err(Error::Internal(m)) if m.contains("called back")),
+            "{got:?}"
+        );
+        assert!(current_slot().is_none(), "nothing was started");
     }
 }

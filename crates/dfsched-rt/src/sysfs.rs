@@ -335,9 +335,13 @@ fn read_parts(cpu_dir: &Dir, online: &CpuSet) -> Result<Vec<Part>, Error> {
         let running: Vec<_> = chunks
             .iter()
             .map(|chunk| {
-                let spawned = std::thread::Builder::new()
-                    .name("dfsched-sysfs".into())
-                    .spawn_scoped(scope, move || read_part(cpu_dir, online, chunk));
+                // dfsched's own thread: under LD_PRELOAD the hook must not
+                // take it for one of the program's (global.rs, "Re-entry").
+                let spawned = crate::thread::internal_spawn(|| {
+                    std::thread::Builder::new()
+                        .name("dfsched-sysfs".into())
+                        .spawn_scoped(scope, move || read_part(cpu_dir, online, chunk))
+                });
                 // A thread that cannot start: this one reads its part.
                 spawned.map_err(|_| chunk)
             })
