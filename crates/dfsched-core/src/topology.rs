@@ -388,6 +388,31 @@ impl Topology {
         })
     }
 
+    /// This topology restricted to the CPUs of `cpus`: every domain
+    /// intersected with them (intersections of nested sets still nest) and
+    /// the tree built anew, so domains that become equal merge. What a
+    /// process confined to `cpus` places on. Fails with
+    /// [`TopologyError::NoCpus`] when none of `cpus` is in it.
+    pub fn restricted_to(&self, cpus: &CpuSet) -> Result<Topology, TopologyError> {
+        let cpus = self.cpus().intersection(cpus);
+        if cpus.is_empty() {
+            return Err(TopologyError::NoCpus);
+        }
+        if &cpus == self.cpus() {
+            return Ok(self.clone());
+        }
+        let specs = self
+            .domains
+            .iter()
+            .map(|d| DomainSpec {
+                level: d.level,
+                cpus: d.cpus.intersection(&cpus),
+                caches: d.caches.clone(),
+            })
+            .collect();
+        Topology::new(&cpus, specs)
+    }
+
     /// The smallest domain holding every CPU of `cpus` (the root for an
     /// empty set).
     pub fn smallest_holding(&self, cpus: &CpuSet) -> DomainId {
@@ -676,6 +701,30 @@ mod tests {
         ));
         assert_eq!(
             Topology::new(&CpuSet::new(), vec![]),
+            Err(TopologyError::NoCpus)
+        );
+    }
+
+    #[test]
+    fn restricted_to_keeps_the_nesting_within_the_cpus() {
+        let machine = Topology::test(2, 2, 2, 2);
+        let t = machine.restricted_to(&set("4-7,9")).unwrap();
+        assert_eq!(t.cpus(), &set("4-7,9"));
+        let llc = t.domain(t.smallest_holding(&set("4-7")));
+        assert_eq!(llc.cpus, set("4-7"));
+        assert_eq!(llc.level, Level::Llc);
+        let core = t.domain(t.smallest_holding(&set("4-5")));
+        assert_eq!(core.level, Level::Core);
+        // CPU 9's core and LLC shrink to the CPU itself.
+        assert_eq!(t.domain(t.leaf(CpuId(9)).unwrap()).cpus, set("9"));
+        assert_eq!(machine.restricted_to(machine.cpus()).unwrap(), machine);
+    }
+
+    #[test]
+    fn restricted_to_cpus_outside_the_machine_is_no_topology() {
+        let machine = Topology::test(1, 1, 2, 1);
+        assert_eq!(
+            machine.restricted_to(&set("5-6")),
             Err(TopologyError::NoCpus)
         );
     }

@@ -543,7 +543,8 @@ mod tests {
             Topology::test(1, 1, 2, 1),
             Topology::test(2, 2, 2, 2),
             Topology::test(1, 4, 4, 1),
-            crate::runtime::restrict(&Topology::test(2, 2, 2, 2), &"1-5,9".parse().unwrap())
+            Topology::test(2, 2, 2, 2)
+                .restricted_to(&"1-5,9".parse().unwrap())
                 .unwrap(),
         ];
         for topo in shapes {

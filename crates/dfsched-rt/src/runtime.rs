@@ -52,7 +52,7 @@ use crate::stats::RuntimeStats;
 use crate::sys::{RealSys, SysOps};
 use crate::thread;
 use dfsched_core::{
-    AppId, CpuId, CpuSet, DfId, DomainSpec, Engine, Event, GroupView, TaskId, TaskView, Topology,
+    AppId, CpuId, CpuSet, DfId, Engine, Event, GroupView, TaskId, TaskView, Topology,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -69,9 +69,8 @@ pub(crate) struct Inner {
     pub(crate) id: u64,
     /// The configuration it started with.
     pub(crate) config: RuntimeConfig,
-    /// The machine's topology as read from sysfs.
-    pub(crate) machine: Topology,
-    /// The topology the engine places on: `machine` restricted to `allowed`.
+    /// The topology the engine places on: the machine's cache domains
+    /// restricted to `allowed`, read from sysfs for those CPUs alone.
     pub(crate) topology: Topology,
     /// The allowed CPUs of the thread that started the runtime.
     pub(crate) allowed: CpuSet,
@@ -171,13 +170,12 @@ impl Runtime {
             crate::log::install(level);
         }
         let allowed = sys.get_affinity(0)?;
-        let (machine, topology) = if config.enabled {
-            let machine = crate::sysfs::read_topology(&config.sysfs_root)?;
-            let topology = restrict(&machine, &allowed)?;
-            (machine, topology)
+        // Only the allowed CPUs' files are read: a process confined to a
+        // few CPUs of a large machine (a container) pays for those alone.
+        let topology = if config.enabled {
+            crate::sysfs::read_topology_within(&config.sysfs_root, &allowed)?
         } else {
-            let flat = Topology::new(&allowed, Vec::new())?;
-            (flat.clone(), flat)
+            Topology::new(&allowed, Vec::new())?
         };
         // smt-pair: the profile and the sibling cores before anything
         // starts, so that a bad one is refused here and nothing runs half
@@ -243,7 +241,6 @@ impl Runtime {
         state.stats.scx_policy = scx_stats.scx_policy;
         let inner = Arc::new(Inner {
             id,
-            machine,
             topology,
             allowed,
             sys,
@@ -453,11 +450,6 @@ impl Runtime {
         &self.owner.inner.topology
     }
 
-    /// The machine's whole topology as read from sysfs.
-    pub fn machine_topology(&self) -> &Topology {
-        &self.owner.inner.machine
-    }
-
     /// The allowed CPUs of the thread that started the runtime (for a
     /// process started under `taskset`, the process's set). dfsched never
     /// places a thread outside them.
@@ -629,31 +621,6 @@ fn scx_link(
     Some(link)
 }
 
-/// `machine` restricted to the CPUs of `allowed`: every domain intersected
-/// with them (intersections of nested sets still nest).
-pub(crate) fn restrict(machine: &Topology, allowed: &CpuSet) -> Result<Topology, Error> {
-    let cpus = machine.cpus().intersection(allowed);
-    if cpus.is_empty() {
-        return Err(Error::NoUsableCpu {
-            allowed: allowed.clone(),
-            topology: machine.cpus().clone(),
-        });
-    }
-    if &cpus == machine.cpus() {
-        return Ok(machine.clone());
-    }
-    let specs = machine
-        .domains()
-        .iter()
-        .map(|d| DomainSpec {
-            level: d.level,
-            cpus: d.cpus.intersection(&cpus),
-            caches: d.caches.clone(),
-        })
-        .collect();
-    Ok(Topology::new(&cpus, specs)?)
-}
-
 impl Inner {
     /// Shut down, or started by the parent of this (forked) process.
     #[inline]
@@ -677,37 +644,5 @@ impl Inner {
                 "an earlier call panicked inside dfsched; this runtime is unusable".into(),
             )
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use dfsched_core::Level;
-
-    fn set(s: &str) -> CpuSet {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn restrict_keeps_the_nesting_within_the_allowed_cpus() {
-        let machine = Topology::test(2, 2, 2, 2);
-        let t = restrict(&machine, &set("4-7,9")).unwrap();
-        assert_eq!(t.cpus(), &set("4-7,9"));
-        let llc = t.domain(t.smallest_holding(&set("4-7")));
-        assert_eq!(llc.cpus, set("4-7"));
-        assert_eq!(llc.level, Level::Llc);
-        let core = t.domain(t.smallest_holding(&set("4-5")));
-        assert_eq!(core.level, Level::Core);
-        // CPU 9's core and LLC shrink to the CPU itself.
-        assert_eq!(t.domain(t.leaf(CpuId(9)).unwrap()).cpus, set("9"));
-        assert_eq!(restrict(&machine, machine.cpus()).unwrap(), machine);
-    }
-
-    #[test]
-    fn restrict_refuses_an_allowed_set_outside_the_machine() {
-        let machine = Topology::test(1, 1, 2, 1);
-        let err = restrict(&machine, &set("5-6")).unwrap_err();
-        assert_eq!(err.code(), crate::error::code::E_NO_CPU);
     }
 }

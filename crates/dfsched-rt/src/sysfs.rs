@@ -157,6 +157,35 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
             reason: "no CPU is online".into(),
         });
     }
+    read_cpus(root, &cpu_dir, &online)
+}
+
+/// [`read_topology`] of the online CPUs of `within` only: their files
+/// alone are read, and every list is cut to them, so a process allowed on
+/// a few CPUs of a large machine (a container's cpuset) reads a few CPUs'
+/// files, not the machine's (16.7k on 8,192 CPUs). The result is the
+/// machine's topology restricted to those CPUs: each domain's CPUs
+/// intersected with them, as the runtime places threads (the test
+/// `tests/sysfs_oracle.rs` holds it to that). Fails with
+/// [`Error::NoUsableCpu`] when none of `within` is online.
+pub fn read_topology_within(root: &Path, within: &CpuSet) -> Result<Topology, Error> {
+    let cpu_dir = root.join("sys/devices/system/cpu");
+    let online = read_cpulist(&cpu_dir.join("online"))?;
+    let cpus = online.intersection(within);
+    if cpus.is_empty() {
+        return Err(Error::NoUsableCpu {
+            allowed: within.clone(),
+            topology: online,
+        });
+    }
+    read_cpus(root, &cpu_dir, &cpus)
+}
+
+/// The topology of the CPUs `online` (all online, or those of them a
+/// caller wants), every list read cut to them.
+fn read_cpus(root: &Path, cpu_dir: &Path, online: &CpuSet) -> Result<Topology, Error> {
+    let online = online.clone();
+    let cpu_dir = cpu_dir.to_path_buf();
 
     let parts = read_parts(&Dir::open(cpu_dir)?, &online)?;
     // The parts merged: each distinct cache once (a cache that straddles

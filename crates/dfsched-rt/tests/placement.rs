@@ -366,13 +366,15 @@ fn a_fixture_sysfs_root_shapes_the_topology() {
         ..quiet()
     };
     let rt = Runtime::start(cfg).unwrap();
-    let machine = rt.machine_topology();
-    let root = machine.domain(machine.root());
+    let machine = dfsched::sysfs::read_topology(dir.path()).unwrap();
+    assert_eq!(machine.cpus(), &cpus);
+    // The engine places only on the CPUs we may use, in the fixture's
+    // domain: its LLC and the cache's size, the CPU beyond left out.
+    let topo = rt.topology();
+    assert_eq!(topo.cpus(), &cpus.intersection(rt.allowed()));
+    let root = topo.domain(topo.root());
     assert_eq!(root.level, dfsched::Level::Llc);
     assert_eq!(root.caches[0].size_bytes, Some(107520 * 1024));
-    assert_eq!(machine.cpus(), &cpus);
-    // The engine places only on the CPUs we may use.
-    assert_eq!(rt.topology().cpus(), &cpus.intersection(rt.allowed()));
     rt.enter(1).unwrap();
     assert!(sys::get_affinity(0).unwrap().is_subset(rt.allowed()));
 

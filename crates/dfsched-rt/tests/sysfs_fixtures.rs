@@ -685,3 +685,43 @@ fn the_runtime_refuses_a_fifo_tree_promptly() {
     assert_eq!(err.code(), code::E_TOPOLOGY, "{err}");
     assert!(err.to_string().contains("FIFO"), "{err}");
 }
+
+/// A process confined to some CPUs reads their files alone
+/// (`read_topology_within`, what the runtime reads at its start): a broken
+/// file of a CPU it may not use, which fails the machine's whole reading,
+/// is never opened, and the part read is the machine's topology restricted
+/// to those CPUs.
+#[test]
+fn reading_within_some_cpus_opens_none_of_the_others_files() {
+    let dir = TempDir::new("sysfs-within");
+    dfsched::sysfs::write_test_tree(dir.path(), 1, 2, 2, 2).unwrap();
+    let whole = read_topology(dir.path()).unwrap();
+    assert_eq!(whole, Topology::test(1, 2, 2, 2), "premise: the tree reads");
+    // CPU 6's L1 list (the first of its core, so the whole reading opens
+    // it) made a FIFO nobody writes to: reading it is an error.
+    let rel = "sys/devices/system/cpu/cpu6/cache/index0/shared_cpu_list";
+    let path = dir.path().join(rel);
+    std::fs::remove_file(&path).unwrap();
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let err = read_within_10s(dir.path()).unwrap_err();
+    assert!(
+        err.to_string().contains(rel),
+        "premise: it is read whole: {err}"
+    );
+
+    for within in ["0-3", "2-5", "0,2,4", "0-5,7"] {
+        let within = set(within);
+        let part = dfsched::sysfs::read_topology_within(dir.path(), &within)
+            .unwrap_or_else(|e| panic!("within {within}: {e}"));
+        assert_eq!(
+            part,
+            whole.restricted_to(&within).unwrap(),
+            "within {within}"
+        );
+    }
+    // With CPU 6 among them its file is read, and the error names it.
+    let err = dfsched::sysfs::read_topology_within(dir.path(), &set("6-7")).unwrap_err();
+    assert!(err.to_string().contains(rel), "{err}");
+}

@@ -18,7 +18,7 @@
 mod common;
 
 use common::*;
-use dfsched::sysfs::read_topology;
+use dfsched::sysfs::{read_topology, read_topology_within};
 use dfsched::{Cache, CpuId, CpuSet, Level, Topology};
 use dfsched_core::DomainSpec;
 use std::collections::HashMap;
@@ -166,7 +166,10 @@ fn read_plainly(root: &Path) -> Topology {
     Topology::new(&online, specs).expect("the plain reading nests")
 }
 
-/// The reader and the plain reading agree on the tree under `root`.
+/// The reader and the plain reading agree on the tree under `root`; and
+/// reading only some CPUs (`read_topology_within`, what a process confined
+/// to them reads) gives the plain reading restricted to them, for subsets
+/// that cut SMT pairs, cores, caches and nodes in every way.
 fn agree(root: &Path, what: &str) {
     let fast = read_topology(root).unwrap_or_else(|e| panic!("{what}: {e}"));
     let plain = read_plainly(root);
@@ -174,6 +177,53 @@ fn agree(root: &Path, what: &str) {
         fast == plain,
         "{what}: the reader gave\n{fast:#?}\nthe plain reading\n{plain:#?}"
     );
+    for within in subsets(plain.cpus()) {
+        let part = read_topology_within(root, &within)
+            .unwrap_or_else(|e| panic!("{what} within {within}: {e}"));
+        let expected = plain.restricted_to(&within).unwrap();
+        assert!(
+            part == expected,
+            "{what} within {within}: the reader gave\n{part:#?}\nthe plain reading restricted\n{expected:#?}"
+        );
+    }
+    // None of them online: the error a process allowed nowhere gets.
+    let beyond = CpuSet::single(CpuId(plain.cpus().iter().last().unwrap().0 + 1));
+    let err = read_topology_within(root, &beyond).unwrap_err();
+    assert!(
+        matches!(err, dfsched::Error::NoUsableCpu { .. }),
+        "{what}: {err}"
+    );
+}
+
+/// Sets of CPUs to read a tree within: the first CPU alone, the first two,
+/// the first three (a core and half of the next), the first half and the
+/// second, every other CPU, every third, the last CPU with one beyond the
+/// machine, and all of them.
+fn subsets(cpus: &CpuSet) -> Vec<CpuSet> {
+    let all: Vec<CpuId> = cpus.iter().collect();
+    let of = |pick: &dyn Fn(usize) -> bool| -> CpuSet {
+        all.iter()
+            .enumerate()
+            .filter(|(i, _)| pick(*i))
+            .map(|(_, c)| *c)
+            .collect()
+    };
+    let n = all.len();
+    let mut last = CpuSet::single(all[n - 1]);
+    last.insert(CpuId(all[n - 1].0 + 1));
+    let mut sets = vec![
+        of(&|i| i == 0),
+        of(&|i| i < 2),
+        of(&|i| i < 3),
+        of(&|i| i < n.div_ceil(2)),
+        of(&|i| i >= n / 2),
+        of(&|i| i % 2 == 0),
+        of(&|i| i % 3 == 1),
+        last,
+        cpus.clone(),
+    ];
+    sets.retain(|s| !s.intersection(cpus).is_empty());
+    sets
 }
 
 fn set(s: &str) -> CpuSet {
