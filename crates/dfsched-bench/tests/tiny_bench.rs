@@ -6,6 +6,7 @@
 use dfsched_bench::modes::{oracle_assignment, split_assignment};
 use dfsched_bench::{run_cases, BenchError, Mode, ParamError, Params, RunRecord};
 use dfsched_core::{CpuId, CpuSet};
+use dfsched_premise::skip_or_fail;
 
 fn tiny(modes: Vec<Mode>) -> Params {
     Params {
@@ -229,13 +230,4 @@ fn bad_parameters_run_nothing() {
     ));
     assert!(err.is_usage());
     assert!(!called, "a run happened before validation failed");
-}
-
-/// Says why part of a test is not checked (`message`); under `CI=true` a
-/// test that cannot establish its premise fails instead.
-fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
 }

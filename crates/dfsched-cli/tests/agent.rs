@@ -16,7 +16,9 @@
 
 mod agent_support;
 
-use agent_support::{rerun, skip_or_fail, AgentGuard, ChildProc, TempDir, BIN, DEADLINE};
+use agent_support::{
+    rerun, root_or_skip, skip_or_fail, AgentGuard, ChildProc, TempDir, BIN, DEADLINE,
+};
 use dfsched::agent::{Client, ErrorKind, Status};
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
@@ -29,11 +31,6 @@ use std::time::{Duration, Instant};
 const CHILD_ENV: &str = "AGENT_TEST_CHILD_THREADS";
 /// The agent's arguments here: a short tick, so states are reached soon.
 const TICK: &[&str] = &["--tick-ms", "20"];
-
-fn is_root() -> bool {
-    // /proc/self belongs to the effective uid.
-    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
-}
 
 #[test]
 fn socket_is_private_and_a_second_agent_is_refused_then_stop_removes_it() {
@@ -169,10 +166,9 @@ fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
 
 #[test]
 fn a_peer_of_another_uid_is_refused() {
-    if !is_root() {
-        skip_or_fail(
-            "skipped a_peer_of_another_uid_is_refused: needs root to run the agent as uid 65534",
-        );
+    if !root_or_skip(
+        "skipped a_peer_of_another_uid_is_refused: needs root to run the agent as uid 65534",
+    ) {
         return;
     }
     // The agent runs as uid 65534 in a directory of its own; this process

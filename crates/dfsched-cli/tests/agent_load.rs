@@ -19,7 +19,7 @@
 mod agent_support;
 
 use agent_support::{
-    fake_scheduler, is_root, rerun, skip_or_fail, two_cpus, AgentGuard, ChildProc, ExtGranted,
+    fake_scheduler, rerun, root_or_skip, skip_or_fail, two_cpus, AgentGuard, ChildProc, ExtGranted,
     TempDir, BIN, DEADLINE,
 };
 use dfsched::agent::{AgentMode, Client, Report, Status};
@@ -576,11 +576,10 @@ fn an_agent_from_before_the_body_still_gets_details_without_it() {
     // detail's `body`: it refuses a report naming a body as malformed, and
     // asks for details (`watch`). A runtime on the scx body must drop only
     // the body, and go on sending its details.
-    if !is_root() {
-        skip_or_fail(
-            "SKIP an_agent_from_before_the_body_still_gets_details_without_it: the scx body \
-             talks only to a root-run scheduler socket, and this test's fake is its own",
-        );
+    if !root_or_skip(
+        "SKIP an_agent_from_before_the_body_still_gets_details_without_it: the scx body \
+         talks only to a root-run scheduler socket, and this test's fake is its own",
+    ) {
         return;
     }
     let dir = TempDir::new("prebody");

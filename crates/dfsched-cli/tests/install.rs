@@ -11,6 +11,7 @@
 //! than making a release build: what is tested is the install and its
 //! result, and the suite's build is already there.
 
+use dfsched_premise::skip_or_fail;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -75,14 +76,6 @@ fn have(tool: &str, arg: &str) -> bool {
         .arg(arg)
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-/// Says why the test cannot run; under CI=true that fails it.
-fn skip_or_fail(msg: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {msg}");
-    }
-    eprintln!("{msg}");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 
 mod cli_support;
 
-use cli_support::{dfsched, stdout_json, stdout_of, BIN};
+use cli_support::{dfsched, skip_or_fail, stdout_json, stdout_of, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,14 +41,6 @@ fn scratch(tag: &str) -> Scratch {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     Scratch(dir)
-}
-
-/// Says why a test cannot run: a failure under CI=true, a message else.
-fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
 }
 
 /// A command with the test's own DFSCHED_* and LD_PRELOAD removed, the

@@ -8,13 +8,16 @@
 
 mod cli_support;
 
-use cli_support::BIN;
+use cli_support::{root_or_skip, BIN};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Why a test that loads a scheduler skips when not root (CI runs as root).
+const NOT_ROOT: &str = "SKIP: dfsched scx refuses to load as non-root, before its loader runs";
 
 /// A directory removed on drop.
 struct Dir(PathBuf);
@@ -152,11 +155,6 @@ fn fake_socket(dir: &Path) -> PathBuf {
     path
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `dfsched scx --json --once` with the fake loader in `mode`, on the fixture; stdout's lines come
 /// through the returned channel.
 fn start_fake(
@@ -214,12 +212,7 @@ fn end_of(rx: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
 
 #[test]
 fn a_loaded_scheduler_is_shown_and_unloads_cleanly_on_sigint() {
-    if !is_root() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs as root"
-        );
-        eprintln!("SKIP: dfsched scx refuses to load as non-root, before its loader runs");
+    if !root_or_skip(NOT_ROOT) {
         return;
     }
     let dir = Dir::new("clean");
@@ -252,12 +245,7 @@ fn a_loaded_scheduler_is_shown_and_unloads_cleanly_on_sigint() {
 
 #[test]
 fn how_the_scheduler_ended_is_the_exit_status() {
-    if !is_root() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs as root"
-        );
-        eprintln!("SKIP: dfsched scx refuses to load as non-root, before its loader runs");
+    if !root_or_skip(NOT_ROOT) {
         return;
     }
     for (mode, status, said) in [

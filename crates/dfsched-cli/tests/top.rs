@@ -18,7 +18,7 @@ mod support;
 
 mod agent_support;
 
-use agent_support::{fake_scheduler, is_root, AgentGuard, ExtGranted, TempDir, BIN};
+use agent_support::{fake_scheduler, AgentGuard, ExtGranted, TempDir, BIN};
 use dfsched::agent::AgentMode;
 use dfsched::scx::ScxMode;
 use dfsched::{Runtime, RuntimeConfig};
@@ -27,7 +27,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{c_program, run_cmd, skip_or_fail, Running};
+use support::{c_program, root_or_skip, run_cmd, skip_or_fail, Running};
 
 /// The longest a test waits for a state.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -195,11 +195,10 @@ fn top_draws_a_frame_in_a_pseudo_terminal_and_quits_on_q() {
 
 #[test]
 fn top_names_the_scx_body_of_a_runtime_on_it() {
-    if !is_root() {
-        skip_or_fail(
-            "SKIP top_names_the_scx_body_of_a_runtime_on_it: the scx body talks only to a root-run \
-             scheduler socket, and this test's fake is its own",
-        );
+    if !root_or_skip(
+        "SKIP top_names_the_scx_body_of_a_runtime_on_it: the scx body talks only to a root-run \
+         scheduler socket, and this test's fake is its own",
+    ) {
         return;
     }
     let dir = TempDir::new("topscx");

@@ -2,6 +2,9 @@
 //! test binary of its own (it is global state). One test, so that nothing
 //! else in this process shares it.
 
+mod common;
+
+use common::skip_or_fail;
 use dfsched::{code, sys};
 use std::ffi::CStr;
 
@@ -60,13 +63,4 @@ fn the_global_runtime_serves_the_free_functions_and_the_c_abi() {
     // long as this thread.
     let msg = unsafe { CStr::from_ptr(dfsched::ffi::dfsched_last_error()) };
     assert!(msg.to_str().unwrap().contains("belongs to app1"), "{msg:?}");
-}
-
-/// Says why a test returns early (`message`, "SKIP test: why"); under
-/// `CI=true` a test that cannot establish its premise fails instead.
-fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
 }

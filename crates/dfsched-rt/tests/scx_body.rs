@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{is_root, TempDir};
 use dfsched::scx::ScxMode;
 use dfsched::sys::SysOps;
 use dfsched::sysfs::write_test_tree;
@@ -74,11 +74,6 @@ fn lines_group(lines: &[String]) -> serde_json::Value {
         .find(|l| l.contains(r#""op":"place""#))
         .expect("a place line");
     serde_json::from_str::<serde_json::Value>(first).unwrap()["group"].clone()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn start(dir: &TempDir, socket: std::path::PathBuf, sys: Arc<Recording>) -> Runtime {

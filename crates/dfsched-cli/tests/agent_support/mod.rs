@@ -6,6 +6,8 @@
 //! one test body as a helper process that answers lines on stdin; for a
 //! runtime on the scx body without a sched_ext kernel, a fake scheduler
 //! socket ([`fake_scheduler`], root only: [`is_root`]) and [`ExtGranted`].
+//! The premise rule ([`skip_or_fail`], [`is_root`], [`root_or_skip`]) is
+//! dfsched-premise's, re-exported.
 //!
 //! Invariants: every agent here listens on a socket in a private (0700)
 //! temporary directory, never on the default socket; every wait is for a
@@ -23,6 +25,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+// Each test binary uses a different subset of these too.
+#[allow(unused_imports)]
+pub use dfsched_premise::{is_root, root_or_skip, skip_or_fail};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
 /// Upper bound on waiting for a state, so a failure cannot hang the suite.
@@ -209,25 +215,6 @@ impl Drop for ChildProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Says why a test returns early (`message`, "skipped test: why"); under
-/// `CI=true` a test that cannot establish its premise fails instead. The
-/// same rule as `run_fixtures/support.rs`'s, which test files that include
-/// both cannot load twice.
-pub fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
-}
-
-/// Whether this test runs as root: the runtime's scx body talks only to a
-/// root-run scheduler socket (`SO_PEERCRED`), and the fake one here is this
-/// process's.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// A fake sched_ext scheduler socket (`dfsched-scx`'s, as the runtime sees

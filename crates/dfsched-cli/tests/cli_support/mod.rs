@@ -3,6 +3,8 @@
 //! bench_cothreads.rs, bench_spin.rs), included by each with
 //! `mod cli_support;`: running the binary, the stdout of a run that must
 //! succeed, and the checks the benchmarks' JSON and flag validation share.
+//! The premise rule ([`skip_or_fail`], [`root_or_skip`]) is dfsched-premise's,
+//! re-exported.
 //!
 //! Invariant: these only run the binary and read its output; a helper that
 //! asserts says in its failure message which run and which key failed.
@@ -12,6 +14,10 @@
 
 use serde_json::Value;
 use std::process::{Command, Output};
+
+// Each test binary uses a different subset of these too.
+#[allow(unused_imports)]
+pub use dfsched_premise::{root_or_skip, skip_or_fail};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
 

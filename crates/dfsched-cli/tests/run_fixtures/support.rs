@@ -5,7 +5,8 @@
 //! [`Running`], a fixture started under `dfsched run` and read up to its
 //! "ready" line. The benchmark tests that read worker threads' masks or run
 //! programs under `dfsched run` (tests/bench_spin.rs, bench_cothreads.rs)
-//! include it too, for the mask readers and [`clean`].
+//! include it too, for the mask readers and [`clean`]. The premise rule
+//! ([`skip_or_fail`], [`root_or_skip`]) is dfsched-premise's, re-exported.
 //!
 //! Invariant: every command built here runs with the test's own `DFSCHED_*`
 //! and `LD_PRELOAD` removed and `DFSCHED_AGENT=off`, so that no test talks
@@ -20,6 +21,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
+
+// Each test binary uses a different subset of these too.
+#[allow(unused_imports)]
+pub use dfsched_premise::{root_or_skip, skip_or_fail};
 
 pub fn dfsched() -> &'static str {
     env!("CARGO_BIN_EXE_dfsched")
@@ -347,13 +352,4 @@ impl Running {
         drop(self.stdin.take());
         self.child.wait().unwrap()
     }
-}
-
-/// Says why a test returns early (`message`, "SKIP test: why"); under
-/// `CI=true` a test that cannot establish its premise fails instead.
-pub fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
 }

@@ -123,6 +123,7 @@ mod tests {
     use crate::runtime::Runtime;
     use crate::sys;
     use dfsched_core::{CpuId, CpuSet, Decision, TaskId};
+    use dfsched_premise::skip_or_fail;
 
     /// A runtime with no balancer, no load sampling, no idle detection, and
     /// single CPUs as homes from one runnable thread per CPU.
@@ -245,14 +246,5 @@ mod tests {
         assert!(!rt.lend_allowed(), "shut down");
         assert_eq!(sys::get_affinity(0).unwrap(), before);
         assert_eq!(rt.stats().spawn_lends, 0);
-    }
-
-    /// Says why a test returns early (`message`, "SKIP test: why"); under
-    /// `CI=true` a test that cannot establish its premise fails instead.
-    fn skip_or_fail(message: &str) {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("cannot run here (CI=true): {message}");
-        }
-        eprintln!("{message}");
     }
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: CPU checks that skip with a
 //! message, a quiet test configuration, temp dirs, sysfs fixture trees, and
-//! a fault-injecting [`SysOps`].
+//! a fault-injecting [`SysOps`]; the premise rule ([`skip_or_fail`],
+//! [`is_root`]) is dfsched-premise's, re-exported.
 #![allow(dead_code)]
 
 use dfsched::sys::{self, RealSys, SysOps};
@@ -9,6 +10,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+// Each test binary uses a different subset of these too.
+#[allow(unused_imports)]
+pub use dfsched_premise::{is_root, skip_or_fail};
 
 /// The CPUs this test thread may use.
 pub fn allowed() -> CpuSet {
@@ -19,15 +24,6 @@ pub fn allowed() -> CpuSet {
 /// caller then returns), except under `CI=true`, where it fails instead.
 pub fn skip(test: &str, why: &str) {
     skip_or_fail(&format!("SKIP {test}: {why}"));
-}
-
-/// Says why a test returns early (`message`, "SKIP test: why"); under
-/// `CI=true` a test that cannot establish its premise fails instead.
-pub fn skip_or_fail(message: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run here (CI=true): {message}");
-    }
-    eprintln!("{message}");
 }
 
 /// The first two allowed CPUs, or `None` after printing why the test skips.
