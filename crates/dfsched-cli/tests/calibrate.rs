@@ -8,9 +8,10 @@
 
 mod cli_support;
 
-use cli_support::{dfsched, stdout_json, BIN};
+use cli_support::{dfsched, stdout_json, BIN, TINY};
 use dfsched_core::{CpuId, CpuSet};
 use dfsched_sim::profile::{MachineProfile, PROFILE_VERSION};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -240,9 +241,9 @@ fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs()
             "cost l2_hit",
         ),
     ];
-    for (path, needle) in &cases {
-        let p = path.to_str().unwrap();
-        let sim = dfsched(&[
+    // A short simulated df-bench on the machine profile at `p`.
+    let sim_on = |p: &str| {
+        dfsched(&[
             "sim",
             "df-bench",
             "--threads",
@@ -253,7 +254,11 @@ fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs()
             "2",
             "--machine",
             p,
-        ]);
+        ])
+    };
+    for (path, needle) in &cases {
+        let p = path.to_str().unwrap();
+        let sim = sim_on(p);
         let bench = dfsched(&[
             "bench",
             "df",
@@ -278,18 +283,7 @@ fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs()
         }
     }
     // The good one is taken.
-    let out = dfsched(&[
-        "sim",
-        "df-bench",
-        "--threads",
-        "4",
-        "--dfs",
-        "2",
-        "--passes",
-        "2",
-        "--machine",
-        good_path.to_str().unwrap(),
-    ]);
+    let out = sim_on(good_path.to_str().unwrap());
     assert!(
         out.status.success(),
         "{}",
@@ -302,24 +296,8 @@ fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs()
 fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
     let dir = scratch("predict");
     let (path, _) = example_profile(&dir);
-    let v = stdout_json(&dfsched(&[
-        "bench",
-        "df",
-        "--threads",
-        "4",
-        "--dfs",
-        "2",
-        "--df-bytes",
-        "1024",
-        "--iterations",
-        "50",
-        "--repeat",
-        "1",
-        "--quiet",
-        "--json",
-        "--predict",
-        path.to_str().unwrap(),
-    ]));
+    let predict = [TINY, &["--quiet", "--predict", path.to_str().unwrap()]].concat();
+    let v = stdout_json(&dfsched(&[&predict[..], &["--json"]].concat()));
     // The report's own keys are still there.
     assert!(v["modes"]["vanilla"]["median_s"].is_number());
     let p = &v["prediction"];
@@ -339,23 +317,7 @@ fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
     assert_eq!(rows[1]["policy"], "dfsched-rr");
     assert!(p["scale"].as_f64().unwrap() <= 1.0);
     // The table shows the same side by side.
-    let out = dfsched(&[
-        "bench",
-        "df",
-        "--threads",
-        "4",
-        "--dfs",
-        "2",
-        "--df-bytes",
-        "1024",
-        "--iterations",
-        "50",
-        "--repeat",
-        "1",
-        "--quiet",
-        "--predict",
-        path.to_str().unwrap(),
-    ]);
+    let out = dfsched(&predict);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("predicted on"), "{text}");
     assert!(text.contains("measured  predicted"), "{text}");
@@ -370,6 +332,21 @@ fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Asserts a `--predict` report's rows: the modes `modes` in that order, each
+/// measured ratio `measured(mode)` (to 1e-9), each predicted ratio positive.
+fn assert_prediction_rows(v: &Value, modes: &[&str], measured: impl Fn(&str) -> f64) {
+    let rows = v["prediction"]["rows"].as_array().unwrap();
+    let got: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(got, modes);
+    for r in rows {
+        let mode = r["mode"].as_str().unwrap();
+        let want = measured(mode);
+        let got = r["measured_ratio"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-9, "{mode}: {got} vs {want}");
+        assert!(r["predicted_ratio"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]
@@ -397,18 +374,11 @@ fn bench_cothreads_predict_gives_throughput_ratios_beside_the_measured_ones() {
         pr["ratio"].as_str().unwrap().starts_with("throughput"),
         "{pr}"
     );
-    let rows = pr["rows"].as_array().unwrap();
-    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
-    assert_eq!(modes, ["vanilla", "co-thread", "oracle", "split"]);
-    for r in rows {
-        // Measured ratio = the mode's operations over vanilla's.
-        let mode = r["mode"].as_str().unwrap();
-        let ops = |m: &str| v["modes"][m]["ops"]["median"].as_f64().unwrap();
-        let want = ops(mode) / ops("vanilla");
-        let got = r["measured_ratio"].as_f64().unwrap();
-        assert!((got - want).abs() < 1e-9, "{mode}: {got} vs {want}");
-        assert!(r["predicted_ratio"].as_f64().unwrap() > 0.0);
-    }
+    // Measured ratio = the mode's operations over vanilla's.
+    let ops = |m: &str| v["modes"][m]["ops"]["median"].as_f64().unwrap();
+    assert_prediction_rows(&v, &["vanilla", "co-thread", "oracle", "split"], |mode| {
+        ops(mode) / ops("vanilla")
+    });
     // Without vanilla there is no length to simulate: a usage error.
     let out = dfsched(&[&base[..], &["--modes", "oracle,split", "--predict", p]].concat());
     assert_eq!(out.status.code(), Some(2));
@@ -434,21 +404,13 @@ fn bench_chat_predict_gives_throughput_ratios_beside_the_measured_ones() {
         "--json",
     ];
     let v = stdout_json(&dfsched(&[&base[..], &["--predict", p]].concat()));
-    let rows = v["prediction"]["rows"].as_array().unwrap();
-    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
-    assert_eq!(
-        modes,
-        ["vanilla", "dfsched", "co-thread", "oracle", "split"]
+    // Measured ratio = vanilla's median time over the mode's.
+    let t = |m: &str| v["modes"][m]["time_s"]["median"].as_f64().unwrap();
+    assert_prediction_rows(
+        &v,
+        &["vanilla", "dfsched", "co-thread", "oracle", "split"],
+        |mode| t("vanilla") / t(mode),
     );
-    for r in rows {
-        // Measured ratio = vanilla's median time over the mode's.
-        let mode = r["mode"].as_str().unwrap();
-        let t = |m: &str| v["modes"][m]["time_s"]["median"].as_f64().unwrap();
-        let want = t("vanilla") / t(mode);
-        let got = r["measured_ratio"].as_f64().unwrap();
-        assert!((got - want).abs() < 1e-9, "{mode}: {got} vs {want}");
-        assert!(r["predicted_ratio"].as_f64().unwrap() > 0.0);
-    }
     let out = dfsched(&[&base[..], &["--modes", "oracle", "--predict", p]].concat());
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);

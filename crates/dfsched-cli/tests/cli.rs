@@ -4,23 +4,7 @@
 
 mod cli_support;
 
-use cli_support::{assert_usage_errors, dfsched, stdout_json};
-
-/// Tiny enough to take well under a second in every mode.
-const TINY: &[&str] = &[
-    "bench",
-    "df",
-    "--threads",
-    "4",
-    "--dfs",
-    "2",
-    "--df-bytes",
-    "1024",
-    "--iterations",
-    "50",
-    "--repeat",
-    "1",
-];
+use cli_support::{assert_usage_errors, dfsched, stdout_json, TINY};
 
 #[test]
 fn topology_json_has_domains_and_the_allowed_set() {

@@ -21,6 +21,23 @@ pub use dfsched_premise::{root_or_skip, skip_or_fail};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
 
+/// `dfsched bench df` tiny enough to take well under a second in every mode
+/// (append `--quiet`, `--json` or a flag under test).
+pub const TINY: &[&str] = &[
+    "bench",
+    "df",
+    "--threads",
+    "4",
+    "--dfs",
+    "2",
+    "--df-bytes",
+    "1024",
+    "--iterations",
+    "50",
+    "--repeat",
+    "1",
+];
+
 /// `dfsched ARGS`, run to its end in this test's environment.
 pub fn dfsched(args: &[&str]) -> Output {
     Command::new(BIN)
