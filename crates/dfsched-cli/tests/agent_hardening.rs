@@ -26,7 +26,9 @@
 
 mod agent_support;
 
-use agent_support::{is_root, rerun, skip_or_fail, two_cpus, AgentGuard, TempDir, BIN, DEADLINE};
+use agent_support::{
+    is_root, manual_config, rerun, skip_or_fail, two_cpus, AgentGuard, TempDir, BIN, DEADLINE,
+};
 use dfsched::agent::{AgentError, AgentMode, Client, ErrorKind, Report, Trust};
 use dfsched::{CpuId, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -839,11 +841,9 @@ fn no_lock_is_held_while_the_link_waits_for_the_agent() {
     let dir = TempDir::new("nolock");
     let (got, go, server) = held_agent(&dir.sock());
     let rt = Runtime::start(RuntimeConfig {
-        balance_interval_ms: 0,
-        agent: AgentMode::Path(dir.sock()),
         // Long enough that the pass is surely still waiting below.
         agent_timeout_ms: 10_000,
-        ..RuntimeConfig::default()
+        ..manual_config(&dir.sock())
     })
     .unwrap();
     let pass = {
@@ -883,12 +883,7 @@ fn no_lock_is_held_while_the_link_waits_for_the_agent() {
 fn a_slow_agents_view_is_read_a_pass_late_not_lost() {
     let dir = TempDir::new("late");
     let (got, go, server) = held_agent(&dir.sock());
-    let rt = Runtime::start(RuntimeConfig {
-        balance_interval_ms: 0,
-        agent: AgentMode::Path(dir.sock()),
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
+    let rt = Runtime::start(manual_config(&dir.sock())).unwrap();
     // Pass 1: the report goes, the answer is held past the budget.
     rt.balance_now().unwrap();
     assert_eq!(got.recv_timeout(DEADLINE), Ok(Held::Line));

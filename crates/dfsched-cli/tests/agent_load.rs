@@ -19,10 +19,10 @@
 mod agent_support;
 
 use agent_support::{
-    fake_scheduler, rerun, root_or_skip, skip_or_fail, two_cpus, AgentGuard, ChildProc, ExtGranted,
-    TempDir, BIN, DEADLINE,
+    fake_scheduler, manual_config, rerun, root_or_skip, skip_or_fail, two_cpus, AgentGuard,
+    ChildProc, ExtGranted, TempDir, BIN, DEADLINE,
 };
-use dfsched::agent::{AgentMode, Client, Report, Status};
+use dfsched::agent::{Client, Report, Status};
 use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -266,16 +266,14 @@ fn the_agent_weighs_the_unmanaged_load_against_the_clients_own_group() {
     let dir = TempDir::new("weigh");
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
     let rt = Runtime::start(RuntimeConfig {
-        balance_interval_ms: 0,
         external_load: true,
         external_window: 1,
-        agent: AgentMode::Path(dir.sock()),
         idle_passes: 0,
         agent_timeout_ms: PATIENT_AGENT_MS,
         // Alone with the agent, yet exchanging every pass: these tests
         // are about the exchange itself.
         agent_lone_passes: 1,
-        ..RuntimeConfig::default()
+        ..manual_config(&dir.sock())
     })
     .unwrap();
     let deadline = Instant::now() + DEADLINE;
@@ -398,9 +396,7 @@ fn an_unregistered_spinner_is_unmanaged_and_a_registered_one_is_not() {
 /// balancer thread (passes run by `balance_now`, so each is seen whole).
 fn runtime_on(sock: &Path) -> Runtime {
     let mut cfg = RuntimeConfig {
-        balance_interval_ms: 0,
         external_load: true,
-        agent: AgentMode::Path(sock.to_path_buf()),
         // The waiting threads below stand for load: they must not turn
         // blocked however many passes a slow machine needs.
         idle_passes: 0,
@@ -408,7 +404,7 @@ fn runtime_on(sock: &Path) -> Runtime {
         // Alone with the agent, yet exchanging every pass: these tests
         // are about the exchange itself.
         agent_lone_passes: 1,
-        ..RuntimeConfig::default()
+        ..manual_config(sock)
     };
     // Heavy load from one runnable thread per CPU: a group's home is then
     // one CPU, so a move is a change of CPU.
@@ -599,12 +595,10 @@ fn an_agent_from_before_the_body_still_gets_details_without_it() {
         },
     );
     let mut cfg = RuntimeConfig {
-        balance_interval_ms: 0,
-        agent: AgentMode::Path(dir.sock()),
         agent_timeout_ms: PATIENT_AGENT_MS,
         agent_lone_passes: 1,
         scx: dfsched::scx::ScxMode::Socket(fake_scheduler(&dir)),
-        ..RuntimeConfig::default()
+        ..manual_config(&dir.sock())
     };
     cfg.idle_passes = 0;
     let rt = Runtime::start_with_sys(cfg, std::sync::Arc::new(ExtGranted)).unwrap();
@@ -837,13 +831,11 @@ fn a_co_thread_group_rehomed_by_the_home_rule_reports_its_new_cpu_at_once() {
     let dir = TempDir::new("rehomed");
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "60000"]);
     let mut cfg = RuntimeConfig {
-        balance_interval_ms: 0,
         external_load: true,
-        agent: AgentMode::Path(dir.sock()),
         policy: dfsched::Policy::CoThread,
         // As in `runtime_on`: the waiting threads count, however long.
         idle_passes: 0,
-        ..RuntimeConfig::default()
+        ..manual_config(&dir.sock())
     };
     cfg.engine.heavy_load_milli = 1000;
     let rt = Runtime::start(cfg).unwrap();
@@ -901,12 +893,7 @@ fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
     let dir = TempDir::new("lone");
     // Every report that asks for the sample gets a fresh one.
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
-    let rt = Runtime::start(RuntimeConfig {
-        balance_interval_ms: 0,
-        agent: AgentMode::Path(dir.sock()),
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
+    let rt = Runtime::start(manual_config(&dir.sock())).unwrap();
     rt.balance_now().unwrap();
     let link = rt.agent_link();
     assert!(link.connected && link.alone, "{link:?}");
@@ -970,12 +957,10 @@ fn a_runtime_without_outside_load_costs_the_agent_no_sample() {
     let dir = TempDir::new("noext");
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--scan-fresh-ms", "0"]);
     let rt = Runtime::start(RuntimeConfig {
-        balance_interval_ms: 0,
         external_load: false,
-        agent: AgentMode::Path(dir.sock()),
         agent_timeout_ms: PATIENT_AGENT_MS,
         agent_lone_passes: 1,
-        ..RuntimeConfig::default()
+        ..manual_config(&dir.sock())
     })
     .unwrap();
     for _ in 0..3 {

@@ -15,21 +15,13 @@ mod agent_support;
 mod support;
 
 use agent_support::{AgentGuard, TempDir, BIN};
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{clean, named_program, run_cmd, scratch, thread_masks, two_cpus, Running};
-
-const RULES: &str = r#"
-[[rule]]
-thread = "other-1"
-leave = true
-
-[[rule]]
-thread = "*-*"
-df = "suffix"
-"#;
+use std::time::Duration;
+use support::{
+    clean, masks_named, named_program, run_cmd, scratch, thread_masks, together_on_one_cpu,
+    two_cpus, wait_masks, Running, NAME_RULES,
+};
 
 /// `dfsched SUB ARGS… --socket SOCK`.
 fn dfsched(sub: &str, args: &[&str], sock: &std::path::Path) -> std::process::Output {
@@ -40,40 +32,6 @@ fn dfsched(sub: &str, args: &[&str], sock: &std::path::Path) -> std::process::Ou
         .arg(sock)
         .output()
         .unwrap()
-}
-
-/// Waits until `pred` holds of the process's thread masks (by name); the
-/// last reading and whether it held.
-fn wait_masks(
-    pid: u32,
-    pred: impl Fn(&[(String, BTreeSet<u32>)]) -> bool,
-) -> (Vec<(String, BTreeSet<u32>)>, bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let masks = thread_masks(pid, "");
-        if pred(&masks) {
-            return (masks, true);
-        }
-        if Instant::now() > deadline {
-            return (masks, false);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The masks of the threads named `name`.
-fn of<'a>(masks: &'a [(String, BTreeSet<u32>)], name: &str) -> Vec<&'a BTreeSet<u32>> {
-    masks
-        .iter()
-        .filter(|(n, _)| n == name)
-        .map(|(_, m)| m)
-        .collect()
-}
-
-/// `n` threads named `name`, all on the same single CPU.
-fn together_on_one_cpu(masks: &[(String, BTreeSet<u32>)], name: &str, n: usize) -> bool {
-    let g = of(masks, name);
-    g.len() == n && g[0].len() == 1 && g.iter().all(|m| *m == g[0])
 }
 
 #[test]
@@ -95,7 +53,7 @@ fn attach_places_a_running_process_by_rules_and_detach_gives_its_masks_back() {
         &["--tick-ms", "50", "--engine-log", logs.to_str().unwrap()],
     );
     let rules = scratch().join("attach.toml");
-    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&rules, NAME_RULES).unwrap();
     let mut cmd = clean(Command::new(&prog));
     cmd.args(["worker-1", "worker-1", "worker-2", "worker-2", "other-1"]);
     let mut running = Running::start(cmd);
@@ -124,7 +82,7 @@ fn attach_places_a_running_process_by_rules_and_detach_gives_its_masks_back() {
     let (masks, placed) = wait_masks(pid, |m| {
         together_on_one_cpu(m, "worker-1", 2)
             && together_on_one_cpu(m, "worker-2", 2)
-            && of(m, "other-1") == [&cpus]
+            && masks_named(m, "other-1") == [&cpus]
     });
     assert!(
         placed,

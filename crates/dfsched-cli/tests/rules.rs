@@ -16,10 +16,11 @@
 #[path = "run_fixtures/support.rs"]
 mod support;
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-use support::{named_program, run_cmd, scratch, thread_masks, two_cpus, Running};
+use support::{
+    masks_named, named_program, run_cmd, scratch, together_on_one_cpu, two_cpus, wait_masks,
+    Running, NAME_RULES,
+};
 
 /// Writes `text` as a rules file in the scratch directory.
 fn rules_file(name: &str, text: &str) -> PathBuf {
@@ -27,17 +28,6 @@ fn rules_file(name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
-
-const RULES: &str = r#"
-# other-1 would match the DF rule below: the first match wins.
-[[rule]]
-thread = "other-1"
-leave = true
-
-[[rule]]
-thread = "*-*"
-df = "suffix"
-"#;
 
 #[test]
 fn a_rules_file_groups_threads_by_name_in_a_program_without_dfsched_calls() {
@@ -47,7 +37,7 @@ fn a_rules_file_groups_threads_by_name_in_a_program_without_dfsched_calls() {
     let Some(prog) = named_program() else {
         return;
     };
-    let rules = rules_file("groups.toml", RULES);
+    let rules = rules_file("groups.toml", NAME_RULES);
     let names = ["worker-1", "worker-1", "worker-2", "worker-2", "other-1"];
     let cmd = run_cmd(
         &[
@@ -61,27 +51,11 @@ fn a_rules_file_groups_threads_by_name_in_a_program_without_dfsched_calls() {
     );
     let running = Running::start(cmd);
     let pid = running.pid;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last: Vec<(String, BTreeSet<u32>)>;
-    let settled = loop {
-        last = thread_masks(pid, "");
-        let of = |name: &str| -> Vec<&BTreeSet<u32>> {
-            last.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, m)| m)
-                .collect()
-        };
-        let (w1, w2, other) = (of("worker-1"), of("worker-2"), of("other-1"));
-        let one_cpu_together =
-            |g: &[&BTreeSet<u32>]| g.len() == 2 && g[0].len() == 1 && g[0] == g[1];
-        if one_cpu_together(&w1) && one_cpu_together(&w2) && other.len() == 1 && *other[0] == cpus {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let (last, settled) = wait_masks(pid, |m| {
+        together_on_one_cpu(m, "worker-1", 2)
+            && together_on_one_cpu(m, "worker-2", 2)
+            && masks_named(m, "other-1") == [&cpus]
+    });
     let main_mask = support::cpus_allowed(pid, pid);
     assert!(running.finish().success());
     assert!(

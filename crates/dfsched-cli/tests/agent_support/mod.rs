@@ -18,8 +18,8 @@
 // Each test file uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use dfsched::agent::{Client, Status};
-use dfsched::CpuId;
+use dfsched::agent::{AgentMode, Client, Status};
+use dfsched::{CpuId, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -214,6 +214,17 @@ impl Drop for ChildProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A runtime configuration whose balancer runs only when the test calls
+/// `balance_now` (interval 0) and that talks to the agent at `sock`; the
+/// rest is the default (a test overrides fields with `..manual_config(s)`).
+pub fn manual_config(sock: &Path) -> RuntimeConfig {
+    RuntimeConfig {
+        balance_interval_ms: 0,
+        agent: AgentMode::Path(sock.to_path_buf()),
+        ..RuntimeConfig::default()
     }
 }
 

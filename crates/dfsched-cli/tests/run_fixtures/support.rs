@@ -21,6 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 // Each test binary uses a different subset of these too.
 #[allow(unused_imports)]
@@ -233,6 +234,54 @@ pub fn thread_masks(pid: u32, prefix: &str) -> Vec<(String, BTreeSet<u32>)> {
     }
     out
 }
+
+/// Waits (at most 30 s) until `pred` holds of process `pid`'s thread
+/// masks (by name); the last reading and whether it held.
+pub fn wait_masks(
+    pid: u32,
+    pred: impl Fn(&[(String, BTreeSet<u32>)]) -> bool,
+) -> (Vec<(String, BTreeSet<u32>)>, bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let masks = thread_masks(pid, "");
+        if pred(&masks) {
+            return (masks, true);
+        }
+        if Instant::now() > deadline {
+            return (masks, false);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The masks of the threads named `name`.
+pub fn masks_named<'a>(masks: &'a [(String, BTreeSet<u32>)], name: &str) -> Vec<&'a BTreeSet<u32>> {
+    masks
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, m)| m)
+        .collect()
+}
+
+/// `n` threads named `name`, all on the same single CPU.
+pub fn together_on_one_cpu(masks: &[(String, BTreeSet<u32>)], name: &str, n: usize) -> bool {
+    let g = masks_named(masks, name);
+    g.len() == n && g[0].len() == 1 && g.iter().all(|m| *m == g[0])
+}
+
+/// The rules file of the name-rules tests (tests/rules.rs, attach.rs) for
+/// [`named_program`]'s threads: `worker-N` and `other-N` threads in DFs by
+/// their suffix, except `other-1`, which is left alone.
+pub const NAME_RULES: &str = r#"
+# other-1 would match the DF rule below: the first match wins.
+[[rule]]
+thread = "other-1"
+leave = true
+
+[[rule]]
+thread = "*-*"
+df = "suffix"
+"#;
 
 /// A command with the test's own dfsched and preload variables removed,
 /// and the agent off (see the module doc).
