@@ -64,12 +64,7 @@ fn attached_threads_of_the_process_share_one_home_under_co_thread() {
                 "the co-threads are not all on {c0}: {masks:?}"
             );
             // Each is where the engine says, in one group.
-            let groups: Vec<_> = workers
-                .iter()
-                .map(|w| rt.task(w.tid).unwrap().group)
-                .collect();
-            assert!(groups[0].is_some() && groups.iter().all(|g| *g == groups[0]));
-            assert_masks_match_engine(&rt, &workers);
+            assert_one_group_where_the_engine_says(&rt, &workers);
             rt.check_invariants().unwrap();
             assert_eq!(rt.stats().threads_attached, 4);
         },
@@ -89,18 +84,22 @@ fn a_lone_processs_co_threads_share_one_home_within_its_cpus() {
             let masks: Vec<CpuSet> = workers.iter().map(Worker::mask).collect();
             assert!(masks.iter().all(|m| *m == masks[0]), "{masks:?}");
             assert!(masks[0].is_subset(rt.allowed()));
-            let groups: Vec<_> = workers
-                .iter()
-                .map(|w| rt.task(w.tid).unwrap().group)
-                .collect();
-            assert!(groups[0].is_some() && groups.iter().all(|g| *g == groups[0]));
-            assert_masks_match_engine(&rt, &workers);
+            assert_one_group_where_the_engine_says(&rt, &workers);
         },
     );
 }
 
-/// Asserts each worker's kernel mask is where the engine placed it.
-fn assert_masks_match_engine(rt: &Runtime, workers: &[Worker]) {
+/// Asserts the workers are all in one group, each with its kernel mask
+/// where the engine placed it.
+fn assert_one_group_where_the_engine_says(rt: &Runtime, workers: &[Worker]) {
+    let groups: Vec<_> = workers
+        .iter()
+        .map(|w| rt.task(w.tid).unwrap().group)
+        .collect();
+    assert!(
+        groups[0].is_some() && groups.iter().all(|g| *g == groups[0]),
+        "{groups:?}"
+    );
     for w in workers {
         let view = rt.task(w.tid).unwrap();
         // Never placed: the engine's home is the thread's allowed set.
