@@ -408,18 +408,12 @@ impl ProgressLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        df: DfArgs,
-    }
+    use crate::test_flags::{assert_refused, parse};
 
     fn cases(args: &[&str]) -> Result<Vec<Params>, String> {
-        let t = T::try_parse_from(std::iter::once("df").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        t.df.cases().map_err(Failure::usage_message)
+        parse::<DfArgs>(args)?
+            .cases()
+            .map_err(Failure::usage_message)
     }
 
     #[test]
@@ -430,20 +424,20 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        for (args, needle) in [
-            (&["--threads", "0"][..], "--threads"),
-            (&["--dfs", "9"], "--dfs"),
-            (&["--df-bytes", "32"], "--df-bytes"),
-            (&["--stride-bytes", "24"], "--stride-bytes"),
-            (&["--write-ratio", "1.5"], "--write-ratio"),
-            (&["--modes", "vanilla,warp"], "warp"),
-            (&["--repeat", "0"], "--repeat"),
-            (&["--grid", "paper", "--threads", "4"], "--threads"),
-            (&["--grid", "huge"], "huge"),
-        ] {
-            let err = cases(args).expect_err(&format!("{args:?} was accepted"));
-            assert!(err.contains(needle), "{args:?}: {err}");
-        }
+        assert_refused(
+            cases,
+            &[
+                (&["--threads", "0"], "--threads"),
+                (&["--dfs", "9"], "--dfs"),
+                (&["--df-bytes", "32"], "--df-bytes"),
+                (&["--stride-bytes", "24"], "--stride-bytes"),
+                (&["--write-ratio", "1.5"], "--write-ratio"),
+                (&["--modes", "vanilla,warp"], "warp"),
+                (&["--repeat", "0"], "--repeat"),
+                (&["--grid", "paper", "--threads", "4"], "--threads"),
+                (&["--grid", "huge"], "huge"),
+            ],
+        );
     }
 
     #[test]

@@ -174,18 +174,12 @@ pub fn run(args: ChatArgs) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        chat: ChatArgs,
-    }
+    use crate::test_flags::{assert_refused, parse};
 
     fn cases(args: &[&str]) -> Result<Vec<ChatParams>, String> {
-        let t = T::try_parse_from(std::iter::once("chat").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        t.chat.cases().map_err(Failure::usage_message)
+        parse::<ChatArgs>(args)?
+            .cases()
+            .map_err(Failure::usage_message)
     }
 
     #[test]
@@ -195,19 +189,19 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        for (args, needle) in [
-            (&["--rooms", "0"][..], "--rooms"),
-            (&["--rooms", "1000"], "--rooms"),
-            (&["--messages", "0"], "--messages"),
-            (&["--repeat", "0"], "--repeat"),
-            (&["--modes", "vanilla,warp"], "warp"),
-            (&["--modes", "split,split"], "twice"),
-            (&["--grid", "paper", "--rooms", "4"], "--rooms"),
-            (&["--grid", "huge"], "huge"),
-        ] {
-            let err = cases(args).expect_err(&format!("{args:?} was accepted"));
-            assert!(err.contains(needle), "{args:?}: {err}");
-        }
+        assert_refused(
+            cases,
+            &[
+                (&["--rooms", "0"], "--rooms"),
+                (&["--rooms", "1000"], "--rooms"),
+                (&["--messages", "0"], "--messages"),
+                (&["--repeat", "0"], "--repeat"),
+                (&["--modes", "vanilla,warp"], "warp"),
+                (&["--modes", "split,split"], "twice"),
+                (&["--grid", "paper", "--rooms", "4"], "--rooms"),
+                (&["--grid", "huge"], "huge"),
+            ],
+        );
     }
 
     #[test]

@@ -225,18 +225,10 @@ pub fn run_others(flags: OthersFlags) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: OverheadArgs,
-    }
+    use crate::test_flags::{assert_refused, parse};
 
     fn params(args: &[&str]) -> Result<OverheadParams, String> {
-        T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
-            .map(|t| t.a.params())
-            .map_err(|e| e.to_string())
+        parse::<OverheadArgs>(args).map(|a| a.params())
     }
 
     #[test]
@@ -254,13 +246,13 @@ mod tests {
 
     #[test]
     fn bad_lists_are_refused_naming_the_value() {
-        for (args, needle) in [
-            (&["--others", "lots"][..], "lots"),
-            (&["--agent", "maybe"], "on or off"),
-            (&["--own", "x"], "x"),
-        ] {
-            let e = params(args).expect_err(&format!("{args:?} accepted"));
-            assert!(e.contains(needle), "{args:?}: {e}");
-        }
+        assert_refused(
+            params,
+            &[
+                (&["--others", "lots"], "lots"),
+                (&["--agent", "maybe"], "on or off"),
+                (&["--own", "x"], "x"),
+            ],
+        );
     }
 }

@@ -201,18 +201,12 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: SpinArgs,
-    }
+    use crate::test_flags::{assert_refused, parse};
 
     fn cases(args: &[&str], cpus: usize) -> Result<Vec<SpinParams>, String> {
-        let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        t.a.cases(cpus).map_err(Failure::usage_message)
+        parse::<SpinArgs>(args)?
+            .cases(cpus)
+            .map_err(Failure::usage_message)
     }
 
     #[test]
@@ -223,19 +217,19 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        for (args, needle) in [
-            (&["--processes", "0"][..], "--processes"),
-            (&["--threads", "0"], "--threads"),
-            (&["--background-threads", "100000"], "--background-threads"),
-            (&["--seconds", "0"], "--seconds"),
-            (&["--repeat", "0"], "--repeat"),
-            (&["--modes", "vanilla,dfsched"], "\"dfsched\""),
-            (&["--modes", "vanilla,vanilla"], "twice"),
-            (&["--grid", "paper", "--threads", "2"], "--threads"),
-        ] {
-            let err = cases(args, 2).expect_err(&format!("{args:?} was accepted"));
-            assert!(err.contains(needle), "{args:?}: {err}");
-        }
+        assert_refused(
+            |args| cases(args, 2),
+            &[
+                (&["--processes", "0"], "--processes"),
+                (&["--threads", "0"], "--threads"),
+                (&["--background-threads", "100000"], "--background-threads"),
+                (&["--seconds", "0"], "--seconds"),
+                (&["--repeat", "0"], "--repeat"),
+                (&["--modes", "vanilla,dfsched"], "\"dfsched\""),
+                (&["--modes", "vanilla,vanilla"], "twice"),
+                (&["--grid", "paper", "--threads", "2"], "--threads"),
+            ],
+        );
     }
 
     #[test]

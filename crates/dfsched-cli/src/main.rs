@@ -59,6 +59,8 @@ mod plot;
 mod predict;
 mod rules_file;
 mod run;
+#[cfg(test)]
+mod test_flags;
 mod top;
 mod topology;
 
