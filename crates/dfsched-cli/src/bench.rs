@@ -424,20 +424,18 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        assert_refused(
-            cases,
-            &[
-                (&["--threads", "0"], "--threads"),
-                (&["--dfs", "9"], "--dfs"),
-                (&["--df-bytes", "32"], "--df-bytes"),
-                (&["--stride-bytes", "24"], "--stride-bytes"),
-                (&["--write-ratio", "1.5"], "--write-ratio"),
-                (&["--modes", "vanilla,warp"], "warp"),
-                (&["--repeat", "0"], "--repeat"),
-                (&["--grid", "paper", "--threads", "4"], "--threads"),
-                (&["--grid", "huge"], "huge"),
-            ],
-        );
+        let bad: &[(&[&str], &str)] = &[
+            (&["--threads", "0"][..], "--threads"),
+            (&["--dfs", "9"], "--dfs"),
+            (&["--df-bytes", "32"], "--df-bytes"),
+            (&["--stride-bytes", "24"], "--stride-bytes"),
+            (&["--write-ratio", "1.5"], "--write-ratio"),
+            (&["--modes", "vanilla,warp"], "warp"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--grid", "paper", "--threads", "4"], "--threads"),
+            (&["--grid", "huge"], "huge"),
+        ];
+        assert_refused(cases, bad);
     }
 
     #[test]

@@ -189,19 +189,17 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        assert_refused(
-            cases,
-            &[
-                (&["--rooms", "0"], "--rooms"),
-                (&["--rooms", "1000"], "--rooms"),
-                (&["--messages", "0"], "--messages"),
-                (&["--repeat", "0"], "--repeat"),
-                (&["--modes", "vanilla,warp"], "warp"),
-                (&["--modes", "split,split"], "twice"),
-                (&["--grid", "paper", "--rooms", "4"], "--rooms"),
-                (&["--grid", "huge"], "huge"),
-            ],
-        );
+        let bad: &[(&[&str], &str)] = &[
+            (&["--rooms", "0"][..], "--rooms"),
+            (&["--rooms", "1000"], "--rooms"),
+            (&["--messages", "0"], "--messages"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "vanilla,warp"], "warp"),
+            (&["--modes", "split,split"], "twice"),
+            (&["--grid", "paper", "--rooms", "4"], "--rooms"),
+            (&["--grid", "huge"], "huge"),
+        ];
+        assert_refused(cases, bad);
     }
 
     #[test]

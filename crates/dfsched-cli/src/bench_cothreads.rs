@@ -303,20 +303,18 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        assert_refused(
-            cases,
-            &[
-                (&["--processes", "0"], "--processes"),
-                (&["--threads", "0"], "--threads"),
-                (&["--shared-bytes", "100"], "--shared-bytes"),
-                (&["--seconds", "0"], "--seconds"),
-                (&["--repeat", "0"], "--repeat"),
-                (&["--modes", "vanilla,x"], "\"x\""),
-                (&["--modes", "oracle,oracle"], "twice"),
-                (&["--agent", "maybe"], "on or off"),
-                (&["--grid", "paper", "--threads", "2"], "--threads"),
-            ],
-        );
+        let bad: &[(&[&str], &str)] = &[
+            (&["--processes", "0"][..], "--processes"),
+            (&["--threads", "0"], "--threads"),
+            (&["--shared-bytes", "100"], "--shared-bytes"),
+            (&["--seconds", "0"], "--seconds"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "vanilla,x"], "\"x\""),
+            (&["--modes", "oracle,oracle"], "twice"),
+            (&["--agent", "maybe"], "on or off"),
+            (&["--grid", "paper", "--threads", "2"], "--threads"),
+        ];
+        assert_refused(cases, bad);
     }
 
     #[test]

@@ -246,13 +246,11 @@ mod tests {
 
     #[test]
     fn bad_lists_are_refused_naming_the_value() {
-        assert_refused(
-            params,
-            &[
-                (&["--others", "lots"], "lots"),
-                (&["--agent", "maybe"], "on or off"),
-                (&["--own", "x"], "x"),
-            ],
-        );
+        let bad: &[(&[&str], &str)] = &[
+            (&["--others", "lots"][..], "lots"),
+            (&["--agent", "maybe"], "on or off"),
+            (&["--own", "x"], "x"),
+        ];
+        assert_refused(params, bad);
     }
 }

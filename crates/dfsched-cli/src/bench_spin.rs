@@ -217,19 +217,17 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_flag() {
-        assert_refused(
-            |args| cases(args, 2),
-            &[
-                (&["--processes", "0"], "--processes"),
-                (&["--threads", "0"], "--threads"),
-                (&["--background-threads", "100000"], "--background-threads"),
-                (&["--seconds", "0"], "--seconds"),
-                (&["--repeat", "0"], "--repeat"),
-                (&["--modes", "vanilla,dfsched"], "\"dfsched\""),
-                (&["--modes", "vanilla,vanilla"], "twice"),
-                (&["--grid", "paper", "--threads", "2"], "--threads"),
-            ],
-        );
+        let bad: &[(&[&str], &str)] = &[
+            (&["--processes", "0"][..], "--processes"),
+            (&["--threads", "0"], "--threads"),
+            (&["--background-threads", "100000"], "--background-threads"),
+            (&["--seconds", "0"], "--seconds"),
+            (&["--repeat", "0"], "--repeat"),
+            (&["--modes", "vanilla,dfsched"], "\"dfsched\""),
+            (&["--modes", "vanilla,vanilla"], "twice"),
+            (&["--grid", "paper", "--threads", "2"], "--threads"),
+        ];
+        assert_refused(|args| cases(args, 2), bad);
     }
 
     #[test]
