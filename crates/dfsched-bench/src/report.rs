@@ -21,7 +21,7 @@
 use crate::machine::Machine;
 use crate::params::{Mode, Params};
 use crate::runner::RunRecord;
-use crate::stats::{median, ratio, PairedRatio, Summary};
+use crate::stats::{median_by, median_some, ratio, PairedRatio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -58,6 +58,26 @@ pub(crate) fn ratio_cell(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{x:.3}"))
 }
 
+/// A share (0–1) of the CPUs as a table cell: a whole percent, `-` without
+/// one.
+pub(crate) fn share_cell(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+}
+
+/// Writes a warning line under a mode whose pins did not all hold
+/// (`mismatches` of them); nothing when every pin held.
+pub(crate) fn warn_unheld_pins(out: &mut String, mismatches: u64) {
+    if mismatches > 0 {
+        let _ = writeln!(out, "  warning: {mismatches} pins did not hold");
+    }
+}
+
+/// The largest of the modes' median shares of the CPUs other processes
+/// took (0 when none could say), for the busy-machine warning.
+pub(crate) fn busiest_share(shares: impl Iterator<Item = Option<f64>>) -> f64 {
+    shares.flatten().fold(0.0, f64::max)
+}
+
 /// One mode's runs and their summary.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModeReport {
@@ -92,24 +112,16 @@ impl ModeReport {
     pub fn of(runs: Vec<RunRecord>) -> Option<ModeReport> {
         let walls: Vec<f64> = runs.iter().map(|r| r.wall_s).collect();
         let wall = Summary::of(&walls)?;
-        let med = |f: fn(&RunRecord) -> f64| {
-            median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
-        };
         Some(ModeReport {
             median_s: wall.median,
             min_s: wall.min,
             max_s: wall.max,
             runs_s: walls,
-            median_cpu_s: med(|r| r.cpu_s),
-            median_ctx_switches: med(|r| r.ctx_switches as f64),
-            median_migrations: med(|r| r.migrations as f64),
-            median_spread: med(|r| r.spread),
-            median_others_share: median(
-                &runs
-                    .iter()
-                    .filter_map(|r| r.others_share)
-                    .collect::<Vec<_>>(),
-            ),
+            median_cpu_s: median_by(&runs, |r| r.cpu_s),
+            median_ctx_switches: median_by(&runs, |r| r.ctx_switches as f64),
+            median_migrations: median_by(&runs, |r| r.migrations as f64),
+            median_spread: median_by(&runs, |r| r.spread),
+            median_others_share: median_some(&runs, |r| r.others_share),
             pin_mismatches: runs.iter().map(|r| r.pin_mismatches).sum(),
             runs,
         })
@@ -258,13 +270,10 @@ pub fn render_table(r: &BenchReport) -> String {
             m.median_ctx_switches,
             m.median_migrations,
             m.median_spread * 100.0,
-            m.median_others_share
-                .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0)),
+            share_cell(m.median_others_share),
             vs
         );
-        if m.pin_mismatches > 0 {
-            let _ = writeln!(out, "  warning: {} pins did not hold", m.pin_mismatches);
-        }
+        warn_unheld_pins(&mut out, m.pin_mismatches);
         if m.runs.iter().any(runtime_disabled) {
             let _ = writeln!(
                 out,
@@ -288,11 +297,7 @@ pub fn render_table(r: &BenchReport) -> String {
             (x - 1.0) * 100.0
         );
     }
-    let busiest = r
-        .modes
-        .values()
-        .filter_map(|m| m.median_others_share)
-        .fold(0.0, f64::max);
+    let busiest = busiest_share(r.modes.values().map(|m| m.median_others_share));
     if busiest > BUSY_SHARE {
         let _ = writeln!(
             out,

@@ -115,6 +115,18 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Summary::of(values).map(|s| s.median)
 }
 
+/// The median of `f` over `items`, 0 when there are none (a per-mode
+/// column that is always a number).
+pub fn median_by<T>(items: &[T], f: impl Fn(&T) -> f64) -> f64 {
+    median(&items.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
+}
+
+/// The median of the values `f` has for `items`, the `None`s left out;
+/// `None` when no item has one.
+pub fn median_some<T>(items: &[T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
+    median(&items.iter().filter_map(f).collect::<Vec<_>>())
+}
+
 /// `a / b`, `None` when either is missing or `b` is not positive.
 pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -396,6 +408,15 @@ mod tests {
         assert_eq!(Summary::of(&[]), None);
         assert_eq!(Summary::of(&[1.0, f64::NAN]), None);
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn a_mode_column_is_0_without_runs_and_a_share_skips_runs_that_could_not_say() {
+        let runs = [(1.0, Some(0.5)), (3.0, None), (2.0, Some(0.1))];
+        assert_eq!(median_by(&runs, |r| r.0), 2.0);
+        assert_eq!(median_by(&runs[..0], |r| r.0), 0.0);
+        assert_eq!(median_some(&runs, |r| r.1), Some(0.3));
+        assert_eq!(median_some(&runs[1..2], |r| r.1), None);
     }
 
     #[test]

@@ -25,10 +25,10 @@ use super::{ChatMode, ChatParams};
 use crate::chat::run::ChatRun;
 use crate::machine::Machine;
 use crate::report::{
-    describe_machine, group_by_mode, machine_note, ratio_cell, render_grid_cells, BUSY_SHARE,
-    KVM_NOTE,
+    busiest_share, describe_machine, group_by_mode, machine_note, ratio_cell, render_grid_cells,
+    share_cell, warn_unheld_pins, BUSY_SHARE, KVM_NOTE,
 };
-use crate::stats::{median, ratio, Summary};
+use crate::stats::{median_by, median_some, ratio, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -61,21 +61,14 @@ impl ChatModeReport {
     pub fn of(runs: Vec<ChatRun>) -> Option<ChatModeReport> {
         let times: Vec<f64> = runs.iter().map(|r| r.time_s).collect();
         let tputs: Vec<f64> = runs.iter().map(|r| r.throughput_msgs_per_s).collect();
-        let med =
-            |f: fn(&ChatRun) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
         Some(ChatModeReport {
             time_s: Summary::of(&times)?,
             throughput_msgs_per_s: Summary::of(&tputs)?,
             runs_s: times,
-            median_cpu_s: med(|r| r.cpu_s),
-            median_ctx_switches: med(|r| r.ctx_switches as f64),
-            median_migrations: med(|r| r.migrations as f64),
-            median_others_share: median(
-                &runs
-                    .iter()
-                    .filter_map(|r| r.others_share)
-                    .collect::<Vec<_>>(),
-            ),
+            median_cpu_s: median_by(&runs, |r| r.cpu_s),
+            median_ctx_switches: median_by(&runs, |r| r.ctx_switches as f64),
+            median_migrations: median_by(&runs, |r| r.migrations as f64),
+            median_others_share: median_some(&runs, |r| r.others_share),
             pin_mismatches: runs.iter().map(|r| r.pin_mismatches).sum(),
             runs,
         })
@@ -202,13 +195,10 @@ pub fn render_chat_table(r: &ChatReport) -> String {
             m.median_cpu_s,
             m.median_ctx_switches,
             m.median_migrations,
-            m.median_others_share
-                .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0)),
+            share_cell(m.median_others_share),
             ratio_cell(ratio(Some(m.throughput_msgs_per_s.median), vanilla)),
         );
-        if m.pin_mismatches > 0 {
-            let _ = writeln!(out, "  warning: {} pins did not hold", m.pin_mismatches);
-        }
+        warn_unheld_pins(&mut out, m.pin_mismatches);
     }
     let _ = writeln!(
         out,
@@ -219,11 +209,7 @@ pub fn render_chat_table(r: &ChatReport) -> String {
         ratio_cell(r.ratios.split_vs_vanilla),
         ratio_cell(r.ratios.dfsched_vs_oracle),
     );
-    let busiest = r
-        .modes
-        .values()
-        .filter_map(|m| m.median_others_share)
-        .fold(0.0, f64::max);
+    let busiest = busiest_share(r.modes.values().map(|m| m.median_others_share));
     if busiest > BUSY_SHARE {
         let _ = writeln!(
             out,
