@@ -27,7 +27,8 @@
 mod agent_support;
 
 use agent_support::{
-    is_root, manual_config, rerun, skip_or_fail, two_cpus, AgentGuard, TempDir, BIN, DEADLINE,
+    balance_passes, is_root, manual_config, rerun, skip_or_fail, two_cpus, AgentGuard, TempDir,
+    BIN, DEADLINE,
 };
 use dfsched::agent::{AgentError, AgentMode, Client, ErrorKind, Report, Trust};
 use dfsched::{CpuId, Runtime, RuntimeConfig};
@@ -230,9 +231,7 @@ fn a_squatted_directory_is_refused_and_nothing_is_sent() {
         other => panic!("a directory of uid 65534: {other:?}"),
     }
     let rt = runtime_on(&dir.sock(), 0);
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 3);
     let link = rt.agent_link();
     assert!(!link.connected && link.reports == 0, "{link:?}");
     let refused = link.refused.expect("the refusal is reported");

@@ -19,8 +19,8 @@
 mod agent_support;
 
 use agent_support::{
-    fake_scheduler, manual_config, rerun, root_or_skip, skip_or_fail, two_cpus, AgentGuard,
-    ChildProc, ExtGranted, TempDir, BIN, DEADLINE,
+    balance_passes, fake_scheduler, manual_config, rerun, root_or_skip, skip_or_fail, two_cpus,
+    AgentGuard, ChildProc, ExtGranted, TempDir, BIN, DEADLINE,
 };
 use dfsched::agent::{Client, Report, Status};
 use dfsched::{CpuId, CpuSet, Runtime, RuntimeConfig};
@@ -412,6 +412,20 @@ fn runtime_on(sock: &Path) -> Runtime {
     Runtime::start(cfg).unwrap()
 }
 
+/// Asserts how many of `rt`'s passes so far took the agent's sample of
+/// the outside load and how many scanned `/proc` themselves
+/// (`(agent_samples, own_scans)`); `rt`'s stats, for further checks.
+#[track_caller]
+fn assert_samples(rt: &Runtime, want: (u64, u64), what: &str) -> dfsched::RuntimeStats {
+    let s = rt.stats();
+    assert_eq!(
+        (s.external_load_agent_samples, s.external_load_own_scans),
+        want,
+        "{what}: {s:?}"
+    );
+    s
+}
+
 #[test]
 fn a_runtime_uses_the_agents_sample_and_scans_itself_only_without_it() {
     let dir = TempDir::new("rt");
@@ -420,14 +434,11 @@ fn a_runtime_uses_the_agents_sample_and_scans_itself_only_without_it() {
         &["--tick-ms", "20", "--scan-fresh-ms", "60000"],
     );
     let rt = runtime_on(&dir.sock());
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
-    let s = rt.stats();
-    assert_eq!(
-        (s.external_load_agent_samples, s.external_load_own_scans),
+    balance_passes(&rt, 3);
+    let s = assert_samples(
+        &rt,
         (3, 0),
-        "three passes on the agent's sample, no scan of our own: {s:?}"
+        "three passes on the agent's sample, no scan of our own",
     );
     assert_eq!(s.external_load_samples, 3);
     let link = rt.agent_link();
@@ -435,14 +446,8 @@ fn a_runtime_uses_the_agents_sample_and_scans_itself_only_without_it() {
     assert_eq!(agent.status().counters.scans, 1);
     // The agent goes: the next passes scan /proc themselves.
     agent.stop();
-    rt.balance_now().unwrap();
-    rt.balance_now().unwrap();
-    let s = rt.stats();
-    assert_eq!(
-        (s.external_load_agent_samples, s.external_load_own_scans),
-        (3, 2),
-        "{s:?}"
-    );
+    balance_passes(&rt, 2);
+    assert_samples(&rt, (3, 2), "the agent gone, each pass scans itself");
     assert!(!rt.agent_link().connected);
     rt.shutdown();
 }
@@ -482,12 +487,7 @@ fn an_agent_of_another_protocol_version_means_an_own_scan() {
     );
     let rt = runtime_on(&dir.sock());
     rt.balance_now().unwrap();
-    let s = rt.stats();
-    assert_eq!(
-        (s.external_load_agent_samples, s.external_load_own_scans),
-        (0, 1),
-        "{s:?}"
-    );
+    assert_samples(&rt, (0, 1), "an agent of another version: an own scan");
     let link = rt.agent_link();
     assert_eq!(link.failures, 1, "{link:?}");
     rt.shutdown();
@@ -511,15 +511,8 @@ fn an_agent_from_before_the_weighed_field_still_serves_its_sample() {
         }
     });
     let rt = runtime_on(&dir.sock());
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
-    let s = rt.stats();
-    assert_eq!(
-        (s.external_load_agent_samples, s.external_load_own_scans),
-        (3, 0),
-        "{s:?}"
-    );
+    balance_passes(&rt, 3);
+    assert_samples(&rt, (3, 0), "the older agent's sample on every pass");
     let link = rt.agent_link();
     assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
     assert_eq!(link.unmanaged, Some(vec![(CpuId(0), 3)]));
@@ -554,9 +547,7 @@ fn an_agent_from_before_top_still_gets_weighed_reports() {
         },
     );
     let rt = runtime_on(&dir.sock());
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 3);
     let link = rt.agent_link();
     assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
     assert_eq!(link.unmanaged_milli, Some(vec![(CpuId(0), 1500)]));
@@ -608,9 +599,7 @@ fn an_agent_from_before_the_body_still_gets_details_without_it() {
     );
     // Pass 1 hears it is watched; pass 2 sends a detail naming the body,
     // refused, and again without; pass 3 without at once.
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 3);
     let link = rt.agent_link();
     assert_eq!((link.failures, link.reports), (0, 3), "{link:?}");
     assert!(rt.stats().scx_body, "the body itself is kept");
@@ -899,9 +888,7 @@ fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
     assert!(link.connected && link.alone, "{link:?}");
     assert_eq!(link.reports, 1, "{link:?}");
     let scans_before = rt.stats().external_load_own_scans;
-    for _ in 0..2 * LONE_PASSES {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 2 * LONE_PASSES);
     // Passes 1, 1 + LONE_PASSES and 1 + 2 × LONE_PASSES exchanged.
     let link = rt.agent_link();
     assert_eq!(
@@ -932,9 +919,7 @@ fn a_lone_runtime_reports_once_in_lone_passes_until_a_second_registers() {
         assert!(passes <= LONE_PASSES, "{:?}", rt.agent_link());
     }
     let before = rt.agent_link().reports;
-    for _ in 0..5 {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 5);
     let link = rt.agent_link();
     assert_eq!(link.reports, before + 5, "{link:?}");
     assert!(link.registered.contains(&other.pid()), "{link:?}");
@@ -963,9 +948,7 @@ fn a_runtime_without_outside_load_costs_the_agent_no_sample() {
         ..manual_config(&dir.sock())
     })
     .unwrap();
-    for _ in 0..3 {
-        rt.balance_now().unwrap();
-    }
+    balance_passes(&rt, 3);
     let link = rt.agent_link();
     assert_eq!(
         (link.reports, link.unmanaged.clone()),

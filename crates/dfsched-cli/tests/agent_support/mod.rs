@@ -19,7 +19,7 @@
 #![allow(dead_code)]
 
 use dfsched::agent::{AgentMode, Client, Status};
-use dfsched::{CpuId, RuntimeConfig};
+use dfsched::{CpuId, Runtime, RuntimeConfig};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -225,6 +225,14 @@ pub fn manual_config(sock: &Path) -> RuntimeConfig {
         balance_interval_ms: 0,
         agent: AgentMode::Path(sock.to_path_buf()),
         ..RuntimeConfig::default()
+    }
+}
+
+/// Runs `n` balancer passes of `rt` now, one after the other, each to its
+/// end (the runtimes of [`manual_config`] run no others).
+pub fn balance_passes(rt: &Runtime, n: u32) {
+    for _ in 0..n {
+        rt.balance_now().unwrap();
     }
 }
 
