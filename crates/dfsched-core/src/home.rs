@@ -200,9 +200,22 @@ impl Regime {
 
 impl<'a> Shape<'a> {
     /// The regime, counting the group's own runnable members.
-    pub(crate) fn regime(&self, config: &Config) -> Regime {
-        let total = self.base.sum(self.allowed) + self.runnable * TASK_MILLI;
+    pub(crate) fn regime(&self, topo: &Topology, config: &Config) -> Regime {
+        let total = self.base_on_a(topo) + self.runnable * TASK_MILLI;
         Regime::of(config, total, self.allowed.len())
+    }
+
+    /// `base(A)`: O(1) when `A` is the whole machine (most groups: the
+    /// vector keeps its total; CPUs the machine lacks stay 0 in it), else
+    /// O(|A|).
+    fn base_on_a(&self, topo: &Topology) -> u64 {
+        if self.allowed == topo.cpus() {
+            let total = self.base.total();
+            debug_assert_eq!(total, self.base.sum(self.allowed), "base's total");
+            total
+        } else {
+            self.base.sum(self.allowed)
+        }
     }
 
     /// `(load(D ∩ A), |D ∩ A|)` of one domain, its load as `test` counts
@@ -297,11 +310,11 @@ impl<'a> Shape<'a> {
 
     /// The test a domain must pass to hold the group: [`Test::Room`] but
     /// for a co-thread group under heavy load.
-    fn test(&self, config: &Config) -> Test<'a> {
+    fn test(&self, topo: &Topology, config: &Config) -> Test<'a> {
         match self.near {
-            Some(near) if self.regime(config) == Regime::Heavy => Test::Share {
+            Some(near) if self.regime(topo, config) == Regime::Heavy => Test::Share {
                 pinned: near.pinned,
-                total_milli: self.base.sum(self.allowed) + self.runnable * TASK_MILLI,
+                total_milli: self.base_on_a(topo) + self.runnable * TASK_MILLI,
                 cpus: self.allowed.len() as u64,
                 pct: config.imbalance_pct,
             },
@@ -350,8 +363,8 @@ pub(crate) fn keeps(topo: &Topology, config: &Config, shape: &Shape<'_>, home: D
     if shape.runnable == 0 {
         return true;
     }
-    let test = shape.test(config);
-    match (shape.regime(config), test) {
+    let test = shape.test(topo, config);
+    match (shape.regime(topo, config), test) {
         (Regime::Heavy, Test::Room { .. }) => keeps_heavy(topo, shape.allowed, home),
         (Regime::Heavy, Test::Share { pinned, .. }) => {
             let mut inside = Smallest::default();
@@ -386,7 +399,7 @@ pub(crate) fn choose(
     start: Option<CpuId>,
 ) -> DomainId {
     let shape = shape.at_least_one();
-    let regime = shape.regime(config);
+    let regime = shape.regime(topo, config);
     let c = start
         .filter(|c| shape.allowed.contains(*c) && topo.leaf(*c).is_some())
         .or_else(|| {
@@ -400,7 +413,7 @@ pub(crate) fn choose(
         .or_else(|| least_loaded_spread(topo, shape.base, shape.allowed))
         .expect("a group's allowed CPUs are never empty");
     let leaf = topo.leaf(c).expect("allowed CPUs are CPUs of the machine");
-    let test = shape.test(config);
+    let test = shape.test(topo, config);
     if regime == Regime::Heavy && matches!(test, Test::Room { .. }) {
         return leaf; // a DF group: one CPU
     }
@@ -810,6 +823,7 @@ mod tests {
     #[test]
     fn regime_threshold_counts_the_group_and_only_cpus_of_a() {
         let cfg = Config::default();
+        let t = Topology::test(1, 1, 2, 2);
         let a = set("0-1");
         let l = load(&[1000, 1000, 0, 0]);
         let shape = |r| Shape {
@@ -819,8 +833,8 @@ mod tests {
             near: None,
             spread: None,
         };
-        assert_eq!(shape(1).regime(&cfg), Regime::Light, "3000 < 4000");
-        assert_eq!(shape(2).regime(&cfg), Regime::Heavy, "4000 ≥ 4000");
+        assert_eq!(shape(1).regime(&t, &cfg), Regime::Light, "3000 < 4000");
+        assert_eq!(shape(2).regime(&t, &cfg), Regime::Heavy, "4000 ≥ 4000");
     }
 
     proptest! {

@@ -1,4 +1,5 @@
-//! The checker of the state's invariants 1–4 (see `state.rs`), for tests
+//! The checker of the state's invariants 1–4 (see `state.rs`) and of the
+//! sums and lists it keeps beside them (`State::external_cpus`), for tests
 //! and `Engine::check_invariants`: it recounts everything from the tasks
 //! and compares with what the state keeps. Never on an event's path.
 
@@ -111,6 +112,16 @@ impl State {
                     }
                 }
             }
+        }
+        let loaded: Vec<_> = machine
+            .iter()
+            .filter(|c| self.external[c.0 as usize] > 0)
+            .collect();
+        if loaded != self.external_cpus {
+            return Err(format!(
+                "external load on {loaded:?} but listed on {:?}",
+                self.external_cpus
+            ));
         }
         let mut load = LoadVec::zero(machine);
         for c in machine.iter() {

@@ -230,17 +230,25 @@ impl Ctx<'_> {
     /// nice-0 task; CPUs not listed count 0, a CPU listed twice counts the
     /// sum, saturating at [`MAX_EXTERNAL_MILLI`] per CPU.
     pub(crate) fn external_load(&mut self, load_milli: impl Iterator<Item = (CpuId, u64)>) {
-        let machine = self.topo.cpus();
-        for c in machine.iter() {
-            let old = std::mem::take(&mut self.st.external[c.0 as usize]);
-            self.st.load.sub_cpu(c, old);
+        // Only the CPUs of the last sample with load, and of this one, are
+        // touched: O(sample), not O(machine).
+        let st = &mut *self.st;
+        for &c in &st.external_cpus {
+            let old = std::mem::take(&mut st.external[c.0 as usize]);
+            st.load.sub_cpu(c, old);
         }
+        st.external_cpus.clear();
         for (c, m) in load_milli {
-            let e = &mut self.st.external[c.0 as usize];
+            let e = &mut st.external[c.0 as usize];
             *e = e.saturating_add(m).min(MAX_EXTERNAL_MILLI);
+            if *e > 0 {
+                st.external_cpus.push(c);
+            }
         }
-        for c in machine.iter() {
-            self.st.load.add_cpu(c, self.st.external[c.0 as usize]);
+        st.external_cpus.sort_unstable();
+        st.external_cpus.dedup();
+        for &c in &st.external_cpus {
+            st.load.add_cpu(c, st.external[c.0 as usize]);
         }
     }
 }

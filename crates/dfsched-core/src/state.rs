@@ -152,6 +152,11 @@ pub(crate) struct State {
     /// External load per CPU in thousandths of a task, indexed by
     /// `CpuId.0` (1000 per task of an `ExternalLoad` sample).
     pub external: Vec<u64>,
+    /// The CPUs whose `external` load is not 0, in CPU order: the pinned
+    /// load (`View::pinned_without`) and the next sample walk these, not
+    /// every CPU — most of a big machine's CPUs have no sample. Rebuilt by
+    /// every `ExternalLoad` sample; checked by `State::check`.
+    pub external_cpus: Vec<CpuId>,
     /// The id the next group gets; ids are never reused.
     pub next_group: u64,
     /// Consecutive balancer passes that ended imbalanced with nothing moved.
@@ -171,6 +176,7 @@ impl State {
             groups: Slab::default(),
             load,
             external: vec![0; len],
+            external_cpus: Vec::new(),
             next_group: 1,
             persistence: 0,
             stats: Stats::default(),
@@ -335,8 +341,9 @@ impl<'s> View<'s> {
     /// "Why pinned load") without a group's runnable members and without
     /// `mover`, spread load counted by its share on `allowed` (`A`): the
     /// same load as [`View::base_without`], sorted by where it may run.
-    /// O(CPUs + groups × distinct allowed sets); allocates only the first
-    /// time `pinned` is used.
+    /// O(CPUs with external load + groups × distinct allowed sets), not
+    /// O(machine) (`Pinned` resets and sums only what it wrote); allocates
+    /// only the first time `pinned` is used.
     ///
     /// Under `Policy::CoThread`, the only policy with co-thread groups,
     /// every task is in a group (invariant 1) but the mover of an event,
@@ -362,16 +369,29 @@ impl<'s> View<'s> {
                 pinned.add_inside(d, n * share_within(target, allowed));
             }
         };
-        for c in topo.cpus().iter() {
-            let m = self.st.external.get(c.0 as usize).copied().unwrap_or(0);
-            pinned.add_cpu(c, m);
+        for &c in &self.st.external_cpus {
+            pinned.add_cpu(c, self.st.external[c.0 as usize]);
         }
         for (_, slot, grp) in self.st.groups.iter() {
             if Some(slot) == group || grp.runnable == 0 {
                 continue;
             }
+            let home = topo.domain(grp.home);
             for (a, _, r) in self.census_of(Some(slot)).filter(|c| c.2 > 0) {
-                add(pinned, &self.member_target(slot, a), u64::from(r));
+                let r = u64::from(r);
+                if !home.cpus.is_subset(a) {
+                    add(pinned, &self.member_target(slot, a), r);
+                } else if home.children.is_empty() {
+                    // A leaf: the target is its one CPU.
+                    let c = home.cpus.first().expect("domains are never empty");
+                    pinned.add_cpu(c, r * TASK_MILLI);
+                } else {
+                    // The target is the home's CPUs (invariant 3), and no
+                    // two domains have the same CPUs: the smallest domain
+                    // holding it is the home. What `add` finds, without
+                    // building the target or walking up to it.
+                    pinned.add_inside(home.id, r * share_within(&home.cpus, allowed));
+                }
             }
         }
         if pinned.sum_on(allowed) != base_on_a_milli {
