@@ -194,7 +194,7 @@ impl Pinned {
     /// Empties it for `topo`: no load anywhere. O(entries written since the
     /// last reset), unless the machine's size changed (then O(machine)).
     pub(crate) fn reset(&mut self, topo: &Topology) {
-        let len = topo.cpus().iter().last().map_or(0, |c| c.0 as usize + 1);
+        let len = topo.cpus().last().map_or(0, |c| c.0 as usize + 1);
         let domains = topo.domains().len();
         if self.cpu.len() == len && self.inside.len() == domains {
             for &c in &self.cpu_written {

@@ -255,6 +255,17 @@ impl CpuSet {
         self.iter().next()
     }
 
+    /// The highest CPU, if any: O(1) (the last word in use is not 0),
+    /// where `iter().last()` walks every CPU — 8,192 of them on the
+    /// largest machines.
+    #[inline]
+    pub fn last(&self) -> Option<CpuId> {
+        let (lo, words) = self.span();
+        let w = *words.last()?;
+        let top = 63 - w.leading_zeros();
+        Some(CpuId((lo + words.len() - 1) as u32 * 64 + top))
+    }
+
     /// The CPUs in increasing order.
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
@@ -617,6 +628,15 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn last_is_the_last_cpu_of_the_walk(
+            a in proptest::collection::btree_set(0u32..9000, 0..20),
+        ) {
+            let (x, y) = equal_by_two_routes(&a);
+            prop_assert_eq!(x.last(), x.iter().last());
+            prop_assert_eq!(y.last(), a.iter().last().map(|&c| CpuId(c)));
+        }
+
         #[test]
         fn equality_hash_and_order_follow_the_words_whatever_the_route(
             a in proptest::collection::btree_set(0u32..300, 0..20),

@@ -65,7 +65,7 @@ impl Clone for LoadVec {
 impl LoadVec {
     /// All-zero load for CPUs `0..=max(cpus)`.
     pub(crate) fn zero(cpus: &CpuSet) -> LoadVec {
-        let len = cpus.iter().last().map_or(0, |c| c.0 as usize + 1);
+        let len = cpus.last().map_or(0, |c| c.0 as usize + 1);
         LoadVec {
             milli: vec![0; len],
             total: 0,

@@ -169,7 +169,7 @@ impl State {
     /// The state of a fresh engine: application 0, no tasks, no load.
     pub(crate) fn new(topo: &Topology) -> State {
         let load = LoadVec::zero(topo.cpus());
-        let len = topo.cpus().iter().last().map_or(0, |c| c.0 as usize + 1);
+        let len = topo.cpus().last().map_or(0, |c| c.0 as usize + 1);
         State {
             apps: BTreeMap::from([(AppId(0), App::default())]),
             tasks: Slab::default(),
