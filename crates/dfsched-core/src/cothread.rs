@@ -166,37 +166,58 @@ pub(crate) struct Near<'a> {
 /// event, as `base` does, so that `Σ_{c∈A} pin(c) + Σ_D inside(D) =
 /// base(A)`.
 ///
-/// Reused from evaluation to evaluation (the engine keeps one): refilling
-/// it allocates nothing once it has the machine's size, and costs what was
-/// written, not the machine: it keeps the indexes it wrote (the *dirty
-/// lists*) and [`Pinned::reset`] zeroes only those, and it keeps `Σ_D
-/// inside(D)`, so that [`Pinned::sum_on`] walks the CPUs written, not `A`
-/// and every domain. On 8,192 CPUs and 12k domains a hint re-homing a
-/// light-load group used to spend most of its time zeroing and summing
-/// these two arrays.
+/// Two uses, two ways of being kept:
+/// - a *scratch* one (the engine keeps one, [`Pinned::reset`] empties it)
+///   is filled per evaluation for a group whose `A` is not the whole
+///   machine (`View::pinned_without`). Refilling it allocates nothing once
+///   it has the machine's size, and costs what was written, not the
+///   machine: it keeps the indexes it wrote (the *dirty lists*), `reset`
+///   zeroes only those, and [`Pinned::sum_on`] walks only them. On 8,192
+///   CPUs and 12k domains a hint used to spend most of its time zeroing
+///   and summing these two arrays.
+/// - a *maintained* one ([`Pinned::maintained`], `State::pinned`) holds
+///   the pinned load of every runnable engine task and of the external
+///   load, for `A` = the machine (every share on `A` is then a whole task),
+///   kept up to date by every change of the load; an evaluation for such a
+///   group takes its own members and the mover off it, reads it, and puts
+///   them back ([`Pinned::add_task`], [`Pinned::sub_task`]): O(its census),
+///   not O(all groups). It keeps no dirty lists (nothing resets it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pinned {
     /// `pin(c)` at index `c`, in thousandths.
     cpu: Vec<u64>,
     /// `inside(D)` at index `D`, in thousandths.
     inside: Vec<u64>,
-    /// Dirty list: the indexes of `cpu` that are not 0, each once (an index
-    /// is listed when an add first makes it non-zero; adds never lower a
-    /// value). Emptied by `reset`.
+    /// Whether the dirty lists are kept (a scratch one).
+    scratch: bool,
+    /// Dirty list of a scratch one: the indexes of `cpu` that are not 0,
+    /// each once (an index is listed when an add first makes it non-zero;
+    /// a scratch one is only added to). Emptied by `reset`.
     cpu_written: Vec<u32>,
     /// Dirty list of `inside`, as `cpu_written`.
     inside_written: Vec<u32>,
-    /// `Σ_D inside(D)`, kept by every add.
+    /// `Σ_D inside(D)`, kept by every add and sub.
     inside_total: u64,
 }
 
 impl Pinned {
-    /// Empties it for `topo`: no load anywhere. O(entries written since the
-    /// last reset), unless the machine's size changed (then O(machine)).
+    /// A maintained one for `topo`, with no load (see the type's doc).
+    pub(crate) fn maintained(topo: &Topology) -> Pinned {
+        let len = topo.cpus().last().map_or(0, |c| c.0 as usize + 1);
+        Pinned {
+            cpu: vec![0; len],
+            inside: vec![0; topo.domains().len()],
+            ..Pinned::default()
+        }
+    }
+
+    /// Empties a scratch one for `topo`: no load anywhere. O(entries
+    /// written since the last reset), unless the machine's size changed
+    /// (then O(machine)).
     pub(crate) fn reset(&mut self, topo: &Topology) {
         let len = topo.cpus().last().map_or(0, |c| c.0 as usize + 1);
         let domains = topo.domains().len();
-        if self.cpu.len() == len && self.inside.len() == domains {
+        if self.scratch && self.cpu.len() == len && self.inside.len() == domains {
             for &c in &self.cpu_written {
                 self.cpu[c as usize] = 0;
             }
@@ -209,6 +230,7 @@ impl Pinned {
             self.inside.clear();
             self.inside.resize(domains, 0);
         }
+        self.scratch = true;
         self.cpu_written.clear();
         self.inside_written.clear();
         self.inside_total = 0;
@@ -217,11 +239,60 @@ impl Pinned {
         debug_assert!(self.cpu.iter().chain(&self.inside).all(|&x| x == 0));
     }
 
+    /// Counts (`add`) or stops counting `n` runnable tasks targeted at
+    /// `target` in a maintained one, as `View::pinned_without` counts them
+    /// for `A` = the machine: on its CPU if it is one, else a whole task
+    /// each inside the smallest domain holding it. `holding` is that
+    /// domain when the caller knows it.
+    pub(crate) fn count_tasks(
+        &mut self,
+        topo: &Topology,
+        target: &CpuSet,
+        holding: Option<DomainId>,
+        n: u64,
+        add: bool,
+    ) {
+        debug_assert!(!self.scratch, "only a maintained one counts tasks");
+        let milli = n * TASK_MILLI;
+        let (x, total) = if target.len() == 1 {
+            let c = target.first().expect("one CPU");
+            (&mut self.cpu[c.0 as usize], None)
+        } else {
+            let d = holding.unwrap_or_else(|| topo.smallest_holding(target));
+            debug_assert_eq!(d, topo.smallest_holding(target));
+            (&mut self.inside[d.0 as usize], Some(&mut self.inside_total))
+        };
+        if add {
+            *x += milli;
+            if let Some(t) = total {
+                *t += milli;
+            }
+        } else {
+            debug_assert!(*x >= milli, "pinned load would go negative");
+            *x -= milli;
+            if let Some(t) = total {
+                *t -= milli;
+            }
+        }
+    }
+
+    /// Whether two hold the same load (`pin` and `inside` everywhere),
+    /// however they are kept.
+    pub(crate) fn same_load(&self, other: &Pinned) -> bool {
+        self.cpu == other.cpu && self.inside == other.inside
+    }
+
+    /// Takes `milli` of external load off `cpu` (a maintained one).
+    pub(crate) fn sub_cpu(&mut self, cpu: CpuId, milli: u64) {
+        debug_assert!(!self.scratch && self.cpu[cpu.0 as usize] >= milli);
+        self.cpu[cpu.0 as usize] -= milli;
+    }
+
     /// Adds load that can only run on `cpu` (a CPU of the machine).
     #[inline]
     pub(crate) fn add_cpu(&mut self, cpu: CpuId, milli: u64) {
         let x = &mut self.cpu[cpu.0 as usize];
-        if *x == 0 && milli > 0 {
+        if self.scratch && *x == 0 && milli > 0 {
             self.cpu_written.push(cpu.0);
         }
         *x += milli;
@@ -232,7 +303,7 @@ impl Pinned {
     #[inline]
     pub(crate) fn add_inside(&mut self, d: DomainId, milli: u64) {
         let x = &mut self.inside[d.0 as usize];
-        if *x == 0 && milli > 0 {
+        if self.scratch && *x == 0 && milli > 0 {
             self.inside_written.push(d.0);
         }
         *x += milli;
@@ -252,15 +323,21 @@ impl Pinned {
     }
 
     /// `Σ_{c∈A} pin(c) + Σ_D inside(D)`: `base(A)` when it was filled
-    /// right. O(CPUs written).
+    /// right. O(CPUs written) for a scratch one, O(|A| + domains) for a
+    /// maintained one (only checks call it).
     pub(crate) fn sum_on(&self, allowed: &CpuSet) -> u64 {
+        let full =
+            || allowed.iter().map(|c| self.cpu(c)).sum::<u64>() + self.inside.iter().sum::<u64>();
+        if !self.scratch {
+            return full();
+        }
         let on_a: u64 = (self.cpu_written.iter())
             .filter(|&&c| allowed.contains(CpuId(c)))
             .map(|&c| self.cpu[c as usize])
             .sum();
         debug_assert_eq!(
             on_a + self.inside_total,
-            allowed.iter().map(|c| self.cpu(c)).sum::<u64>() + self.inside.iter().sum::<u64>(),
+            full(),
             "the dirty lists and the inside total are those of the arrays"
         );
         on_a + self.inside_total

@@ -1,10 +1,12 @@
 //! The checker of the state's invariants 1–4 (see `state.rs`) and of the
-//! sums and lists it keeps beside them (`State::external_cpus`), for tests
+//! sums, lists and caches it keeps beside them (`State::external_cpus`,
+//! `State::pinned`), for tests
 //! and `Engine::check_invariants`: it recounts everything from the tasks
 //! and compares with what the state keeps. Never on an event's path.
 
 use super::{target_for, Census, State};
 use crate::config::Policy;
+use crate::cothread::Pinned;
 use crate::cpuset::CpuSet;
 use crate::ids::{GroupId, GroupKind};
 use crate::load::LoadVec;
@@ -135,6 +137,19 @@ impl State {
                 "load {:?} but recomputed {:?}",
                 self.load.pairs(machine),
                 load.pairs(machine)
+            ));
+        }
+        let mut pinned = Pinned::maintained(topo);
+        for c in machine.iter() {
+            pinned.add_cpu(c, self.external[c.0 as usize]);
+        }
+        for (_, _, t) in self.tasks.iter().filter(|(_, _, t)| t.runnable) {
+            pinned.count_tasks(topo, &t.target, None, 1, true);
+        }
+        if !pinned.same_load(&self.pinned) || pinned != self.pinned {
+            return Err(format!(
+                "pinned load {:?} but recomputed {pinned:?}",
+                self.pinned
             ));
         }
         Ok(())

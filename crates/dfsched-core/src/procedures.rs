@@ -60,6 +60,7 @@ impl Ctx<'_> {
     /// allowed set).
     pub(crate) fn task_new(&mut self, id: TaskId, app: AppId, allowed: CpuSet, cpu: Option<CpuId>) {
         self.st.load.add_task(&allowed);
+        (self.st.pinned).count_tasks(self.topo, &allowed, None, 1, true);
         let last_cpu = cpu.filter(|c| allowed.contains(*c));
         let ts = self.st.tasks.insert(
             id,
@@ -197,6 +198,7 @@ impl Ctx<'_> {
         let t = self.st.tasks.remove(ts);
         if t.runnable {
             self.st.load.sub_task(&t.target);
+            (self.st.pinned).count_tasks(self.topo, &t.target, None, 1, false);
         }
     }
 
@@ -236,6 +238,7 @@ impl Ctx<'_> {
         for &c in &st.external_cpus {
             let old = std::mem::take(&mut st.external[c.0 as usize]);
             st.load.sub_cpu(c, old);
+            st.pinned.sub_cpu(c, old);
         }
         st.external_cpus.clear();
         for (c, m) in load_milli {
@@ -249,6 +252,7 @@ impl Ctx<'_> {
         st.external_cpus.dedup();
         for &c in &st.external_cpus {
             st.load.add_cpu(c, st.external[c.0 as usize]);
+            st.pinned.add_cpu(c, st.external[c.0 as usize]);
         }
     }
 }

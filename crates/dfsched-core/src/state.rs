@@ -157,6 +157,16 @@ pub(crate) struct State {
     /// every CPU — most of a big machine's CPUs have no sample. Rebuilt by
     /// every `ExternalLoad` sample; checked by `State::check`.
     pub external_cpus: Vec<CpuId>,
+    /// Cache: the pinned load (`cothread::Pinned`) of every runnable task
+    /// at its target and of the external load, for `A` = the machine —
+    /// what `View::pinned_without` would build with no group left out.
+    /// Changed wherever `load` is (the same tasks, the same targets), so
+    /// it is never stale; an evaluation of a group allowed on the whole
+    /// machine takes the group and the mover off it and puts them back
+    /// (`View::take_off`) instead of walking every group. Checked against a
+    /// recount by `State::check`, and against `pinned_without` in debug
+    /// builds at every use.
+    pub pinned: Pinned,
     /// The id the next group gets; ids are never reused.
     pub next_group: u64,
     /// Consecutive balancer passes that ended imbalanced with nothing moved.
@@ -177,6 +187,7 @@ impl State {
             load,
             external: vec![0; len],
             external_cpus: Vec::new(),
+            pinned: Pinned::maintained(topo),
             next_group: 1,
             persistence: 0,
             stats: Stats::default(),
@@ -405,6 +416,69 @@ impl<'s> View<'s> {
         debug_assert_eq!(pinned.sum_on(allowed), base_on_a_milli);
     }
 
+    /// Takes off the maintained pinned load `kept` (`State::pinned`, out
+    /// of the state while it is used) what `pinned_without` leaves out —
+    /// `group`'s runnable members at their targets and `mover` if it is
+    /// runnable (in no census) — or, with `put_back`, counts them again.
+    /// O(distinct allowed sets of the group), whatever the machine.
+    fn take_off(
+        self,
+        group: Option<GroupSlot>,
+        mover: Option<TaskSlot>,
+        kept: &mut Pinned,
+        put_back: bool,
+    ) {
+        let topo = self.topo;
+        if let Some(g) = group {
+            let home = topo.domain(self.st.groups[g].home);
+            for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
+                let r = u64::from(r);
+                if home.cpus.is_subset(a) {
+                    // The target is the home's CPUs (invariant 3), and no
+                    // two domains have the same CPUs.
+                    kept.count_tasks(topo, &home.cpus, Some(home.id), r, put_back);
+                } else {
+                    kept.count_tasks(topo, &self.member_target(g, a), None, r, put_back);
+                }
+            }
+        }
+        if let Some(t) = mover.map(|m| &self.st.tasks[m]).filter(|t| t.runnable) {
+            kept.count_tasks(topo, &t.target, None, 1, put_back);
+        }
+    }
+
+    /// The pinned load without `group` and `mover`, as `pinned_without`
+    /// builds it: for `A` = the machine, the maintained one `kept` with
+    /// them taken off (O(the group's census), and the caller puts them back
+    /// with `take_off(.., true)` once done: the result says so); for any
+    /// other `A`, built in `scratch` (O(groups)). In debug builds the first
+    /// is compared with the second, so a stale cache fails every test that
+    /// evaluates a group.
+    #[allow(clippy::too_many_arguments)]
+    fn pinned_for(
+        self,
+        group: Option<GroupSlot>,
+        mover: Option<TaskSlot>,
+        allowed: &CpuSet,
+        base_on_a_milli: u64,
+        scratch: &mut Pinned,
+        kept: &mut Pinned,
+    ) -> bool {
+        if allowed != self.topo.cpus() {
+            self.pinned_without(group, mover, allowed, base_on_a_milli, scratch);
+            return false;
+        }
+        self.take_off(group, mover, kept, false);
+        if cfg!(debug_assertions) {
+            self.pinned_without(group, mover, allowed, base_on_a_milli, scratch);
+            assert!(
+                scratch.same_load(kept),
+                "the maintained pinned load is stale: {kept:?}, built {scratch:?}"
+            );
+        }
+        true
+    }
+
     /// Σ load over `set`; O(1) for the whole machine.
     #[inline]
     fn load_on(self, set: &CpuSet) -> u64 {
@@ -448,6 +522,7 @@ impl Ctx<'_> {
             &mut st.tasks,
             home,
             &mut st.load,
+            &mut st.pinned,
             &mut st.stats,
             self.out,
             ts,
@@ -499,8 +574,32 @@ impl Ctx<'_> {
         if glance == Some(true) {
             return current;
         }
+        self.evaluate_by_the_rule(g, mover, mover_joins, last)
+    }
+
+    /// The end of [`Ctx::evaluate_from`] when the keep test at a glance
+    /// cannot decide: the home rule on a base load built in the scratch
+    /// vector and the pinned load. Out of line, so that its locals do not
+    /// widen the hint path's stack frames (each line of stack a hint writes
+    /// is a cache miss after the thread moved), and so that the state's
+    /// pinned load is taken out of the state only here.
+    #[inline(never)]
+    fn evaluate_by_the_rule(
+        &mut self,
+        g: GroupSlot,
+        mover: Option<TaskSlot>,
+        mover_joins: bool,
+        last: Option<CpuId>,
+    ) -> DomainId {
+        let mut kept = std::mem::take(&mut self.st.pinned);
+        let view = View {
+            topo: self.topo,
+            st: self.st,
+        };
+        let co_thread = view.st.groups[g].kind == GroupKind::CoThread;
+        let facts = view.facts(Some(g), mover, mover_joins);
         let near = co_thread.then(|| (view.co_thread_cpus(g), last));
-        by_the_rule(
+        let home = by_the_rule(
             view,
             self.config,
             &facts,
@@ -509,12 +608,16 @@ impl Ctx<'_> {
             near,
             self.scratch,
             self.pinned,
-        )
+            &mut kept,
+        );
+        self.st.pinned = kept;
+        home
     }
 
     /// A fresh home for a new group of `kind` made of `mover` alone.
     #[inline(never)]
     pub(crate) fn home_for_new(&mut self, mover: TaskSlot, kind: GroupKind) -> DomainId {
+        let mut kept = std::mem::take(&mut self.st.pinned);
         let view = View {
             topo: self.topo,
             st: self.st,
@@ -526,20 +629,27 @@ impl Ctx<'_> {
         // Both kinds: a co-thread group's heavy-load test and a DF group's
         // room test judge by where the load must run.
         let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
-        view.pinned_without(None, Some(mover), &facts.allowed, base_on_a, self.pinned);
+        let (allowed, scratch) = (&facts.allowed, &mut *self.pinned);
+        let used = view.pinned_for(None, Some(mover), allowed, base_on_a, scratch, &mut kept);
+        let pinned = if used { &kept } else { &*self.pinned };
         let near = co_thread.then(|| Near {
             cpus: &none,
             last: view.st.tasks[mover].last_cpu,
-            pinned: &*self.pinned,
+            pinned,
         });
         let shape = Shape {
             base: &*self.scratch,
             allowed: &facts.allowed,
             runnable: facts.runnable,
             near,
-            spread: (!co_thread).then_some(&*self.pinned),
+            spread: (!co_thread).then_some(pinned),
         };
-        home::choose(self.topo, self.config, &shape, None)
+        let home = home::choose(self.topo, self.config, &shape, None);
+        if used {
+            view.take_off(None, Some(mover), &mut kept, true);
+        }
+        self.st.pinned = kept;
+        home
     }
 
     /// Moves a group to `home` and re-targets its members. Counts a re-home
@@ -558,7 +668,17 @@ impl Ctx<'_> {
         let st = &mut *self.st;
         for m in st.groups[g].members.slots() {
             let (tasks, load, stats) = (&mut st.tasks, &mut st.load, &mut st.stats);
-            retarget_on(self.topo, tasks, Some(home), load, stats, self.out, m);
+            let pinned = &mut st.pinned;
+            retarget_on(
+                self.topo,
+                tasks,
+                Some(home),
+                load,
+                pinned,
+                stats,
+                self.out,
+                m,
+            );
         }
     }
 
@@ -646,6 +766,7 @@ impl Ctx<'_> {
         } else {
             self.st.load.sub_task(&t.target);
         }
+        (self.st.pinned).count_tasks(self.topo, &t.target, None, 1, runnable);
         if let Some(g) = t.group {
             let grp = &mut self.st.groups[g];
             let c = census_entry(&mut grp.census, &t.allowed);
@@ -739,13 +860,14 @@ fn by_the_rule(
     near: Option<(CpuSet, Option<CpuId>)>,
     scratch: &mut LoadVec,
     pinned: &mut Pinned,
+    kept: &mut Pinned,
 ) -> DomainId {
     view.base_without(Some(g), mover, scratch);
     // Both kinds: a co-thread group's heavy-load test and a DF group's room
     // test judge by where the load must run.
     let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
-    view.pinned_without(Some(g), mover, &facts.allowed, base_on_a, pinned);
-    let pinned = &*pinned;
+    let used = view.pinned_for(Some(g), mover, &facts.allowed, base_on_a, pinned, kept);
+    let pinned = if used { &*kept } else { &*pinned };
     let shape = Shape {
         base: &*scratch,
         allowed: &facts.allowed,
@@ -757,17 +879,23 @@ fn by_the_rule(
         }),
         spread: near.is_none().then_some(pinned),
     };
-    home::evaluate(view.topo, config, &shape, view.st.groups[g].home)
+    let home = home::evaluate(view.topo, config, &shape, view.st.groups[g].home);
+    if used {
+        view.take_off(Some(g), mover, kept, true);
+    }
+    home
 }
 
 /// [`Ctx::retarget`] on the parts of the state it changes, for a task whose
 /// home is `home`; apart so that a group's members can be re-targeted while
 /// the group is borrowed.
+#[allow(clippy::too_many_arguments)]
 fn retarget_on(
     topo: &Topology,
     tasks: &mut Slab<TaskId, Task>,
     home: Option<DomainId>,
     load: &mut LoadVec,
+    pinned: &mut Pinned,
     stats: &mut Stats,
     out: &mut Vec<Decision>,
     ts: TaskSlot,
@@ -781,6 +909,8 @@ fn retarget_on(
     if t.runnable {
         load.sub_task(&t.target);
         load.add_task(&target);
+        pinned.count_tasks(topo, &t.target, None, 1, false);
+        pinned.count_tasks(topo, &target, None, 1, true);
     }
     if target.len() == 1 {
         t.last_cpu = target.first();
