@@ -192,7 +192,6 @@ impl Ctx<'_> {
             config: self.config,
             st: &mut trial_state,
             out: &mut trial_out,
-            scratch: &mut *self.scratch,
             pinned: &mut *self.pinned,
         };
         let rehomes_before = trial.st.stats.rehomes;

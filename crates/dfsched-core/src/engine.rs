@@ -13,7 +13,6 @@ use crate::cpuset::CpuSet;
 use crate::error::CoreError;
 use crate::event::{Decision, Event};
 use crate::ids::{AppId, CpuId, DfId, DomainId, GroupId, GroupKind, TaskId};
-use crate::load::LoadVec;
 use crate::load::TASK_MILLI;
 use crate::state::{Ctx, Group, State, TaskSlot};
 use crate::topology::Topology;
@@ -112,10 +111,10 @@ pub struct Engine {
     st: State,
     /// What the last balancer pass saw and did.
     last_balance: Option<BalanceReport>,
-    /// Where the home rule builds its load vectors, reused from event to
-    /// event so that evaluating a group allocates nothing; not state.
-    scratch: LoadVec,
-    /// Where the co-thread rule builds its pinned load, likewise.
+    /// Where the pinned load of a group not allowed on the whole machine
+    /// is built, reused from event to event so that evaluating a group
+    /// allocates nothing; not state. (The home rule's `base` is built in
+    /// place in the state's load, `state.rs`.)
     pinned: Pinned,
 }
 
@@ -125,7 +124,6 @@ impl Engine {
         config.validate()?;
         Ok(Engine {
             st: State::new(&topology),
-            scratch: LoadVec::zero(topology.cpus()),
             pinned: Pinned::default(),
             topo: topology,
             config,
@@ -147,7 +145,6 @@ impl Engine {
             config: &self.config,
             st: &mut self.st,
             out,
-            scratch: &mut self.scratch,
             pinned: &mut self.pinned,
         };
         match event {

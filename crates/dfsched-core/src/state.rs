@@ -37,7 +37,7 @@
 //! deterministic. Slots only name things, they never order them.
 //!
 //! [`Ctx`] bundles the state with the read-only topology and configuration,
-//! the decision list and a scratch load vector, and offers the primitives:
+//! the decision list and a scratch pinned load, and offers the primitives:
 //! re-target a task (the only place a `Place` is emitted and the load of a
 //! task changes), re-home a group, create and reclaim groups. Procedures and
 //! the balancer are written on top of it.
@@ -237,7 +237,7 @@ pub(crate) fn target_for(
 }
 
 /// The state with what it needs to act: topology, configuration, the
-/// decisions of the event being handled, and a scratch load vector.
+/// decisions of the event being handled, and a scratch pinned load.
 pub(crate) struct Ctx<'a> {
     /// The machine.
     pub topo: &'a Topology,
@@ -247,9 +247,6 @@ pub(crate) struct Ctx<'a> {
     pub st: &'a mut State,
     /// Decisions of this event, in order.
     pub out: &'a mut Vec<Decision>,
-    /// The home rule's `base` is built here, so that evaluating a group
-    /// allocates nothing. Its content means nothing between uses.
-    pub scratch: &'a mut LoadVec,
     /// The co-thread rule's pinned load is built here, for the same reason.
     pub pinned: &'a mut Pinned,
 }
@@ -264,9 +261,11 @@ pub(crate) struct Facts<'s> {
     pub load_on_a_milli: u64,
 }
 
-/// Read-only questions about a group's members and load; borrowed apart
-/// from [`Ctx::scratch`], so that a base can be built into the scratch
-/// vector while the answers are held.
+/// Read-only questions about a group's members and load. While the home
+/// rule runs (`Ctx::evaluate_by_the_rule`, `Ctx::home_for_new`) the
+/// state's `load` and `pinned` are out of it — `base` and the pinned load
+/// are built in them in place — so a view never reads `st.load` or
+/// `st.pinned`: the load is passed in (`View::facts`).
 #[derive(Clone, Copy)]
 pub(crate) struct View<'s> {
     /// The machine.
@@ -315,10 +314,13 @@ impl<'s> View<'s> {
 
     /// `A`, `r` and the load on `A` of a group (or of no group: `None` for
     /// a new one), with `mover` (a task changing groups in this event, not
-    /// in the census) counted as a member when `mover_joins`. No load
-    /// vector is built.
+    /// in the census) counted as a member when `mover_joins`, `load` being
+    /// the engine's load (`State::load`, passed apart since the slow path
+    /// takes it out of the state to build `base` in it). No load vector is
+    /// built.
     pub(crate) fn facts(
         self,
+        load: &LoadVec,
         group: Option<GroupSlot>,
         mover: Option<TaskSlot>,
         mover_joins: bool,
@@ -340,7 +342,7 @@ impl<'s> View<'s> {
         if let Some(t) = mover.filter(|t| t.runnable) {
             taken += share_within(&t.target, &allowed);
         }
-        let on_a = (self.load_on(&allowed) + runnable * TASK_MILLI).saturating_sub(taken);
+        let on_a = (self.load_on(load, &allowed) + runnable * TASK_MILLI).saturating_sub(taken);
         Facts {
             allowed,
             runnable,
@@ -479,32 +481,52 @@ impl<'s> View<'s> {
         true
     }
 
-    /// Σ load over `set`; O(1) for the whole machine.
+    /// Σ `load` over `set`; O(1) for the whole machine.
     #[inline]
-    fn load_on(self, set: &CpuSet) -> u64 {
+    fn load_on(self, load: &LoadVec, set: &CpuSet) -> u64 {
         if set == self.topo.cpus() {
-            self.st.load.total()
+            load.total()
         } else {
-            self.st.load.sum(set)
+            load.sum(set)
         }
     }
 
-    /// Writes into `base` the load without a group's runnable members and
-    /// without `mover`: the home rule's `base`. O(distinct allowed sets ×
-    /// CPUs); allocates only the first time `base` is used.
-    pub(crate) fn base_without(
+    /// Turns the engine's load `load` (out of the state while it is used)
+    /// into the home rule's `base` in place — without `group`'s runnable
+    /// members at their targets and without `mover` if it is runnable — or,
+    /// with `put_back`, back into the engine's load. O(the CPUs of those
+    /// targets), where a copy of the vector was O(machine) (64 KiB on
+    /// 8,192 CPUs, 40 % of a hint there). Taking off then putting back the
+    /// same tasks restores the vector bit for bit (`load.rs`); debug
+    /// builds check it, and `State::check` recounts the load after every
+    /// event of the property tests.
+    fn take_base(
         self,
         group: Option<GroupSlot>,
         mover: Option<TaskSlot>,
-        base: &mut LoadVec,
+        load: &mut LoadVec,
+        put_back: bool,
     ) {
-        base.clone_from(&self.st.load);
-        for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
-            let target = self.member_target(group.expect("a census has a group"), a);
-            base.sub_tasks(&target, u64::from(r));
+        let mut count = |target: &CpuSet, n: u64| {
+            if put_back {
+                load.add_tasks(target, n);
+            } else {
+                load.sub_tasks(target, n);
+            }
+        };
+        if let Some(g) = group {
+            let home = self.topo.domain(self.st.groups[g].home);
+            for (a, _, r) in self.census_of(group).filter(|c| c.2 > 0) {
+                if home.cpus.is_subset(a) {
+                    // The target is the home's CPUs (invariant 3).
+                    count(&home.cpus, u64::from(r));
+                } else {
+                    count(&self.member_target(g, a), u64::from(r));
+                }
+            }
         }
         if let Some(t) = mover.map(|m| &self.st.tasks[m]).filter(|t| t.runnable) {
-            base.sub_task(&t.target);
+            count(&t.target, 1);
         }
     }
 }
@@ -531,8 +553,8 @@ impl Ctx<'_> {
 
     /// The home a group should have now, by the home rule with hysteresis
     /// (`home.rs`), with `mover` left out of the load and, when
-    /// `mover_joins`, counted as a member. Builds a load vector (in the
-    /// scratch one) only when the cheap keep test cannot decide.
+    /// `mover_joins`, counted as a member. Builds `base` (in place in the
+    /// state's load) only when the cheap keep test cannot decide.
     pub(crate) fn evaluate(
         &mut self,
         g: GroupSlot,
@@ -561,7 +583,7 @@ impl Ctx<'_> {
         };
         let current = view.st.groups[g].home;
         let co_thread = view.st.groups[g].kind == GroupKind::CoThread;
-        let facts = view.facts(Some(g), mover, mover_joins);
+        let facts = view.facts(&view.st.load, Some(g), mover, mover_joins);
         let glance = home::keeps_at_a_glance(
             self.topo,
             self.config,
@@ -591,13 +613,14 @@ impl Ctx<'_> {
         mover_joins: bool,
         last: Option<CpuId>,
     ) -> DomainId {
+        let mut load = std::mem::take(&mut self.st.load);
         let mut kept = std::mem::take(&mut self.st.pinned);
         let view = View {
             topo: self.topo,
             st: self.st,
         };
         let co_thread = view.st.groups[g].kind == GroupKind::CoThread;
-        let facts = view.facts(Some(g), mover, mover_joins);
+        let facts = view.facts(&load, Some(g), mover, mover_joins);
         let near = co_thread.then(|| (view.co_thread_cpus(g), last));
         let home = by_the_rule(
             view,
@@ -606,10 +629,11 @@ impl Ctx<'_> {
             g,
             mover,
             near,
-            self.scratch,
+            &mut load,
             self.pinned,
             &mut kept,
         );
+        self.st.load = load;
         self.st.pinned = kept;
         home
     }
@@ -617,13 +641,15 @@ impl Ctx<'_> {
     /// A fresh home for a new group of `kind` made of `mover` alone.
     #[inline(never)]
     pub(crate) fn home_for_new(&mut self, mover: TaskSlot, kind: GroupKind) -> DomainId {
+        let mut load = std::mem::take(&mut self.st.load);
         let mut kept = std::mem::take(&mut self.st.pinned);
         let view = View {
             topo: self.topo,
             st: self.st,
         };
-        let facts = view.facts(None, Some(mover), true);
-        view.base_without(None, Some(mover), self.scratch);
+        let facts = view.facts(&load, None, Some(mover), true);
+        let before = cfg!(debug_assertions).then(|| load.clone());
+        view.take_base(None, Some(mover), &mut load, false);
         let none = CpuSet::new();
         let co_thread = kind == GroupKind::CoThread;
         // Both kinds: a co-thread group's heavy-load test and a DF group's
@@ -638,7 +664,7 @@ impl Ctx<'_> {
             pinned,
         });
         let shape = Shape {
-            base: &*self.scratch,
+            base: &load,
             allowed: &facts.allowed,
             runnable: facts.runnable,
             near,
@@ -648,6 +674,9 @@ impl Ctx<'_> {
         if used {
             view.take_off(None, Some(mover), &mut kept, true);
         }
+        view.take_base(None, Some(mover), &mut load, true);
+        debug_assert!(before.is_none_or(|b| b == load), "the load is restored");
+        self.st.load = load;
         self.st.pinned = kept;
         home
     }
@@ -845,10 +874,12 @@ impl Ctx<'_> {
     }
 }
 
-/// The end of [`Ctx::evaluate`] when the keep test at a glance cannot
-/// decide: the home rule on a base load built in `scratch`. Out of line, so
-/// that its locals do not widen the hint path's stack frames (each line of
-/// stack a hint writes is a cache miss after the thread moved).
+/// The home rule for group `g` when the keep test at a glance cannot
+/// decide ([`Ctx::evaluate_by_the_rule`]): on `base`, built in place in
+/// the engine's `load` (out of the state meanwhile) and turned back into it
+/// before returning, and on the pinned load (`pinned` the scratch one,
+/// `kept` the state's maintained one, out of the state too). Out of line,
+/// so that its locals do not widen the hint path's stack frames.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn by_the_rule(
@@ -858,18 +889,19 @@ fn by_the_rule(
     g: GroupSlot,
     mover: Option<TaskSlot>,
     near: Option<(CpuSet, Option<CpuId>)>,
-    scratch: &mut LoadVec,
+    load: &mut LoadVec,
     pinned: &mut Pinned,
     kept: &mut Pinned,
 ) -> DomainId {
-    view.base_without(Some(g), mover, scratch);
+    let before = cfg!(debug_assertions).then(|| load.clone());
+    view.take_base(Some(g), mover, load, false);
     // Both kinds: a co-thread group's heavy-load test and a DF group's room
     // test judge by where the load must run.
     let base_on_a = facts.load_on_a_milli - facts.runnable * TASK_MILLI;
     let used = view.pinned_for(Some(g), mover, &facts.allowed, base_on_a, pinned, kept);
     let pinned = if used { &*kept } else { &*pinned };
     let shape = Shape {
-        base: &*scratch,
+        base: &*load,
         allowed: &facts.allowed,
         runnable: facts.runnable,
         near: near.as_ref().map(|(cpus, last)| Near {
@@ -883,6 +915,8 @@ fn by_the_rule(
     if used {
         view.take_off(Some(g), mover, kept, true);
     }
+    view.take_base(Some(g), mover, load, true);
+    debug_assert!(before.is_none_or(|b| b == *load), "the load is restored");
     home
 }
 
