@@ -181,7 +181,10 @@ pub(crate) struct Near<'a> {
 ///   kept up to date by every change of the load; an evaluation for such a
 ///   group takes its own members and the mover off it, reads it, and puts
 ///   them back ([`Pinned::add_task`], [`Pinned::sub_task`]): O(its census),
-///   not O(all groups). It keeps no dirty lists (nothing resets it).
+///   not O(all groups). It keeps no dirty lists (nothing resets it), but
+///   keeps per domain the load that must run inside it (`below`), so that
+///   the room test can tell a domain's load without walking its subtree
+///   (`home.rs`, `Shape::fit_below`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pinned {
     /// `pin(c)` at index `c`, in thousandths.
@@ -198,6 +201,11 @@ pub(crate) struct Pinned {
     inside_written: Vec<u32>,
     /// `Σ_D inside(D)`, kept by every add and sub.
     inside_total: u64,
+    /// A maintained one's `Σ_{c∈D} pin(c) + Σ_{D'⊆D} inside(D')` at index
+    /// `D` (every CPU of the machine being in `A`): what `fit_below` sums
+    /// over `D`'s subtree. Kept by every count, O(depth) each; empty in a
+    /// scratch one.
+    below: Vec<u64>,
 }
 
 impl Pinned {
@@ -207,6 +215,7 @@ impl Pinned {
         Pinned {
             cpu: vec![0; len],
             inside: vec![0; topo.domains().len()],
+            below: vec![0; topo.domains().len()],
             ..Pinned::default()
         }
     }
@@ -254,38 +263,64 @@ impl Pinned {
     ) {
         debug_assert!(!self.scratch, "only a maintained one counts tasks");
         let milli = n * TASK_MILLI;
-        let (x, total) = if target.len() == 1 {
+        if target.len() == 1 {
             let c = target.first().expect("one CPU");
-            (&mut self.cpu[c.0 as usize], None)
-        } else {
-            let d = holding.unwrap_or_else(|| topo.smallest_holding(target));
-            debug_assert_eq!(d, topo.smallest_holding(target));
-            (&mut self.inside[d.0 as usize], Some(&mut self.inside_total))
-        };
+            self.external(topo, c, milli, add);
+            return;
+        }
+        let d = holding.unwrap_or_else(|| topo.smallest_holding(target));
+        debug_assert_eq!(d, topo.smallest_holding(target));
+        let x = &mut self.inside[d.0 as usize];
         if add {
             *x += milli;
-            if let Some(t) = total {
-                *t += milli;
-            }
+            self.inside_total += milli;
         } else {
             debug_assert!(*x >= milli, "pinned load would go negative");
             *x -= milli;
-            if let Some(t) = total {
-                *t -= milli;
-            }
+            self.inside_total -= milli;
         }
+        self.count_below(topo, Some(d), milli, add);
+    }
+
+    /// Adds (`add`) or takes off `milli` of load that can only run on
+    /// `cpu`, in a maintained one: external load, or tasks targeted at
+    /// `cpu` alone.
+    pub(crate) fn external(&mut self, topo: &Topology, cpu: CpuId, milli: u64, add: bool) {
+        debug_assert!(!self.scratch, "a scratch one is only added to");
+        let x = &mut self.cpu[cpu.0 as usize];
+        if add {
+            *x += milli;
+        } else {
+            debug_assert!(*x >= milli, "pinned load would go negative");
+            *x -= milli;
+        }
+        self.count_below(topo, topo.leaf(cpu), milli, add);
+    }
+
+    /// `below` of `d` and of every domain above it, ± `milli`.
+    fn count_below(&mut self, topo: &Topology, mut d: Option<DomainId>, milli: u64, add: bool) {
+        while let Some(at) = d {
+            let b = &mut self.below[at.0 as usize];
+            if add {
+                *b += milli;
+            } else {
+                *b -= milli;
+            }
+            d = topo.domain(at).parent;
+        }
+    }
+
+    /// A maintained one's load that must run inside `d` (`below`, module
+    /// doc's `X_D` without the group); `None` for a scratch one.
+    #[inline]
+    pub(crate) fn below(&self, d: DomainId) -> Option<u64> {
+        self.below.get(d.0 as usize).copied()
     }
 
     /// Whether two hold the same load (`pin` and `inside` everywhere),
     /// however they are kept.
     pub(crate) fn same_load(&self, other: &Pinned) -> bool {
         self.cpu == other.cpu && self.inside == other.inside
-    }
-
-    /// Takes `milli` of external load off `cpu` (a maintained one).
-    pub(crate) fn sub_cpu(&mut self, cpu: CpuId, milli: u64) {
-        debug_assert!(!self.scratch && self.cpu[cpu.0 as usize] >= milli);
-        self.cpu[cpu.0 as usize] -= milli;
     }
 
     /// Adds load that can only run on `cpu` (a CPU of the machine).

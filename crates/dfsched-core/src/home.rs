@@ -245,7 +245,44 @@ impl<'a> Shape<'a> {
     /// (bottom-up sums, no allocation), offering every domain strictly
     /// inside `d` that holds the group by `test` to `best`. O(subtree),
     /// however many of its domains are then compared.
+    ///
+    /// A domain of fewer than `r` CPUs cannot hold the group by the room
+    /// test, nor can any domain inside it; so, with the state's maintained
+    /// pinned load (which keeps each domain's `below` and is only used when
+    /// `A` is the whole machine, `state.rs`), such a subtree is not walked:
+    /// its load is `below(D)` and its capacity `|D|`. The keep test of a
+    /// group of 16 on an LLC of 32 cores visits 33 domains, not 97.
     fn fit_below(
+        &self,
+        topo: &Topology,
+        test: Test<'_>,
+        d: DomainId,
+        best: &mut Smallest,
+    ) -> (u64, u64) {
+        let dom = topo.domain(d);
+        if let Test::Room {
+            inside: Some(pinned),
+        } = test
+        {
+            if let Some(below) = pinned.below(d) {
+                let cpus = dom.cpus.len() as u64;
+                if cpus < self.runnable {
+                    if cfg!(debug_assertions) {
+                        assert!(self.allowed == topo.cpus());
+                        let mut none = Smallest::default();
+                        let walked = self.fit_walked(topo, test, d, &mut none);
+                        assert_eq!((below, cpus), walked, "below is the subtree's sum");
+                        assert!(none.best.is_none(), "nothing inside holds the group");
+                    }
+                    return (below, cpus);
+                }
+            }
+        }
+        self.fit_walked(topo, test, d, best)
+    }
+
+    /// [`Shape::fit_below`] walking the whole subtree.
+    fn fit_walked(
         &self,
         topo: &Topology,
         test: Test<'_>,

@@ -141,7 +141,7 @@ impl State {
         }
         let mut pinned = Pinned::maintained(topo);
         for c in machine.iter() {
-            pinned.add_cpu(c, self.external[c.0 as usize]);
+            pinned.external(topo, c, self.external[c.0 as usize], true);
         }
         for (_, _, t) in self.tasks.iter().filter(|(_, _, t)| t.runnable) {
             pinned.count_tasks(topo, &t.target, None, 1, true);

@@ -238,7 +238,7 @@ impl Ctx<'_> {
         for &c in &st.external_cpus {
             let old = std::mem::take(&mut st.external[c.0 as usize]);
             st.load.sub_cpu(c, old);
-            st.pinned.sub_cpu(c, old);
+            st.pinned.external(self.topo, c, old, false);
         }
         st.external_cpus.clear();
         for (c, m) in load_milli {
@@ -252,7 +252,7 @@ impl Ctx<'_> {
         st.external_cpus.dedup();
         for &c in &st.external_cpus {
             st.load.add_cpu(c, st.external[c.0 as usize]);
-            st.pinned.add_cpu(c, st.external[c.0 as usize]);
+            (st.pinned).external(self.topo, c, st.external[c.0 as usize], true);
         }
     }
 }
