@@ -382,6 +382,13 @@ impl Hash for CpuSet {
 impl Ord for CpuSet {
     #[inline]
     fn cmp(&self, other: &CpuSet) -> Ordering {
+        // Equal sets first: a census lookup (`state.rs`) nearly always
+        // finds its set, and comparing the words in use at once (a memcmp)
+        // is many times faster than the word-by-word walk below on a
+        // machine-wide set of 8,192 CPUs (128 words).
+        if self == other {
+            return Ordering::Equal;
+        }
         // Below both sets' first words kept, both bitmaps are 0.
         let start = self.span().0.min(other.span().0);
         let (a_end, b_end) = (self.end(), other.end());
