@@ -15,6 +15,11 @@
 //! Exit codes of `run`: 0 when it unloaded the scheduler itself (a signal), 1 when the kernel ended the
 //! scheduler with an error (a stall, a BPF error) or it could not load, 2 when the kernel ended it
 //! otherwise (SysRq-S).
+//!
+//! Loading: the kernel's CPU hotplug count is read before the load and given to the kernel
+//! (`ops.hotplug_seq`, `sched.rs`); a CPU that comes or goes before the attach makes the kernel refuse
+//! it, and `run` loads again, up to [`LOAD_ATTEMPTS`] times, then fails (exit 1) saying the CPUs kept
+//! changing.
 
 #![warn(missing_docs)]
 
@@ -36,12 +41,22 @@ mod trace_summary;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
-use sched::{exit_kind, ExitInfo, Scheduler, Settings};
+use libbpf_rs::OpenObject;
+use sched::{exit_kind, ExitInfo, SchedError, Scheduler, Settings};
 use std::io::{BufRead as _, Write as _};
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Loads tried before `run` gives up when a CPU comes or goes during each (the kernel refuses an
+/// attach whose hotplug count is stale: `sched.rs`, `ops.hotplug_seq`). Hotplug is rare; five in a
+/// row means the CPUs keep changing, and the error says so.
+const LOAD_ATTEMPTS: usize = 5;
+
+/// For the hotplug check only: milliseconds `run` pauses between reading the kernel's hotplug count
+/// and attaching, at each attempt (`Settings::test_attach_pause`).
+const TEST_ATTACH_PAUSE_ENV: &str = "DFSCHED_SCX_TEST_ATTACH_PAUSE_MS";
 
 /// Where the control socket is by default.
 const DEFAULT_SOCKET: &str = "/run/dfsched-scx/sock";
@@ -208,6 +223,20 @@ fn catch_stop_signals() -> Result<()> {
 }
 
 /// The machine's possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-7`), as a count.
+/// The test pause of [`TEST_ATTACH_PAUSE_ENV`], if set.
+fn test_attach_pause() -> Result<Option<Duration>> {
+    match std::env::var(TEST_ATTACH_PAUSE_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) => {
+            let ms: u64 = v
+                .trim()
+                .parse()
+                .with_context(|| format!("{TEST_ATTACH_PAUSE_ENV}={v}: milliseconds"))?;
+            Ok(Some(Duration::from_millis(ms.min(60_000))))
+        }
+    }
+}
+
 fn possible_cpus() -> Result<u32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
         .context("/sys/devices/system/cpu/possible")?;
@@ -286,8 +315,35 @@ fn run(
     trace_to: Option<TraceTo>,
 ) -> Result<i32> {
     catch_stop_signals()?;
-    let mut storage = MaybeUninit::uninit();
-    let mut sched = Scheduler::load(&mut storage, settings)?;
+    // One libbpf object per attempt: a refused attempt's scheduler is detached, but its object
+    // stays borrowed for the lifetime a successful one would have had.
+    let mut storages: [MaybeUninit<OpenObject>; LOAD_ATTEMPTS] =
+        std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut refusals = Vec::new();
+    let mut loaded = None;
+    for (attempt, storage) in storages.iter_mut().enumerate() {
+        match Scheduler::load(storage, settings) {
+            Ok(s) => {
+                loaded = Some(s);
+                break;
+            }
+            Err(e @ SchedError::Hotplug { .. }) => {
+                println!(
+                    "dfsched-scx: attempt {} of {LOAD_ATTEMPTS} refused by the kernel: {e}",
+                    attempt + 1
+                );
+                let _ = std::io::stdout().flush();
+                refusals.push(e.to_string());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let Some(mut sched) = loaded else {
+        anyhow::bail!(
+            "not loaded: the CPUs changed (hotplug) during each of {LOAD_ATTEMPTS} attempts to load the scheduler; the last: {}",
+            refusals.last().map_or("", String::as_str)
+        );
+    };
     // The trace starts before the socket serves: every map change is in it.
     let tracing = match &trace_to {
         Some(t) => {
@@ -476,6 +532,7 @@ fn main() {
                 stall_group: test_stall_group,
                 switch_all: all,
                 trace_ring_bytes,
+                test_attach_pause: test_attach_pause()?,
             };
             let trace_to = trace.map(|path| TraceTo {
                 path,

@@ -36,7 +36,28 @@ pub struct Settings {
     /// The dispatch trace's ring buffer, in bytes (a power of 2, at least a page); 0: no trace (the
     /// BPF side's `ops.running` then does nothing).
     pub trace_ring_bytes: u32,
+    /// For the hotplug check only (`DFSCHED_SCX_TEST_ATTACH_PAUSE_MS`): a pause between reading the
+    /// kernel's hotplug sequence and attaching, long enough for a check to take a CPU away in it.
+    pub test_attach_pause: Option<std::time::Duration>,
 }
+
+/// The kernel's count of CPU hotplug events (sched_ext, 6.12+): an attach given an older count than
+/// the kernel's at enable is ended at once (`check_hotplug_seq` in kernel/sched/ext.c).
+pub const HOTPLUG_SEQ: &str = "/sys/kernel/sched_ext/hotplug_seq";
+
+/// The kernel's `enum scx_exit_code` bits a hotplug race sets (kernel/sched/ext.c of 6.12): the reason
+/// (a CPU came or went) and the action it asks of userspace (load the scheduler again).
+pub mod exit_code {
+    /// `SCX_ECODE_RSN_HOTPLUG`.
+    pub const RSN_HOTPLUG: i64 = 1 << 32;
+    /// `SCX_ECODE_ACT_RESTART`.
+    pub const ACT_RESTART: i64 = 1 << 48;
+}
+
+/// How long [`Scheduler::load`] waits for the kernel's verdict when the hotplug count moved between
+/// its read and the attach: the kernel ends a refused scheduler from a work item, so the exit record
+/// may come just after the attach returns.
+const HOTPLUG_VERDICT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why loading or a map write failed.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +73,29 @@ pub enum SchedError {
     /// An argument out of the scheduler's limits.
     #[error("{0}")]
     Limit(String),
+    /// The kernel's hotplug count could not be read.
+    #[error("reading {HOTPLUG_SEQ}: {0}")]
+    HotplugSeq(String),
+    /// A CPU came or went between reading the hotplug count and attaching: the kernel ended the
+    /// scheduler at once (it is detached again); load it anew.
+    #[error("a CPU came or went while the scheduler loaded (hotplug_seq {expected} read before, {now} at attach): {reason}")]
+    Hotplug {
+        /// The count the scheduler was loaded with.
+        expected: u64,
+        /// The kernel's count after the attach.
+        now: u64,
+        /// The kernel's exit message.
+        reason: String,
+    },
+}
+
+/// The kernel's CPU hotplug count ([`HOTPLUG_SEQ`]).
+pub fn hotplug_seq() -> Result<u64, SchedError> {
+    let text =
+        std::fs::read_to_string(HOTPLUG_SEQ).map_err(|e| SchedError::HotplugSeq(e.to_string()))?;
+    text.trim()
+        .parse()
+        .map_err(|e| SchedError::HotplugSeq(format!("{:?}: {e}", text.trim())))
 }
 
 fn bpf(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> SchedError {
@@ -93,6 +137,13 @@ impl ExitInfo {
     pub fn is_error(&self) -> bool {
         self.kind >= exit_kind::ERROR
     }
+
+    /// Whether the kernel ended it because a CPU came or went since the hotplug count it was loaded
+    /// with, asking for a new load.
+    pub fn is_hotplug_restart(&self) -> bool {
+        let both = exit_code::RSN_HOTPLUG | exit_code::ACT_RESTART;
+        self.exit_code & both == both
+    }
 }
 
 fn c_string(raw: &[i8]) -> String {
@@ -127,6 +178,12 @@ fn group_bytes(home: &[u64], quota: u32) -> Vec<u8> {
 impl<'obj> Scheduler<'obj> {
     /// Opens, configures, loads and attaches the scheduler. `storage` holds libbpf's object for as long
     /// as the scheduler lives.
+    ///
+    /// The kernel's CPU hotplug count is read first and given to the kernel (`ops.hotplug_seq`): if a
+    /// CPU comes or goes before the attach, the kernel ends the scheduler at once, and this returns
+    /// [`SchedError::Hotplug`] with the scheduler detached again (the caller loads anew, with a new
+    /// `storage`). A count of 0 (no hotplug event since boot) cannot be told from "not set": the
+    /// kernel then checks nothing.
     pub fn load(
         storage: &'obj mut MaybeUninit<OpenObject>,
         settings: Settings,
@@ -157,8 +214,12 @@ impl<'obj> Scheduler<'obj> {
                 .set_max_entries(settings.trace_ring_bytes)
                 .map_err(bpf("sizing the trace's ring buffer"))?;
         }
+        // Read before anything that depends on the CPUs (the BPF side's online mask is filled in
+        // ops.init, under the kernel's hotplug lock, after this).
+        let seq = hotplug_seq()?;
         let ops = open.struct_ops.dfsched_ops_mut();
         ops.timeout_ms = settings.timeout_ms;
+        ops.hotplug_seq = seq;
         if settings.trace_ring_bytes == 0 {
             // Not tracing: no ops.running at all, so the kernel makes no call for it on any context
             // switch (libbpf then leaves the unreferenced program unloaded).
@@ -170,15 +231,58 @@ impl<'obj> Scheduler<'obj> {
             ops.flags &= !u64::from(intf::OPS_SWITCH_PARTIAL);
         }
         let mut skel = open.load().map_err(bpf("loading the BPF scheduler"))?;
+        if let Some(pause) = settings.test_attach_pause {
+            println!(
+                "dfsched-scx: hotplug_seq {seq} read; attaching in {} ms (test pause)",
+                pause.as_millis()
+            );
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            std::thread::sleep(pause);
+        }
         let link = skel.maps.dfsched_ops.attach_struct_ops().map_err(bpf(
             "attaching the scheduler (is another sched_ext scheduler loaded?)",
         ))?;
-        Ok(Scheduler {
+        let mut sched = Scheduler {
             skel,
             link: Some(link),
             settings,
             trace: None,
-        })
+        };
+        if let Some(refused) = sched.refused_for_hotplug(seq) {
+            sched.detach();
+            return Err(refused);
+        }
+        Ok(sched)
+    }
+
+    /// After the attach: whether the kernel ended the scheduler because the hotplug count it was
+    /// given (`seq`) was no longer the kernel's. The kernel checks at enable and ends a refused
+    /// scheduler from a work item, which it mostly waits for before the attach returns; when the
+    /// count moved and no exit record is there yet, the verdict is awaited a little
+    /// ([`HOTPLUG_VERDICT_WAIT`]): a CPU that came or went just after the kernel's check is no
+    /// refusal, and the online mask follows it (ops.cpu_online/offline).
+    fn refused_for_hotplug(&self, seq: u64) -> Option<SchedError> {
+        let refused = |e: ExitInfo| {
+            e.is_hotplug_restart().then(|| SchedError::Hotplug {
+                expected: seq,
+                now: hotplug_seq().unwrap_or(seq),
+                reason: if e.msg.is_empty() { e.reason } else { e.msg },
+            })
+        };
+        if let Some(e) = self.exit_info() {
+            return refused(e);
+        }
+        if hotplug_seq().is_ok_and(|now| now == seq) {
+            return None;
+        }
+        let until = std::time::Instant::now() + HOTPLUG_VERDICT_WAIT;
+        while std::time::Instant::now() < until {
+            if let Some(e) = self.exit_info() {
+                return refused(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
     }
 
     /// Writes the dispatch trace to `writer` from now on: the map changes this scheduler makes, and
@@ -383,6 +487,23 @@ mod tests {
             "enq_home_offline"
         );
         assert_eq!(STAT_NAMES[intf::STAT_TRACE_DROP as usize], "trace_drop");
+    }
+
+    #[test]
+    fn a_hotplug_refusal_is_told_from_other_exits() {
+        let exit = |kind, exit_code| ExitInfo {
+            kind,
+            exit_code,
+            reason: String::new(),
+            msg: String::new(),
+        };
+        let both = exit_code::RSN_HOTPLUG | exit_code::ACT_RESTART;
+        // What check_hotplug_seq gives (scx_ops_exit: unregistered by the kernel).
+        assert!(exit(exit_kind::UNREG_KERN, both).is_hotplug_restart());
+        assert!(!exit(exit_kind::UNREG_KERN, both).is_error());
+        assert!(!exit(exit_kind::UNREG, 0).is_hotplug_restart());
+        assert!(!exit(exit_kind::SYSRQ, 0).is_hotplug_restart());
+        assert!(!exit(exit_kind::UNREG_KERN, exit_code::RSN_HOTPLUG).is_hotplug_restart());
     }
 
     #[test]

@@ -41,7 +41,7 @@ enum Cmd {
         /// from DIR instead of building them.
         #[arg(long, value_name = "DIR")]
         bin_dir: Option<PathBuf>,
-        /// Run only this check (after the topology check).
+        /// Run only this check (after the topology check); several: a comma-separated list.
         #[arg(long, value_name = "CHECK")]
         only: Option<String>,
         /// Kill a guest that has not powered off after this many seconds.

@@ -122,7 +122,7 @@ pub fn run_plan(
         checks::PLAN.iter().collect()
     };
     for (name, needs_llcs, check) in plan {
-        if only.is_some_and(|o| o != *name) && *name != "topology-sysfs" {
+        if only.is_some_and(|o| !o.split(',').any(|n| n == *name)) && *name != "topology-sysfs" {
             continue;
         }
         // Opt-in checks run only when named (checks::OPT_IN says why).

@@ -40,6 +40,8 @@
 
 #[path = "scx_faults.rs"]
 mod faults;
+#[path = "scx_load.rs"]
+mod load;
 #[path = "scx_trace.rs"]
 pub mod trace;
 
@@ -65,6 +67,7 @@ pub const PLAN: &[(&str, usize, CheckFn)] = &[
     ("scx-rehint-and-move", 2, trace::rehint_and_move),
     ("scx-faults", 1, faults::faults),
     ("scx-hotplug", 1, faults::hotplug),
+    ("scx-hotplug-at-load", 1, load::hotplug_at_load),
     ("scx-soak", 1, faults::soak),
     ("scx-cli-partial", 1, cli_partial),
     ("scx-cli-all", 1, cli_all),
