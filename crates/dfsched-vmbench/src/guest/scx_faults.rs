@@ -407,14 +407,120 @@ pub(super) fn hotplug(ctx: &Ctx) -> Result<String, String> {
     let returned = reach_and_hold("spinners back on their home", || {
         spinners_on_home(&loaded, &spin, &full)
     })?;
+    let partly = part_of_home_offline(ctx, &mut loaded, &spin, &tids, &home)?;
     client.close();
     spin.finish(30)?;
     let unloaded = loaded.unload()?;
     Ok(format!(
         "home {home}, {} spinners: {start}; {moved}, state enabled; {}; enq_home_offline {offline_enq}, disp_drain {drained}; \
-         back online: {returned}; {unloaded}",
+         back online: {returned}; {partly}; {unloaded}",
         tids.len(),
         gains.join("; ")
+    ))
+}
+
+/// `scx-hotplug`'s second half: the home's CPUs but its first go offline, while a `SCHED_EXT` thread
+/// of another process is pinned to one of them alone. The group's spinners must run on the home's
+/// online CPU only (none elsewhere while it is online: the home counts only its online CPUs), every
+/// one gaining CPU time, and the BPF side must send none of them to the shared queue (the home is
+/// live). The pinned thread's affinity then allows only offline CPUs: by the kernel's rule it
+/// widens it (`select_fallback_rq`: "no longer affine to cpuN"), and the thread must go on running,
+/// with the scheduler enabled (no stall, no error). The CPUs come back and the spinners return to
+/// their whole home.
+fn part_of_home_offline(
+    ctx: &Ctx,
+    loaded: &mut Loaded,
+    spin: &Running,
+    tids: &[i32],
+    home: &CpuSet,
+) -> Result<String, String> {
+    let mut cpus = home.iter();
+    let keep: CpuSet = cpus.next().into_iter().collect();
+    let away: CpuSet = cpus.collect();
+    let Some(pin_to) = away.iter().next() else {
+        return Err(format!("the home {home} has one CPU: no part of it can go"));
+    };
+    let full = online()?;
+    let mut cmd = Command::new(ctx.bin("dfsched-scx"));
+    cmd.args(["ext", "--"])
+        .arg(ctx.bin("dfsched-vmspin"))
+        .args(["1", "--cpus", &pin_to.0.to_string()]);
+    let pinned = Running::start(cmd, "a SCHED_EXT spinner pinned to one CPU")?;
+    let pinned_tid: i32 = poll(Duration::from_secs(60), || match pinned.threads() {
+        Ok(ts) => match ts.iter().find(|t| t.name == "spin-0") {
+            Some(t) if t.mask == [pin_to].into_iter().collect::<CpuSet>() => {
+                Step::Holds(t.tid.to_string())
+            }
+            Some(t) => Step::NotYet(format!("spin-0 mask {}", t.mask)),
+            None => Step::NotYet("no spin-0 yet".into()),
+        },
+        Err(e) => Step::NotYet(e),
+    })?
+    .parse()
+    .map_err(|e| format!("spin-0's tid: {e}"))?;
+    let before = loaded.state()?;
+    let _back = OnlineAgain(away.clone());
+    set_online(&away, false)?;
+    let on_rest = reach_and_hold(
+        &format!("spinners on {keep}, the online part of their home, with {away} offline"),
+        || {
+            if !loaded.run.alive() || read(STATE) != "enabled" {
+                return Err(format!("the scheduler ended: state {}", read(STATE)));
+            }
+            let ts = spin.threads()?;
+            let at: Vec<String> = ts
+                .iter()
+                .filter(|t| t.name.starts_with("spin-"))
+                .map(|t| format!("{}@{}", t.name, t.cpu))
+                .collect();
+            let s = at.join(" ");
+            let elsewhere = ts
+                .iter()
+                .any(|t| t.name.starts_with("spin-") && !keep.contains(CpuId(t.cpu)));
+            if elsewhere {
+                Err(s)
+            } else {
+                Ok(s)
+            }
+        },
+    )
+    .map_err(|e| {
+        if !loaded.run.alive() || read(STATE) != "enabled" {
+            format!("{e}; {}", loaded.output())
+        } else {
+            e
+        }
+    })?;
+    let gained = all_gain(spin.pid(), tids)?;
+    let pinned_gained = all_gain(pinned.pid(), &[pinned_tid])
+        .map_err(|e| format!("the thread pinned to offline CPU {pin_to}: {e}"))?;
+    let widened = pinned
+        .threads()?
+        .into_iter()
+        .find(|t| t.tid == pinned_tid)
+        .map(|t| format!("its mask now {}, last on CPU {}", t.mask, t.cpu))
+        .ok_or("the pinned spinner is gone")?;
+    if !loaded.run.alive() || read(STATE) != "enabled" {
+        return Err(format!(
+            "the scheduler ended with {away} offline: {}",
+            loaded.output()
+        ));
+    }
+    let after = loaded.state()?;
+    let sent = stat(&after, "enq_home_offline").saturating_sub(stat(&before, "enq_home_offline"));
+    if sent > 0 {
+        return Err(format!(
+            "{keep} of the home {home} online, yet {sent} of its threads went to the shared queue (enq_home_offline)"
+        ));
+    }
+    set_online(&away, true)?;
+    let back = reach_and_hold("spinners back on their whole home", || {
+        spinners_on_home(loaded, spin, &full)
+    })?;
+    pinned.finish(30)?;
+    Ok(format!(
+        "{away} offline, {keep} online: {on_rest}; {gained}; enq_home_offline +0; \
+         a thread pinned to {pin_to} alone: {pinned_gained}, {widened}; back online: {back}"
     ))
 }
 
