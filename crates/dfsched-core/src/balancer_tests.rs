@@ -454,3 +454,57 @@ fn sleeping_members_move_with_their_group() {
     assert!(!h.e.task(TaskId(3)).unwrap().runnable);
     assert_eq!(h.load(), vec![3000, 2000]);
 }
+
+#[test]
+fn groups_leave_a_hogged_llc_once_and_stay_where_the_home_rule_puts_them() {
+    // dfsched-vmbench's `scx-rehint-and-move` on correct inputs: 2 LLCs of
+    // 4 CPUs (2 nodes, SMT pairs), DF 1 of 2 threads and DF 2 of 3, each
+    // in an LLC of its own, then two spinning threads of another program
+    // on each CPU of DF 1's LLC, seen as they are (2000 a CPU) at every
+    // pass. In the VM the runtime saw them as almost nothing (the guest's
+    // /proc/stat busy columns lose timer ticks under TCG:
+    // `signals::BusyTracker`), and its passes moved DF 2 into the hogged
+    // LLC and DF 1 back (1–9 group moves, 10–34 re-homes a run).
+    //
+    // On these inputs the first pass re-homes DF 1 out, whole, to half of
+    // the other LLC (its home 0-1 no longer holds it), and the home rule then finds no LLC that holds DF 2 (the
+    // other LLC has DF 1's 2 threads inside and 4 CPUs: 2 + 3 > 4; the
+    // hogged one 8 + 3 > 4), so DF 2 goes to the whole machine, its
+    // answer when nothing smaller holds a group: no home inside the hogged
+    // LLC, only one spread over both. Nothing moves after that pass in 50:
+    // no move narrows the spread (DF 2's home holds both the busiest and
+    // the idlest CPU, DF 1's not the busiest).
+    let mut h = H::new(Topology::test(2, 1, 2, 2));
+    for t in 1..=2 {
+        h.task_df(t, "0-7", 1);
+    }
+    for t in 3..=5 {
+        h.task_df(t, "0-7", 2);
+    }
+    assert_eq!((h.home(1), h.home(3)), ("0-1".into(), "4-7".into()));
+    h.external(&[2, 2, 2, 2, 0, 0, 0, 0]);
+    let before = h.e.stats().clone();
+    let mut homes = Vec::new();
+    for _ in 0..50 {
+        h.balance();
+        homes.push((h.home(1), h.home(3)));
+    }
+    assert!(
+        homes
+            .iter()
+            .all(|x| *x == ("4-5".to_string(), "0-7".to_string())),
+        "{homes:?}"
+    );
+    assert_eq!(h.load(), vec![2375, 2375, 2375, 2375, 1375, 1375, 375, 375]);
+    let s = h.e.stats();
+    let moved = (
+        s.group_moves - before.group_moves,
+        s.rehomes - before.rehomes,
+        s.splits,
+    );
+    assert_eq!(
+        moved,
+        (0, 2, 0),
+        "one re-home of each group, in the first pass"
+    );
+}

@@ -268,7 +268,7 @@ impl External {
         let own_since = self.own_since(own_pid);
         let mut busy = self
             .busy
-            .observe(at_ns, &stat.busy_ticks, &own_since)
+            .observe(at_ns, &stat.busy_ticks, &stat.idle_ticks, &own_since)
             .to_vec();
         // The other dfsched processes' load comes with the view: it is not
         // unmanaged. Their placed load stands in for their busy time and

@@ -96,7 +96,22 @@ pub const MIN_BUSY_WINDOW_NS: u64 = 100_000_000;
 /// one task, so busy thousandths are thread thousandths.
 const FULL: u64 = TASK_MILLI;
 
+/// Clock ticks per CPU, in CPU order.
+type Ticks = Vec<(CpuId, u64)>;
+
 /// Outside busy fractions per CPU, from successive `/proc/stat` readings.
+///
+/// A CPU's busy time over a window is the larger of its busy ticks and
+/// the window less its idle ticks (idle + iowait + steal), when those are
+/// given: the kernel samples the busy columns at timer ticks, which a
+/// virtual CPU may miss, but keeps idle time by the clock on a tickless
+/// kernel (`procfs/cpustat.rs`). Taking the busy ticks alone, a TCG guest
+/// with `HZ=1000` read 5 % busy on CPUs its spinning threads kept busy;
+/// less our own CPU time (exact, from the threads' clocks) that left no
+/// outside load at all, and eight spinning threads on four CPUs were not
+/// seen (dfsched-vmbench's `scx-rehint-and-move`, Nov 26). On a kernel
+/// whose idle time is tick-sampled too (no `NO_HZ`), both columns lose
+/// ticks alike and the complement over-counts busy time by what was lost.
 ///
 /// Invariants: the fractions are in thousandths, `0..=1000`, in CPU order;
 /// they change only when a window of at least [`MIN_BUSY_WINDOW_NS`] has
@@ -106,8 +121,9 @@ const FULL: u64 = TASK_MILLI;
 pub struct BusyTracker {
     /// Nanoseconds per clock tick.
     ns_per_tick: u64,
-    /// The reading that opened the current window: `(at_ns, busy ticks)`.
-    start: Option<(u64, Vec<(CpuId, u64)>)>,
+    /// The reading that opened the current window: `(at_ns, busy ticks,
+    /// idle ticks)`.
+    start: Option<(u64, Ticks, Ticks)>,
     /// Our own CPU time since the window opened, per CPU, in nanoseconds.
     own_ns: BTreeMap<CpuId, u64>,
     /// The fractions of the last closed window.
@@ -126,18 +142,20 @@ impl BusyTracker {
     }
 
     /// Takes a reading at `at_ns` (monotonic; never decreasing): the busy
-    /// ticks per CPU and our own CPU time since the previous reading per
-    /// CPU, in nanoseconds. Returns the outside busy fraction per CPU (in
-    /// thousandths, CPUs with none left out) of the last window that closed:
-    /// empty until one has.
+    /// ticks per CPU, the idle ticks per CPU (idle + iowait + steal; a CPU
+    /// left out, or an empty slice, is judged by its busy ticks alone) and
+    /// our own CPU time since the previous reading per CPU, in nanoseconds.
+    /// Returns the outside busy fraction per CPU (in thousandths, CPUs with
+    /// none left out) of the last window that closed: empty until one has.
     pub fn observe(
         &mut self,
         at_ns: u64,
         busy_ticks: &[(CpuId, u64)],
+        idle_ticks: &[(CpuId, u64)],
         own_since_last_ns: &[(CpuId, u64)],
     ) -> &[(CpuId, u64)] {
-        let Some((start_ns, start_busy)) = &self.start else {
-            self.start = Some((at_ns, busy_ticks.to_vec()));
+        let Some((start_ns, start_busy, start_idle)) = &self.start else {
+            self.start = Some((at_ns, busy_ticks.to_vec(), idle_ticks.to_vec()));
             return &self.last;
         };
         for &(cpu, ns) in own_since_last_ns {
@@ -154,9 +172,20 @@ impl BusyTracker {
             let Ok(i) = start_busy.binary_search_by_key(&cpu, |&(c, _)| c) else {
                 continue;
             };
-            let busy_ns = ticks
+            let ticked_ns = ticks
                 .saturating_sub(start_busy[i].1)
                 .saturating_mul(self.ns_per_tick);
+            let at = |v: &[(CpuId, u64)]| {
+                v.binary_search_by_key(&cpu, |&(c, _)| c)
+                    .ok()
+                    .map(|j| v[j].1)
+            };
+            let unticked_ns = match (at(start_idle), at(idle_ticks)) {
+                (Some(before), Some(now)) => elapsed
+                    .saturating_sub(now.saturating_sub(before).saturating_mul(self.ns_per_tick)),
+                _ => 0,
+            };
+            let busy_ns = ticked_ns.max(unticked_ns);
             let outside = busy_ns.saturating_sub(self.own_ns.get(&cpu).copied().unwrap_or(0));
             let frac = (u128::from(outside) * u128::from(FULL) / u128::from(elapsed)) as u64;
             let frac = frac.min(FULL);
@@ -166,7 +195,7 @@ impl BusyTracker {
         }
         out.sort_unstable();
         self.last = out;
-        self.start = Some((at_ns, busy_ticks.to_vec()));
+        self.start = Some((at_ns, busy_ticks.to_vec(), idle_ticks.to_vec()));
         self.own_ns.clear();
         &self.last
     }
@@ -566,27 +595,64 @@ mod tests {
     fn busy_fractions_need_a_whole_window_and_leave_our_time_out() {
         let mut t = BusyTracker::new(100);
         // Ticks are 10 ms: 10 ticks over 100 ms is a whole CPU.
-        assert!(t.observe(0, &[(C0, 100), (C1, 100)], &[]).is_empty());
+        assert!(t.observe(0, &[(C0, 100), (C1, 100)], &[], &[]).is_empty());
         // 50 ms on: not a window yet; our 20 ms on CPU 0 is kept for it.
         assert!(t
-            .observe(50 * MS, &[(C0, 105), (C1, 103)], &[(C0, 20 * MS)])
+            .observe(50 * MS, &[(C0, 105), (C1, 103)], &[], &[(C0, 20 * MS)])
             .is_empty());
         // 100 ms: CPU 0 busy 100 ms of which 40 ours, CPU 1 busy 50 ms.
         let got = t
-            .observe(100 * MS, &[(C0, 110), (C1, 105)], &[(C0, 20 * MS)])
+            .observe(100 * MS, &[(C0, 110), (C1, 105)], &[], &[(C0, 20 * MS)])
             .to_vec();
         assert_eq!(got, vec![(C0, 600), (C1, 500)]);
         // The next window starts afresh; our time never takes a CPU below 0
         // and busy time never above 1 (ticks rounding).
         let got = t
-            .observe(200 * MS, &[(C0, 111), (C1, 117)], &[(C0, 90 * MS)])
+            .observe(200 * MS, &[(C0, 111), (C1, 117)], &[], &[(C0, 90 * MS)])
             .to_vec();
         assert_eq!(got, vec![(C1, 1000)]);
         // A CPU that came online mid-window waits for the next one.
         let got = t
-            .observe(300 * MS, &[(C0, 121), (C1, 117), (CpuId(2), 9)], &[])
+            .observe(300 * MS, &[(C0, 121), (C1, 117), (CpuId(2), 9)], &[], &[])
             .to_vec();
         assert_eq!(got, vec![(C0, 1000)]);
+    }
+
+    #[test]
+    fn busy_time_whose_ticks_were_lost_is_the_window_less_the_idle_time() {
+        // A TCG guest at HZ=1000: CPU 0 spun the whole 200 ms window but its
+        // busy columns gained 1 tick of 20, its idle columns none (they are
+        // clock deltas on a tickless kernel); CPU 1 was idle throughout
+        // (idle 20 ticks, busy 0). Our thread ran 50 ms of the window on
+        // CPU 0.
+        let mut t = BusyTracker::new(100);
+        let busy = |b0, b1| [(C0, b0), (C1, b1)];
+        let idle = |i0, i1| [(C0, i0), (C1, i1)];
+        assert!(t
+            .observe(0, &busy(500, 700), &idle(900, 300), &[])
+            .is_empty());
+        let got = t
+            .observe(200 * MS, &busy(501, 700), &idle(900, 320), &[(C0, 50 * MS)])
+            .to_vec();
+        assert_eq!(
+            got,
+            vec![(C0, 750)],
+            "150 ms of 200 outside on CPU 0, none on CPU 1"
+        );
+        // With the busy ticks alone (no idle columns given) the same window
+        // read as 10 ms busy: less our 50 ms, nothing outside.
+        let mut ticks_only = BusyTracker::new(100);
+        ticks_only.observe(0, &busy(500, 700), &[], &[]);
+        let got = ticks_only.observe(200 * MS, &busy(501, 700), &[], &[(C0, 50 * MS)]);
+        assert!(got.is_empty(), "{got:?}");
+        // Ticks that are not lost agree with the idle time: the larger wins,
+        // so nothing is counted twice.
+        let mut both = BusyTracker::new(100);
+        both.observe(0, &busy(0, 0), &idle(0, 0), &[]);
+        let got = both
+            .observe(100 * MS, &busy(6, 0), &idle(4, 10), &[])
+            .to_vec();
+        assert_eq!(got, vec![(C0, 600)]);
     }
 
     #[test]
@@ -657,12 +723,12 @@ mod tests {
         ) {
             let mut t = BusyTracker::new(100);
             let (mut now, mut b0, mut b1) = (0u64, 0u64, 0u64);
-            t.observe(0, &[(C0, 0), (C1, 0)], &[]);
+            t.observe(0, &[(C0, 0), (C1, 0)], &[], &[]);
             for (d_ms, d0, d1, own_ms) in steps {
                 now += d_ms * MS;
                 b0 += d0;
                 b1 += d1;
-                let got = t.observe(now, &[(C0, b0), (C1, b1)], &[(C1, own_ms * MS)]);
+                let got = t.observe(now, &[(C0, b0), (C1, b1)], &[], &[(C1, own_ms * MS)]);
                 prop_assert!(got.iter().all(|&(_, f)| f > 0 && f <= 1000));
             }
         }

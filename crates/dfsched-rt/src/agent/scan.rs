@@ -184,7 +184,10 @@ impl SharedScan {
         self.ticks = ticks;
         let theirs: Vec<(CpuId, u64)> = theirs.into_iter().collect();
         let at_ns = u64::try_from(now.duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
-        let busy = self.busy.observe(at_ns, &stat.busy_ticks, &theirs).to_vec();
+        let busy = self
+            .busy
+            .observe(at_ns, &stat.busy_ticks, &stat.idle_ticks, &theirs)
+            .to_vec();
         let placed: u64 = registered.values().flatten().map(|&(_, m)| m).sum();
         Some((busy, signals::outside_runnable(stat.procs_running, placed)))
     }
@@ -259,7 +262,8 @@ mod tests {
         f.join(" ")
     }
 
-    struct Root(PathBuf);
+    /// A fixture's `/proc`, and how many `/proc/stat` files it has written.
+    struct Root(PathBuf, std::cell::Cell<u64>);
     impl Drop for Root {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -271,13 +275,17 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        /// `/proc/stat` with these busy ticks and runnable count.
+        /// `/proc/stat` with these busy ticks and runnable count. The idle
+        /// column gains 100 ticks (1 s) at each write, more than a window
+        /// between two writes, so that the busy ticks alone set the busy
+        /// time (`signals::BusyTracker` takes the larger of the two).
         fn stat(&self, busy: [u64; 2], running: u32) {
+            let idle = 100 * self.1.replace(self.1.get() + 1);
             self.write(
                 "stat",
                 &format!(
-                    "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {} 0 0 50 0 0 0 0 0 0\n\
-                     cpu1 {} 0 0 50 0 0 0 0 0 0\nprocs_running {running}\n",
+                    "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {} 0 0 {idle} 0 0 0 0 0 0\n\
+                     cpu1 {} 0 0 {idle} 0 0 0 0 0 0\nprocs_running {running}\n",
                     busy[0], busy[1]
                 ),
             );
@@ -286,11 +294,14 @@ mod tests {
 
     /// Processes 10, 11, 12 runnable (on CPUs 0, 1, 1), single-threaded.
     fn fixture() -> Root {
-        let root = Root(std::env::temp_dir().join(format!(
-            "dfsched-agent-scan-{}-{}",
-            std::process::id(),
-            crate::sys::gettid()
-        )));
+        let root = Root(
+            std::env::temp_dir().join(format!(
+                "dfsched-agent-scan-{}-{}",
+                std::process::id(),
+                crate::sys::gettid()
+            )),
+            std::cell::Cell::new(0),
+        );
         let _ = std::fs::remove_dir_all(&root.0);
         for (pid, cpu) in [(10, 0), (11, 1), (12, 1)] {
             root.write(&format!("{pid}/stat"), &stat_line('R', 5, cpu));

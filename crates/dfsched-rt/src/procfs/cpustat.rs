@@ -17,6 +17,17 @@
 //! threads in state R on every CPU at the moment of the read, the reading
 //! thread itself included.
 //!
+//! Not busy = idle + iowait + steal, kept apart: the kernel counts the busy
+//! columns one timer tick at a time (`TICK_CPU_ACCOUNTING`, the default),
+//! so a CPU whose ticks are late or lost has its busy time under-counted,
+//! while on a tickless kernel (`NO_HZ`, every distribution's) idle and
+//! iowait are clock deltas (`get_cpu_idle_time_us`) and exact, and steal is
+//! the hypervisor's steal clock. Under QEMU's TCG a guest with `HZ=1000`
+//! handled about one tick in twenty: its busy columns said 5 % on CPUs that
+//! were fully busy (dfsched-vmbench's `scx-rehint-and-move`, Nov 26), and
+//! the complement of the idle columns said 100 %. `signals::BusyTracker`
+//! takes the larger of the two.
+//!
 //! Invariants: a parse either gives every online CPU's line and the
 //! runnable count, or fails (`None`): a truncated or garbled file is never
 //! half-read.
@@ -31,6 +42,9 @@ pub struct CpuStat {
     /// Busy clock ticks since boot, per CPU, in the file's order (CPU
     /// order on Linux).
     pub busy_ticks: Vec<(CpuId, u64)>,
+    /// Idle + iowait + steal clock ticks since boot, per CPU, the same
+    /// CPUs in the same order (steal 0 on kernels that print no steal).
+    pub idle_ticks: Vec<(CpuId, u64)>,
     /// Threads running or runnable on the whole machine at the read.
     pub procs_running: u32,
 }
@@ -55,12 +69,15 @@ pub fn parse_cpu_stat(text: &str) -> Option<CpuStat> {
             let mut f = fields.split_ascii_whitespace().map(|v| v.parse::<u64>());
             let mut next = || f.next()?.ok();
             let (user, nice, system) = (next()?, next()?, next()?);
-            let (_idle, _iowait) = (next()?, next()?);
+            let (idle, iowait) = (next()?, next()?);
             let (irq, softirq) = (next()?, next()?);
+            let steal = next().unwrap_or(0);
             let busy = [nice, system, irq, softirq]
                 .iter()
                 .try_fold(user, |a, &b| a.checked_add(b))?;
+            let not_busy = idle.checked_add(iowait)?.checked_add(steal)?;
             out.busy_ticks.push((CpuId(cpu), busy));
+            out.idle_ticks.push((CpuId(cpu), not_busy));
         } else if let Some(n) = line.strip_prefix("procs_running ") {
             running = Some(n.trim().parse().ok()?);
         }
@@ -178,6 +195,10 @@ softirq 1 2 3
             ]
         );
         assert_eq!(s.procs_running, 3);
+        assert_eq!(
+            s.idle_ticks,
+            vec![(CpuId(0), 29170 + 254 + 7), (CpuId(1), 27203 + 650 + 12)]
+        );
         // Old kernels print only the first 7 fields.
         let old = "cpu0 1 2 3 4 5 6 7\nprocs_running 1\n";
         assert_eq!(

@@ -52,6 +52,22 @@ const MAX_IN_FLIGHT: u64 = 1;
 /// Runs on its new home a moved or re-hinted thread must show in the trace before the cut.
 const MIN_ON_HOME: u64 = 5;
 
+/// How long the homes are watched after the balancer's move out of the hogged LLC.
+const WATCH: Duration = Duration::from_secs(10);
+
+/// Home changes of the two DFs allowed in [`WATCH`]: on steady load the rules give none after the
+/// move (the core's test of this case); the runtime's outside-load estimate still moves under TCG
+/// (a CPU's window may lose a sample), so a change or two is allowed, not the thrash of before
+/// (10–34 re-homes a run while the estimate lost the hogs).
+const MAX_HOME_CHANGES: usize = 2;
+
+/// The rehint workload's engine log (`DFSCHED_ENGINE_LOG`), sent to the host.
+const ENGINE_LOG: &str = "/tmp/scx-rehint-engine.log";
+
+/// Its size limit: far above a run's passes (a pass is two steps of about 1 KB), small enough for
+/// the serial console.
+const ENGINE_LOG_MAX_BYTES: &str = "8388608";
+
 /// The balancer's deadline. Its outside-load estimate needs tens of seconds under TCG to see the
 /// hogs (`balancing.rs`, 600 s there); here the first run (Nov 26, busy host) saw the move 394 s
 /// after the hogs started, so the deadline leaves room above that.
@@ -232,10 +248,15 @@ const REHINT_THREADS: [&str; 5] = ["df1-0", "df1-1", "df2-0", "df2-1", "mv-0"];
 /// balancer never splits a group (`split_after_passes` 0), so it repairs an imbalance by a move.
 /// Exit status as [`crate::guest::workload::workload_main`]'s.
 pub fn rehint_main() -> i32 {
-    let mut config = RuntimeConfig {
-        agent: dfsched::agent::AgentMode::Off,
-        ..RuntimeConfig::default()
+    // From the environment, so that the check can turn the engine log on (`DFSCHED_ENGINE_LOG`).
+    let mut config = match RuntimeConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rehint: the runtime's settings: {e}");
+            return 1;
+        }
     };
+    config.agent = dfsched::agent::AgentMode::Off;
     config.engine.split_after_passes = 0;
     let rt = match Runtime::start(config) {
         Ok(rt) => rt,
@@ -381,6 +402,129 @@ fn rehint_sample(
     ))
 }
 
+/// Busy clock ticks per CPU from `/proc/stat` (user + nice + system + irq + softirq), and
+/// `procs_running`.
+fn stat_busy() -> (BTreeMap<u32, u64>, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let mut busy = BTreeMap::new();
+    let mut running = 0;
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let Some(c) = w.first().and_then(|c| c.strip_prefix("cpu")) {
+            if let Ok(c) = c.parse::<u32>() {
+                let f = |i: usize| w.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                busy.insert(c, f(1) + f(2) + f(3) + f(6) + f(7));
+            }
+        } else if w.first() == Some(&"procs_running") {
+            running = w.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
+    }
+    (busy, running)
+}
+
+/// Each thread of `pid`: (name, utime + stime in ticks, the CPU it last ran on).
+fn task_ticks(pid: u32) -> BTreeMap<u64, (String, u64, u32)> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let Ok(tid) = t.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = text.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |h| h.1).to_string();
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        // After the name: state is field 3, utime 14, stime 15, processor 39 (1-based).
+        let f = |i: usize| {
+            w.get(i - 3)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        out.insert(tid, (name, f(14) + f(15), f(39) as u32));
+    }
+    out
+}
+
+/// Where the CPU time went over `over`: each CPU's busy share from `/proc/stat`, the machine's
+/// runnable count at the end, and each thread of `pids` with its share and last CPU (percent of
+/// one CPU): what the runtime's outside-load signals read, beside who really ran.
+fn cpu_use(pids: &[(String, u32)], over: Duration) -> String {
+    let (b0, _) = stat_busy();
+    let t0: Vec<_> = pids.iter().map(|(_, p)| task_ticks(*p)).collect();
+    std::thread::sleep(over);
+    let (b1, running) = stat_busy();
+    let ticks = over.as_secs_f64() * 100.0;
+    let pct = |d: u64| (d as f64 * 100.0 / ticks).round() as u64;
+    let busy: Vec<String> = b1
+        .iter()
+        .map(|(c, v)| format!("{c}:{}", pct(v.saturating_sub(*b0.get(c).unwrap_or(&0)))))
+        .collect();
+    let mut threads = Vec::new();
+    for ((what, pid), before) in pids.iter().zip(t0) {
+        let mut parts = Vec::new();
+        for (tid, (name, t, cpu)) in task_ticks(*pid) {
+            let d = t.saturating_sub(before.get(&tid).map_or(t, |b| b.1));
+            if d > 0 {
+                parts.push(format!("{name}:{}%@{cpu}", pct(d)));
+            }
+        }
+        threads.push(format!("{what} [{}]", parts.join(" ")));
+    }
+    format!(
+        "busy % per CPU {} (procs_running {running}); threads: {}",
+        busy.join(" "),
+        threads.join("; ")
+    )
+}
+
+/// After the balancer's move out of the hogged LLC, for [`WATCH`]: no group homed inside that LLC
+/// (a home of its CPUs only; a home spread over both LLCs is what the home rule gives a group no LLC
+/// holds, `dfsched-core`'s test `groups_leave_a_hogged_llc_once_and_stay_where_the_home_rule_puts_them`),
+/// and the two DFs' homes changing at most [`MAX_HOME_CHANGES`] times. `Ok` with the homes seen.
+fn watch_homes(loaded: &Loaded, wl: &Running, hogged: &CpuSet) -> Result<String, String> {
+    let show = |v: &[(CpuSet, CpuSet)]| {
+        v.iter()
+            .map(|(a, b)| format!("{a}/{b}"))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    let mut seen: Vec<(CpuSet, CpuSet)> = Vec::new();
+    let samples = (WATCH.as_millis() / super::SAMPLE.as_millis()).max(1);
+    for i in 0..samples {
+        let now = seen_now(loaded, wl)?;
+        let homes = (group_of(&now, "df1-0")?.1, group_of(&now, "df2-0")?.1);
+        if seen.last() != Some(&homes) {
+            seen.push(homes.clone());
+        }
+        for (df, h) in [("DF 1", &homes.0), ("DF 2", &homes.1)] {
+            if h.is_subset(hogged) {
+                return Err(format!(
+                    "{df} homed {h}, inside the hogged LLC {hogged}, at sample {i} (homes DF 1/DF 2: {})",
+                    show(&seen)
+                ));
+            }
+        }
+        if seen.len() > MAX_HOME_CHANGES + 1 {
+            return Err(format!(
+                "the homes changed more than {MAX_HOME_CHANGES} times in {WATCH:?}: {}",
+                show(&seen)
+            ));
+        }
+        std::thread::sleep(super::SAMPLE);
+    }
+    Ok(format!(
+        "homes DF 1/DF 2 over {WATCH:?} after the move: {} (none inside {hogged}, {} changes)",
+        show(&seen),
+        seen.len() - 1
+    ))
+}
+
 /// DF 1's group and home in the state, and a cut of the trace at which they held: the state read
 /// just before and just after the cut's time agree (retried while the balancer moves it between).
 fn stable_cut(loaded: &Loaded, wl: &Running) -> Result<(u64, CpuSet, u64), String> {
@@ -476,7 +620,11 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
     let file = "/tmp/scx-rehint-and-move.trace";
     let loaded = Loaded::start(ctx, &["--trace", file, "--trace-max-mb", TRACE_MAX_MB])?;
     let mut cmd = Command::new(ctx.bin("dfsched-vmcheck"));
-    cmd.arg("rehint").env("DFSCHED_SCX", "auto");
+    let _ = std::fs::remove_file(ENGINE_LOG);
+    cmd.arg("rehint")
+        .env("DFSCHED_SCX", "auto")
+        .env("DFSCHED_ENGINE_LOG", ENGINE_LOG)
+        .env("DFSCHED_ENGINE_LOG_MAX_BYTES", ENGINE_LOG_MAX_BYTES);
     let mut wl = Running::start(cmd, "dfsched-vmcheck rehint")?;
     let lines = read_lines(&mut wl)?;
     let mut notes = Vec::new();
@@ -557,14 +705,24 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
     // Runs on the new home for the trace to judge. Not a hold of every thread on its home in
     // /proc: the balancer may go on moving groups (it moved DF 2 into the hogged LLC in the first
     // runs), and the trace judges each run against the home of its moment anyway.
-    std::thread::sleep(MOVED_RUNS);
+    let mut pids = vec![("workload".to_string(), wl.pid())];
+    pids.extend(hogs.iter().map(|h| ("hogs".to_string(), h.pid())));
+    notes.push(format!(
+        "CPU use after the move: {}",
+        cpu_use(&pids, MOVED_RUNS)
+    ));
+    let watched = watch_homes(&loaded, &wl, &llc)
+        .map_err(|e| format!("{}; DF 1 moved out ({moved}), then: {e}", notes.join("; ")))?;
+    notes.push(watched);
     let (ga_moved, home_moved, cut_b) = stable_cut(&loaded, &wl)?;
     notes.push(format!(
         "{HOGS_PER_CPU} SCHED_EXT hogs on each CPU of {llc}: {moved}; at the cut DF 1's group {ga_moved} home {home_moved}"
     ));
-    drop(hogs);
+    // The hogs stay until the workload has printed its stats: its outside-load figures then
+    // are those the balancer saw while they ran.
     drop(stdin);
     wl.finish(120)?;
+    drop(hogs);
     let stats: serde_json::Value = lines
         .lock()
         .expect("not poisoned")
@@ -574,6 +732,10 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
         .ok_or("the workload printed no stats")?;
     let e = &stats["engine"];
     let unloaded = loaded.unload()?;
+    // The engine's log goes to the host, which replays it (one brain) and keeps it
+    // (`target/vmbench/runs/`) for a look at the balancer's inputs and decisions.
+    let log = std::fs::read(ENGINE_LOG).map_err(|err| format!("{ENGINE_LOG}: {err}"))?;
+    crate::guest::attach("rehint-engine.log", log);
     if stats["scx_body"] != true || stats["scx_failures"] != 0 {
         return Err(format!(
             "the runtime's scx body: scx_body {}, scx_failures {}",
@@ -587,8 +749,10 @@ pub(super) fn rehint_and_move(ctx: &Ctx) -> Result<String, String> {
         ));
     }
     notes.push(format!(
-        "runtime: group_moves {}, rehomes {}, balance_passes {}, scx_placements {}",
-        e["group_moves"], e["rehomes"], e["balance_passes"], stats["scx_placements"]
+        "runtime: group_moves {}, rehomes {}, balance_passes {}, scx_placements {}; outside load: last {} per CPU {}, runnable {}, refreshes {}",
+        e["group_moves"], e["rehomes"], e["balance_passes"], stats["scx_placements"],
+        stats["external_load_milli"], stats["external_load_per_cpu_milli"],
+        stats["external_runnable"], stats["external_refreshes"]
     ));
 
     // The trace, up to each cut.
