@@ -22,7 +22,8 @@
 //!    load vector is evaluated; only moves that strictly reduce the spread
 //!    key qualify (max − min over all CPUs, then the CPUs at the max, then
 //!    those at the min: `load::SpreadKey`, so that two busiest CPUs that
-//!    tie do not stop every move); the smallest key wins, ties →
+//!    tie do not stop every move) and narrow the gap between B and I by
+//!    at least half a task (not a swap: see below); the smallest key wins, ties →
 //!    lowest `GroupId`. → `GroupMoved` + `Place` for every member whose
 //!    target changes, runnable or not.
 //! 3. Else move one unmanaged runnable task (no group) that may run on I and is
@@ -76,6 +77,20 @@
 //! and 25 % above the average of 4000) — the imbalance the balancer would
 //! then have to fight.
 //!
+//! Why a move must narrow the gap between B and I by half a task
+//! ([`MIN_GAP_GAIN_MILLI`]; as `fair.c` skips a task whose load is more
+//! than the imbalance): a move that leaves I about as far above B as B was
+//! above I only swaps which CPUs are busy, and on estimated outside load
+//! it narrows max − min by the estimate's noise alone. A 2-thread group on
+//! 4-5 beside an empty 6-7, with 27 thousandths of outside noise on CPU 5
+//! (1027 against 0), narrowed the spread to 1000 by moving to 6-7 (where
+//! 1000 then stood against 27), and moved back at the next pass's noise:
+//! 15 moves in a minute of dfsched-vmbench's `scx-rehint-and-move` (Nov
+//! 26). Such a move narrows the gap by twice the noise (1027 → 973), so
+//! noise under a quarter task per CPU moves nothing; a real imbalance
+//! still does (10000 against 7000 → 8000 against 9000: the gap 3000 →
+//! 1000; 4000 against 0 → 2000 and 2000). Counted as no gain.
+//!
 //! Every reason a candidate is passed over is counted, as `fair.c` counts
 //! why a task may not migrate: see [`BalanceReport`] and the `balance_*`
 //! fields of [`crate::Stats`].
@@ -88,6 +103,11 @@ use crate::ids::{CpuId, DomainId, GroupId, Nanos, TaskId};
 use crate::load::{imbalanced, LoadVec, SpreadKey, TASK_MILLI};
 use crate::state::{group_allowed, target_for, Ctx, GroupSlot, Task, TaskSlot};
 use serde::{Deserialize, Serialize};
+
+/// The least a group or task move must narrow the gap between B and I,
+/// in thousandths of a task: half a task, so that outside-load noise of
+/// less than a quarter task per CPU makes no move (module doc).
+pub(crate) const MIN_GAP_GAIN_MILLI: u64 = TASK_MILLI / 2;
 
 /// What the last balancer pass saw and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,19 +330,25 @@ impl Ctx<'_> {
     }
 
     /// The spread key after re-targeting `tasks` (the runnable ones count)
-    /// at `home`.
+    /// at `home`, and whether that move is a swap: it narrows the gap
+    /// between B and I by less than half a task (see the module doc, "Why
+    /// a move must narrow the gap").
     fn spread_if_moved<'t>(
         &self,
         env: &BalanceEnv,
         tasks: impl Iterator<Item = &'t Task>,
         home: DomainId,
-    ) -> SpreadKey {
+    ) -> (SpreadKey, bool) {
         let mut v = env.load.clone();
         for t in tasks.filter(|t| t.runnable) {
             v.sub_task(&t.target);
             v.add_task(&target_for(self.topo, &t.allowed, Some(home)).0);
         }
-        v.spread_key(self.machine())
+        let (b, i) = (env.busiest, env.idlest);
+        let before = env.load.get(b).saturating_sub(env.load.get(i));
+        let after = v.get(b).abs_diff(v.get(i));
+        let swap = after + MIN_GAP_GAIN_MILLI > before;
+        (v.spread_key(self.machine()), swap)
     }
 
     /// Step 2: moves the whole group whose move narrows the spread most.
@@ -347,8 +373,8 @@ impl Ctx<'_> {
                 env.report.skipped_not_allowed += 1;
                 continue;
             }
-            let spread = self.spread_if_moved(env, members(), dest);
-            if spread >= env.key {
+            let (spread, swap) = self.spread_if_moved(env, members(), dest);
+            if swap || spread >= env.key {
                 env.report.skipped_no_gain += 1;
                 continue;
             }
@@ -388,8 +414,8 @@ impl Ctx<'_> {
             if t.target == only_i {
                 continue;
             }
-            let spread = self.spread_if_moved(env, std::iter::once(t), to);
-            if spread >= env.key {
+            let (spread, swap) = self.spread_if_moved(env, std::iter::once(t), to);
+            if swap || spread >= env.key {
                 env.report.skipped_no_gain += 1;
                 continue;
             }
@@ -462,7 +488,7 @@ impl Ctx<'_> {
         // A split must narrow max − min itself: taking a CPU off the max at
         // the same spread (what a move may do) would undo the co-thread
         // rule's packing within the fair share, which re-packs, and so on.
-        let spread = self.spread_if_moved(env, tasks.into_iter(), new_home);
+        let (spread, _) = self.spread_if_moved(env, tasks.into_iter(), new_home);
         if spread.spread >= env.key.spread {
             env.report.skipped_no_gain += 1;
             return false;

@@ -508,3 +508,32 @@ fn groups_leave_a_hogged_llc_once_and_stay_where_the_home_rule_puts_them() {
         "one re-home of each group, in the first pass"
     );
 }
+
+#[test]
+fn outside_noise_on_the_busiest_cpu_does_not_swap_a_group_between_equal_homes() {
+    // A DF group of 2 on core 0-1 of a 4-CPU LLC, core 2-3 empty, and 27
+    // thousandths of estimated outside load on CPU 1 (1000 1027 0 0).
+    // Moving the group to 2-3 narrows max − min from 1027 to 1000, but
+    // only swaps which core is busy (0 27 1000 1000); with the next pass's
+    // noise on the other core it would move back. Seen 15 times in a
+    // minute of dfsched-vmbench's `scx-rehint-and-move`.
+    let mut h = H::new(Topology::test(1, 1, 2, 2));
+    h.task_df(1, "0-3", 1);
+    h.task_df(2, "0-3", 1);
+    assert_eq!(h.home(1), "0-1");
+    let noise = |h: &mut H, cpu: u32, milli: u64| {
+        h.ev(Event::ExternalLoadMilli {
+            load_milli: vec![(CpuId(cpu), milli)],
+        })
+    };
+    noise(&mut h, 1, 27);
+    assert_eq!(h.load(), vec![1000, 1027, 0, 0]);
+    assert!(h.balance().is_empty(), "a swap on noise");
+    assert_eq!(h.home(1), "0-1");
+    assert!(h.e.last_balance().unwrap().skipped_no_gain > 0);
+    // A real imbalance still moves it: a whole outside task on CPU 1.
+    noise(&mut h, 1, 1000);
+    let d = h.balance();
+    assert_eq!(h.home(1), "2-3", "{d:?}");
+    assert_eq!(h.load(), vec![0, 1000, 1000, 1000]);
+}
