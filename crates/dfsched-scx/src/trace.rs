@@ -5,16 +5,20 @@
 //! time, CPU, tid and group); the loader drains the ring into the file, and writes there too every map
 //! change it makes (a group's home, a thread placed or unplaced), stamped on the same clock
 //! (`CLOCK_MONOTONIC`, which is `bpf_ktime_get_ns`). So the file alone says where each thread ran and
-//! where it was meant to run at that moment. One line per event, text (version 1):
+//! where it was meant to run at that moment, and when a CPU came or went. One line per event, text
+//! (version 2):
 //!
 //! ```text
-//! # dfsched-scx trace 1 (CLOCK_MONOTONIC ns): R t cpu tid gid|-; G t gid home|- quota; P t tid gid; U t tid
+//! # dfsched-scx trace 2 (CLOCK_MONOTONIC ns): R t cpu tid gid|-; G t gid home|- quota; P t tid gid; U t tid; C t cpu on|off
 //! R 1234567890 3 4242 0          thread 4242 started running on CPU 3, in scheduler group 0 (- : none)
 //! G 1234500000 0 0-3 0           group 0's home became 0-3 (- : the group ended), quota 0 (the default)
 //! P 1234500100 4242 0            thread 4242 placed in group 0
 //! U 1234600000 4242              thread 4242 unplaced
+//! C 1234700000 5 off             CPU 5 went offline (on: came online): the BPF side's ops.cpu_offline
 //! # end records 1234 dropped_ring 0 dropped_size 0
 //! ```
+//!
+//! Version 2 added the `C` lines (version 1 traces, without them, are read as they are).
 //!
 //! Lines are in the order written, not in time order (records reach the file in batches, after the map
 //! changes the loader wrote meanwhile): readers sort by time ([`parse`] does).
@@ -30,7 +34,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The first line's start; its version is the number after it.
-pub const HEADER: &str = "# dfsched-scx trace 1";
+pub const HEADER: &str = "# dfsched-scx trace 2";
+
+/// The first line of a version-1 trace (no `C` lines), still read.
+const HEADER_V1: &str = "# dfsched-scx trace 1";
 
 /// Bytes kept free for the `# end` line.
 const END_ROOM: u64 = 128;
@@ -71,11 +78,46 @@ impl RawRecord {
     }
 }
 
+/// What a ring record says, read by its tid and gid (intf.h's `struct dfs_trace_rec`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingEvent {
+    /// A thread started running.
+    Run(RawRecord),
+    /// A CPU came online (`true`) or went offline, at `t_ns`.
+    Hotplug {
+        /// `bpf_ktime_get_ns()` in the callback.
+        t_ns: u64,
+        /// The CPU.
+        cpu: u32,
+        /// Online (`true`) or offline.
+        online: bool,
+    },
+}
+
+impl RingEvent {
+    /// Reads a ring record (`None` if too short).
+    pub fn from_bytes(b: &[u8]) -> Option<RingEvent> {
+        let r = RawRecord::from_bytes(b)?;
+        let hotplug = |online| RingEvent::Hotplug {
+            t_ns: r.t_ns,
+            cpu: r.cpu,
+            online,
+        };
+        Some(match (r.tid, r.gid) {
+            (0, Some(crate::intf::TRACE_CPU_ONLINE)) => hotplug(true),
+            (0, Some(crate::intf::TRACE_CPU_OFFLINE)) => hotplug(false),
+            _ => RingEvent::Run(r),
+        })
+    }
+}
+
 /// What a finished trace holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
     /// Run records written.
     pub records: u64,
+    /// Hotplug records written (`C` lines).
+    pub hotplug: u64,
     /// Lines not written because the file was at its limit.
     pub dropped_size: u64,
 }
@@ -103,7 +145,7 @@ impl Writer {
             error: None,
         };
         w.line(&format!(
-            "{HEADER} (CLOCK_MONOTONIC ns): R t cpu tid gid|-; G t gid home|- quota; P t tid gid; U t tid; {about}"
+            "{HEADER} (CLOCK_MONOTONIC ns): R t cpu tid gid|-; G t gid home|- quota; P t tid gid; U t tid; C t cpu on|off; {about}"
         ));
         Ok(w)
     }
@@ -132,10 +174,20 @@ impl Writer {
         true
     }
 
-    /// A run record from the ring (its raw bytes; a short one is ignored).
+    /// A record from the ring (its raw bytes; a short one is ignored): a run or a hotplug event.
     pub fn ring_record(&mut self, bytes: &[u8]) {
-        if let Some(r) = RawRecord::from_bytes(bytes) {
-            self.run(r);
+        match RingEvent::from_bytes(bytes) {
+            Some(RingEvent::Run(r)) => self.run(r),
+            Some(RingEvent::Hotplug { t_ns, cpu, online }) => self.hotplug(t_ns, cpu, online),
+            None => {}
+        }
+    }
+
+    /// CPU `cpu` came online (`online`) or went offline at `t_ns`.
+    pub fn hotplug(&mut self, t_ns: u64, cpu: u32, online: bool) {
+        let state = if online { "on" } else { "off" };
+        if self.line(&format!("C {t_ns} {cpu} {state}")) {
+            self.totals.hotplug += 1;
         }
     }
 
@@ -228,6 +280,15 @@ pub enum Event {
         /// The thread.
         tid: u32,
     },
+    /// A CPU came online or went offline.
+    Cpu {
+        /// When.
+        t_ns: u64,
+        /// The CPU.
+        cpu: u32,
+        /// Online (`true`) or offline.
+        online: bool,
+    },
 }
 
 impl Event {
@@ -235,9 +296,10 @@ impl Event {
     pub fn t_ns(&self) -> u64 {
         match self {
             Event::Run(r) => r.t_ns,
-            Event::Group { t_ns, .. } | Event::Place { t_ns, .. } | Event::Unplace { t_ns, .. } => {
-                *t_ns
-            }
+            Event::Group { t_ns, .. }
+            | Event::Place { t_ns, .. }
+            | Event::Unplace { t_ns, .. }
+            | Event::Cpu { t_ns, .. } => *t_ns,
         }
     }
 }
@@ -287,7 +349,7 @@ pub const WORDS: usize = crate::intf::HOME_WORDS as usize;
 pub fn parse(text: &str) -> Result<Trace, TraceError> {
     let mut lines = text.lines().enumerate();
     match lines.next() {
-        Some((_, l)) if l.starts_with(HEADER) => {}
+        Some((_, l)) if l.starts_with(HEADER) || l.starts_with(HEADER_V1) => {}
         _ => return Err(TraceError::Header),
     }
     let mut trace = Trace::default();
@@ -342,7 +404,16 @@ pub fn parse(text: &str) -> Result<Trace, TraceError> {
                 t_ns: num(1)?,
                 tid: small(2)?,
             },
-            _ => return Err(bad("not an event of version 1")),
+            Some("C") if w.len() == 4 => Event::Cpu {
+                t_ns: num(1)?,
+                cpu: small(2)?,
+                online: match w[3] {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(bad("a CPU is on or off")),
+                },
+            },
+            _ => return Err(bad("not an event of version 2")),
         };
         trace.events.push(ev);
     }
@@ -410,10 +481,20 @@ mod tests {
         });
         w.unplace(9, 42);
         w.group(10, 0, &[0; WORDS], 0);
+        // CPU 5 going offline, as ops.cpu_offline writes it (tid 0, the offline marker).
+        let mut off = Vec::new();
+        off.extend_from_slice(&11u64.to_ne_bytes());
+        off.extend_from_slice(&5u32.to_ne_bytes());
+        off.extend_from_slice(&0u32.to_ne_bytes());
+        off.extend_from_slice(&crate::intf::TRACE_CPU_OFFLINE.to_ne_bytes());
+        off.extend_from_slice(&0u32.to_ne_bytes());
+        w.ring_record(&off);
+        w.hotplug(12, 5, true);
         assert_eq!(
             w.finish(4).unwrap(),
             Totals {
                 records: 2,
+                hotplug: 2,
                 dropped_size: 0
             }
         );
@@ -450,8 +531,22 @@ mod tests {
                     gid: 0,
                     home: None
                 },
+                Event::Cpu {
+                    t_ns: 11,
+                    cpu: 5,
+                    online: false
+                },
+                Event::Cpu {
+                    t_ns: 12,
+                    cpu: 5,
+                    online: true
+                },
             ]
         );
+        // A version-1 trace (before the C lines) is read as it is.
+        let v1 = "# dfsched-scx trace 1 (CLOCK_MONOTONIC ns): old\nR 7 3 42 -\n";
+        assert_eq!(parse(v1).unwrap().events.len(), 1);
+        assert!(parse("# dfsched-scx trace 2 x\nC 7 3 maybe\n").is_err());
         assert_eq!(
             t.end,
             Some(EndLine {

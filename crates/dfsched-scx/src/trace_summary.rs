@@ -166,6 +166,30 @@ pub struct Summary {
     pub groups: BTreeMap<String, GroupSummary>,
     /// Per thread.
     pub tids: BTreeMap<u32, TidSummary>,
+    /// CPUs that came online and went offline (the `C` lines, in `[since, until)`).
+    pub hotplug: Hotplug,
+}
+
+/// The hotplug events of a trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Hotplug {
+    /// CPUs that came online.
+    pub online: u64,
+    /// CPUs that went offline.
+    pub offline: u64,
+    /// Each event, in time order.
+    pub events: Vec<CpuChange>,
+}
+
+/// One CPU coming online or going offline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CpuChange {
+    /// When (ns, CLOCK_MONOTONIC).
+    pub t_ns: u64,
+    /// The CPU.
+    pub cpu: u32,
+    /// Online (`true`) or offline.
+    pub online: bool,
 }
 
 /// Summarises `trace`: per CPU its runs, per group its CPUs window by window and whether it ran on
@@ -232,6 +256,20 @@ pub fn summarise(trace: &Trace, since_ns: u64, until_ns: Option<u64>, window_ns:
                     gid: gid.to_string(),
                 });
                 t.since_place = Placement::default();
+            }
+            Event::Cpu { t_ns, cpu, online } => {
+                if *t_ns >= since_ns {
+                    if *online {
+                        s.hotplug.online += 1;
+                    } else {
+                        s.hotplug.offline += 1;
+                    }
+                    s.hotplug.events.push(CpuChange {
+                        t_ns: *t_ns,
+                        cpu: *cpu,
+                        online: *online,
+                    });
+                }
             }
             Event::Unplace { t_ns, tid } => {
                 for m in members.values_mut() {
@@ -347,6 +385,27 @@ pub fn render(s: &Summary) -> String {
             None => "no end line: the trace was cut short".into(),
         }
     );
+    if !s.hotplug.events.is_empty() {
+        let changes: Vec<String> = s
+            .hotplug
+            .events
+            .iter()
+            .map(|c| {
+                format!(
+                    "cpu {} {} at +{:.1} ms",
+                    c.cpu,
+                    if c.online { "online" } else { "offline" },
+                    ms(c.t_ns - s.t0_ns)
+                )
+            })
+            .collect();
+        out += &format!(
+            "hotplug: {} online, {} offline: {}\n",
+            s.hotplug.online,
+            s.hotplug.offline,
+            changes.join(", ")
+        );
+    }
     out += "per CPU: records, runs (same group back to back), successions / switches, mean and longest run\n";
     for (cpu, c) in &s.cpus {
         out += &format!(
@@ -428,6 +487,27 @@ mod tests {
             text += &run(1_000_000 * (i as u64 + 1), 3, tid, Some(g));
         }
         parse(&text).unwrap()
+    }
+
+    #[test]
+    fn hotplug_lines_are_counted_and_listed_from_since_on() {
+        let text = "# dfsched-scx trace 2 (CLOCK_MONOTONIC ns): test\n\
+                    C 1000000 5 off\nR 1500000 4 10 -\nC 2000000 4 off\nC 3000000 4 on\nC 4000000 5 on\n";
+        let t = parse(text).unwrap();
+        let s = summarise(&t, 0, None, 1_000_000);
+        assert_eq!((s.hotplug.online, s.hotplug.offline), (2, 2));
+        assert_eq!(
+            s.hotplug.events[0],
+            CpuChange {
+                t_ns: 1_000_000,
+                cpu: 5,
+                online: false
+            }
+        );
+        assert_eq!(s.records, 1, "hotplug lines are not run records");
+        assert!(render(&s).contains("hotplug: 2 online, 2 offline: cpu 5 offline at +0.0 ms"));
+        let later = summarise(&t, 2_500_000, Some(3_500_000), 1_000_000);
+        assert_eq!((later.hotplug.online, later.hotplug.offline), (1, 0));
     }
 
     #[test]

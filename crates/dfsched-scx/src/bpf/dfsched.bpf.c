@@ -373,9 +373,31 @@ void BPF_STRUCT_OPS(dfsched_dispatch, s32 cpu, struct task_struct *prev)
 	}
 }
 
+/* A hotplug record in the dispatch trace, when tracing is on (tid 0: no thread; a full ring drops it and
+ * counts it, as a run record). */
+static __always_inline void trace_hotplug(s32 cpu, bool online)
+{
+	struct dfs_trace_rec *r;
+
+	if (!trace_on)
+		return;
+	r = bpf_ringbuf_reserve(&trace, sizeof(*r), 0);
+	if (!r) {
+		stat_inc(DFSCHED_STAT_TRACE_DROP);
+		return;
+	}
+	r->t_ns = bpf_ktime_get_ns();
+	r->cpu = cpu;
+	r->tid = 0;
+	r->gid = online ? DFSCHED_TRACE_CPU_ONLINE : DFSCHED_TRACE_CPU_OFFLINE;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 void BPF_STRUCT_OPS(dfsched_cpu_online, s32 cpu)
 {
 	set_online(cpu, true);
+	trace_hotplug(cpu, true);
 }
 
 void BPF_STRUCT_OPS(dfsched_cpu_offline, s32 cpu)
@@ -383,6 +405,7 @@ void BPF_STRUCT_OPS(dfsched_cpu_offline, s32 cpu)
 	s32 c;
 
 	set_online(cpu, false);
+	trace_hotplug(cpu, false);
 	/* A group whose last home CPU this was has threads queued that only a dispatch elsewhere drains
 	 * now (serves); idle CPUs dispatch only when kicked. Hotplug is rare: kick every idle one. */
 	bpf_for(c, 0, nr_cpus) {

@@ -55,6 +55,9 @@
 #define DFSCHED_TRACE_RING_OFF 4096
 /* The gid of a record whose thread has no group in use. */
 #define DFSCHED_TRACE_UNGROUPED 4294967295
+/* A hotplug record (ops.cpu_online/cpu_offline, tid 0: no thread): CPU cpu came online, went offline. */
+#define DFSCHED_TRACE_CPU_ONLINE 4294967294
+#define DFSCHED_TRACE_CPU_OFFLINE 4294967293
 
 /* A group's entry in the `groups` map. */
 struct dfs_group {
@@ -67,7 +70,8 @@ struct dfs_group {
 };
 
 /* One record of the dispatch trace: thread tid started running on cpu at t_ns (bpf_ktime_get_ns, the
- * clock of CLOCK_MONOTONIC), as a member of group gid (DFSCHED_TRACE_UNGROUPED: none). 24 bytes. */
+ * clock of CLOCK_MONOTONIC), as a member of group gid (DFSCHED_TRACE_UNGROUPED: none); or, with tid 0 and
+ * gid DFSCHED_TRACE_CPU_ONLINE/OFFLINE, CPU cpu came online or went offline at t_ns. 24 bytes. */
 struct dfs_trace_rec {
 	unsigned long long t_ns;
 	unsigned int cpu;

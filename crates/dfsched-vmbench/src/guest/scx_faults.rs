@@ -345,7 +345,8 @@ pub(super) fn hotplug(ctx: &Ctx) -> Result<String, String> {
             "the home {home} holds CPU 0, which cannot go offline"
         ));
     }
-    let mut loaded = Loaded::start(ctx, &[])?;
+    let _ = std::fs::remove_file(HOTPLUG_TRACE);
+    let mut loaded = Loaded::start(ctx, &["--trace", HOTPLUG_TRACE, "--trace-max-mb", "32"])?;
     let (spin, tids) = ext_spinners(ctx, home.len() + 1)?;
     let mut client = Client::start(ctx)?;
     let mut lines = vec![group_line(0, &home)];
@@ -407,15 +408,58 @@ pub(super) fn hotplug(ctx: &Ctx) -> Result<String, String> {
     let returned = reach_and_hold("spinners back on their home", || {
         spinners_on_home(&loaded, &spin, &full)
     })?;
-    let partly = part_of_home_offline(ctx, &mut loaded, &spin, &tids, &home)?;
+    let (partly, away) = part_of_home_offline(ctx, &mut loaded, &spin, &tids, &home)?;
     client.close();
     spin.finish(30)?;
     let unloaded = loaded.unload()?;
+    let traced = hotplug_in_trace(ctx, &home, &away)?;
     Ok(format!(
         "home {home}, {} spinners: {start}; {moved}, state enabled; {}; enq_home_offline {offline_enq}, disp_drain {drained}; \
-         back online: {returned}; {partly}; {unloaded}",
+         back online: {returned}; {partly}; {unloaded}; {traced}",
         tids.len(),
         gains.join("; ")
+    ))
+}
+
+/// `scx-hotplug`'s dispatch trace (`run --trace`): the BPF side's `ops.cpu_offline`/`cpu_online` write
+/// a record each (`C t cpu off|on`), and `dfsched-scx trace --json` counts them.
+const HOTPLUG_TRACE: &str = "/tmp/scx-hotplug.trace";
+
+/// The trace of `scx-hotplug` must hold its CPU changes, in order: `home` offline then online, then
+/// `away` offline then online.
+fn hotplug_in_trace(ctx: &Ctx, home: &CpuSet, away: &CpuSet) -> Result<String, String> {
+    let s = super::trace::summary(ctx, HOTPLUG_TRACE, 0, None)?;
+    let h = &s["hotplug"];
+    let got: Vec<String> = h["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}{}",
+                e["cpu"],
+                if e["online"] == true { "+" } else { "-" }
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for (set, online) in [(home, false), (home, true), (away, false), (away, true)] {
+        want.extend(
+            set.iter()
+                .map(|c| format!("{}{}", c.0, if online { "+" } else { "-" })),
+        );
+    }
+    let _ = std::fs::remove_file(HOTPLUG_TRACE);
+    if got != want {
+        return Err(format!(
+            "the trace's hotplug records (cpu+ online, cpu- offline): {got:?}, expected {want:?}; {h}"
+        ));
+    }
+    Ok(format!(
+        "trace: {} offline, {} online: {}",
+        h["offline"],
+        h["online"],
+        got.join(" ")
     ))
 }
 
@@ -433,7 +477,7 @@ fn part_of_home_offline(
     spin: &Running,
     tids: &[i32],
     home: &CpuSet,
-) -> Result<String, String> {
+) -> Result<(String, CpuSet), String> {
     let mut cpus = home.iter();
     let keep: CpuSet = cpus.next().into_iter().collect();
     let away: CpuSet = cpus.collect();
@@ -518,10 +562,11 @@ fn part_of_home_offline(
         spinners_on_home(loaded, spin, &full)
     })?;
     pinned.finish(30)?;
-    Ok(format!(
+    let said = format!(
         "{away} offline, {keep} online: {on_rest}; {gained}; enq_home_offline +0; \
          a thread pinned to {pin_to} alone: {pinned_gained}, {widened}; back online: {back}"
-    ))
+    );
+    Ok((said, away))
 }
 
 /// The stressors `scx-soak` runs, each of which must report work done.

@@ -91,7 +91,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// `dfsched-scx trace FILE --json` counting the records in `[since, until)`.
-fn summary(
+pub(super) fn summary(
     ctx: &Ctx,
     file: &str,
     since: u64,
