@@ -166,7 +166,8 @@ impl BusyTracker {
         if elapsed < MIN_BUSY_WINDOW_NS {
             return &self.last;
         }
-        let mut out = Vec::with_capacity(busy_ticks.len());
+        // Per CPU: its busy time less ours, which may be below 0.
+        let mut out: Vec<(CpuId, i128)> = Vec::with_capacity(busy_ticks.len());
         for &(cpu, ticks) in busy_ticks {
             // A CPU that came online inside the window has no start: none.
             let Ok(i) = start_busy.binary_search_by_key(&cpu, |&(c, _)| c) else {
@@ -186,19 +187,54 @@ impl BusyTracker {
                 _ => 0,
             };
             let busy_ns = ticked_ns.max(unticked_ns);
-            let outside = busy_ns.saturating_sub(self.own_ns.get(&cpu).copied().unwrap_or(0));
-            let frac = (u128::from(outside) * u128::from(FULL) / u128::from(elapsed)) as u64;
-            let frac = frac.min(FULL);
-            if frac > 0 {
-                out.push((cpu, frac));
-            }
+            let own = self.own_ns.get(&cpu).copied().unwrap_or(0);
+            out.push((cpu, i128::from(busy_ns) - i128::from(own)));
         }
-        out.sort_unstable();
+        let out = outside_fractions(out, elapsed);
         self.last = out;
         self.start = Some((at_ns, busy_ticks.to_vec(), idle_ticks.to_vec()));
         self.own_ns.clear();
         &self.last
     }
+}
+
+/// Outside busy fractions (thousandths, in CPU order, zeros left out) from
+/// each CPU's busy time less ours over a window of `elapsed_ns` (`residue`,
+/// which is below 0 where more of our time was put than the CPU was busy).
+///
+/// Our time is put on the CPU each thread last ran on, but a thread that
+/// moved between CPUs in the window (under the sched_ext body a grouped
+/// thread changes CPU within its home every few slices; under CFS a pair of
+/// threads on a 2-CPU home may swap) ran part of it elsewhere: one CPU then
+/// has too much of ours (a residue below 0) and another too little, which
+/// reads as outside load that is not there. Clamping each CPU at 0 kept the
+/// second and dropped the first, so the total outside time came out high
+/// (553 thousandths on each CPU of a 2-CPU home, a whole task to the home
+/// rule's room test, in dfsched-vmbench's `scx-rehint-and-move`). So the
+/// time put where it did not fit is taken off the CPUs with a residue
+/// above 0, in proportion to it: the total outside time stays the
+/// machine's busy time less ours, exactly, and only where it lands is
+/// estimated.
+fn outside_fractions(residue: Vec<(CpuId, i128)>, elapsed_ns: u64) -> Vec<(CpuId, u64)> {
+    let deficit: i128 = residue.iter().map(|&(_, r)| (-r).max(0)).sum();
+    let surplus: i128 = residue.iter().map(|&(_, r)| r.max(0)).sum();
+    let mut out: Vec<(CpuId, u64)> = residue
+        .into_iter()
+        .filter(|&(_, r)| r > 0)
+        .map(|(cpu, r)| {
+            let left = if deficit >= surplus {
+                0
+            } else {
+                r - deficit * r / surplus
+            };
+            let frac = u128::try_from(left).unwrap_or(0) * u128::from(FULL)
+                / u128::from(elapsed_ns.max(1));
+            (cpu, u64::try_from(frac).unwrap_or(FULL).min(FULL))
+        })
+        .filter(|&(_, f)| f > 0)
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// Our own CPU time `delta_ns` spread over the CPUs in proportion to
@@ -605,12 +641,13 @@ mod tests {
             .observe(100 * MS, &[(C0, 110), (C1, 105)], &[], &[(C0, 20 * MS)])
             .to_vec();
         assert_eq!(got, vec![(C0, 600), (C1, 500)]);
-        // The next window starts afresh; our time never takes a CPU below 0
-        // and busy time never above 1 (ticks rounding).
+        // The next window starts afresh; our 90 ms put on CPU 0, busy 10 ms
+        // there, ran 80 ms elsewhere: taken off CPU 1's 120 ms (ticks
+        // rounding), 40 ms outside.
         let got = t
             .observe(200 * MS, &[(C0, 111), (C1, 117)], &[], &[(C0, 90 * MS)])
             .to_vec();
-        assert_eq!(got, vec![(C1, 1000)]);
+        assert_eq!(got, vec![(C1, 400)]);
         // A CPU that came online mid-window waits for the next one.
         let got = t
             .observe(300 * MS, &[(C0, 121), (C1, 117), (CpuId(2), 9)], &[], &[])
@@ -653,6 +690,34 @@ mod tests {
             .observe(100 * MS, &busy(6, 0), &idle(4, 10), &[])
             .to_vec();
         assert_eq!(got, vec![(C0, 600)]);
+    }
+
+    #[test]
+    fn our_time_put_on_the_wrong_cpu_of_a_busy_pair_leaves_no_outside_load() {
+        // Two of our threads kept CPUs 0 and 1 busy the whole 100 ms window,
+        // each half the time on each, and both last ran on CPU 0, so all
+        // 200 ms of ours is put there. Nothing else ran: the outside load is
+        // none, not CPU 1's whole 100 ms (what clamping CPU 0 at 0 gave).
+        let mut t = BusyTracker::new(100);
+        t.observe(0, &[(C0, 0), (C1, 0)], &[], &[]);
+        let got = t.observe(100 * MS, &[(C0, 10), (C1, 10)], &[], &[(C0, 200 * MS)]);
+        assert!(got.is_empty(), "{got:?}");
+        // With an outside thread on CPU 2 as well, it keeps its CPU but for
+        // its share of what was misplaced: 100 ms of ours ran on CPUs 0-1
+        // beyond what CPU 0 could hold, and CPUs 1 and 2 had 100 ms each
+        // left over; the total outside time is exact (100 ms).
+        let c2 = CpuId(2);
+        let mut t = BusyTracker::new(100);
+        t.observe(0, &[(C0, 0), (C1, 0), (c2, 0)], &[], &[]);
+        let got = t
+            .observe(
+                100 * MS,
+                &[(C0, 10), (C1, 10), (c2, 10)],
+                &[],
+                &[(C0, 200 * MS)],
+            )
+            .to_vec();
+        assert_eq!(got, vec![(C1, 500), (c2, 500)]);
     }
 
     #[test]
