@@ -539,14 +539,25 @@ impl Watchdog {
     }
 }
 
-/// SIGKILL to `root` and every descendant found under it in `/proc`
-/// (descendants first, so none is orphaned to run on).
+/// SIGKILL to `root` and every descendant found under it in `/proc`. Each
+/// is stopped (SIGSTOP) as it is found, before its children are read, and
+/// killed only once the whole tree is stopped: a stopped process can
+/// neither fork a child the walk would miss nor see its children die and
+/// exit by itself. (Killing the children first, `sh -c 'sleep 30 & sleep
+/// 30; wait'` under load saw its sleeps die, went on and exited 0 before
+/// its own SIGKILL came: a run killed at its limit reported status 0.)
 fn kill_tree(root: u32) {
+    let signal = |pid: u32, sig: libc::c_int| {
+        // SAFETY: kill has no memory effects; a pid that ended meanwhile
+        // gets ESRCH, ignored.
+        unsafe { libc::kill(pid as libc::pid_t, sig) };
+    };
     let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {
         let pid = found[i];
         i += 1;
+        signal(pid, libc::SIGSTOP);
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
@@ -560,10 +571,8 @@ fn kill_tree(root: u32) {
             }
         }
     }
-    for pid in found.into_iter().rev() {
-        // SAFETY: kill has no memory effects; a pid that ended meanwhile
-        // gets ESRCH, ignored.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    for pid in found {
+        signal(pid, libc::SIGKILL);
     }
 }
 
