@@ -157,7 +157,7 @@ pub fn read_topology(root: &Path) -> Result<Topology, Error> {
             reason: "no CPU is online".into(),
         });
     }
-    read_cpus(root, &cpu_dir, &online)
+    read_cpus(root, cpu_dir, &online)
 }
 
 /// [`read_topology`] of the online CPUs of `within` only: their files
@@ -178,16 +178,13 @@ pub fn read_topology_within(root: &Path, within: &CpuSet) -> Result<Topology, Er
             topology: online,
         });
     }
-    read_cpus(root, &cpu_dir, &cpus)
+    read_cpus(root, cpu_dir, &cpus)
 }
 
 /// The topology of the CPUs `online` (all online, or those of them a
 /// caller wants), every list read cut to them.
-fn read_cpus(root: &Path, cpu_dir: &Path, online: &CpuSet) -> Result<Topology, Error> {
-    let online = online.clone();
-    let cpu_dir = cpu_dir.to_path_buf();
-
-    let parts = read_parts(&Dir::open(cpu_dir)?, &online)?;
+fn read_cpus(root: &Path, cpu_dir: PathBuf, online: &CpuSet) -> Result<Topology, Error> {
+    let parts = read_parts(&Dir::open(cpu_dir)?, online)?;
     // The parts merged: each distinct cache once (a cache that straddles
     // two parts was read by both), each CPU's caches and siblings from the
     // part that read it.
@@ -196,11 +193,11 @@ fn read_cpus(root: &Path, cpu_dir: &Path, online: &CpuSet) -> Result<Topology, E
     // is the last one whose first CPU is `cpu`, `next_entry[i]` the one
     // before `i` (a handful per CPU: its core's caches and its LLC), so a
     // cache is found among equals without a map of small vectors.
-    let mut first_entry: PerCpu<usize> = PerCpu::new(&online);
+    let mut first_entry: PerCpu<usize> = PerCpu::new(online);
     let mut next_entry: Vec<Option<usize>> = Vec::new();
-    let mut caches: PerCpu<Span> = PerCpu::new(&online);
+    let mut caches: PerCpu<Span> = PerCpu::new(online);
     let mut lists: Vec<usize> = Vec::new();
-    let mut siblings: PerCpu<usize> = PerCpu::new(&online);
+    let mut siblings: PerCpu<usize> = PerCpu::new(online);
     let mut sibling_sets: Vec<CpuSet> = Vec::new();
     for part in parts {
         let global: Vec<usize> = part
@@ -250,7 +247,7 @@ fn read_cpus(root: &Path, cpu_dir: &Path, online: &CpuSet) -> Result<Topology, E
     // level-1 caches, else the CPU alone. `core_of[cpu]` is a position in
     // `cores`.
     let mut cores: Vec<CpuSet> = Vec::new();
-    let mut core_of: PerCpu<usize> = PerCpu::new(&online);
+    let mut core_of: PerCpu<usize> = PerCpu::new(online);
     for cpu in online.iter() {
         if core_of.get(cpu).is_some() {
             continue;
@@ -308,8 +305,8 @@ fn read_cpus(root: &Path, cpu_dir: &Path, online: &CpuSet) -> Result<Topology, E
         })
         .collect();
     specs.extend(cache_specs);
-    specs.extend(read_nodes(&root.join("sys/devices/system/node"), &online)?);
-    Ok(Topology::new(&online, specs)?)
+    specs.extend(read_nodes(&root.join("sys/devices/system/node"), online)?);
+    Ok(Topology::new(online, specs)?)
 }
 
 /// A run of positions in a list of cache positions: its start and length.
