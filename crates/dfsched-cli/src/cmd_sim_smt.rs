@@ -478,6 +478,27 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
             k.samples
         )?;
     }
+    if let Some(first) = c.order.first() {
+        let fills: Vec<String> = c.policies[first]
+            .threads
+            .iter()
+            .map(|t| {
+                let v = t.vectors;
+                format!(
+                    "{} {:.0}% ({:.0}/{:.0})",
+                    t.name,
+                    v.mean_fill * 100.0,
+                    v.all_hot * 100.0,
+                    v.none_hot * 100.0
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "vectors under {first}: hot super-sets, mean (quanta hot everywhere/nowhere): {}",
+            fills.join(", ")
+        )?;
+    }
     if let Some(b) = &c.best_static {
         writeln!(
             out,

@@ -45,6 +45,13 @@ fn json_names_itko_and_relative_throughput_of_every_policy_and_is_deterministic(
         assert!(v["policies"][p]["itko"].as_u64().is_some(), "{p}: {v}");
         let rt = v["policies"][p]["relative_throughput"].as_f64().unwrap();
         assert!(rt > 0.0 && rt <= 2.0, "{p}: {rt}");
+        for t in v["policies"][p]["threads"].as_array().unwrap() {
+            let fill = &t["vectors"];
+            for k in ["mean_fill", "all_hot", "none_hot"] {
+                let x = fill[k].as_f64().unwrap_or(-1.0);
+                assert!((0.0..=1.0).contains(&x), "{p} {}: {k} {x}", t["name"]);
+            }
+        }
     }
     assert_eq!(v["best_static"]["tried"], 3);
     assert_eq!(v, json(&a), "the same seed prints the same JSON");
@@ -64,6 +71,11 @@ fn table_lists_each_policy_with_its_ratio_to_round_robin() {
         assert!(t.lines().any(|l| l.starts_with(p)), "{p} missing:\n{t}");
     }
     assert!(t.contains("vs RR") && t.contains("mix slice0/2"), "{t}");
+    let fill = t
+        .lines()
+        .find(|l| l.starts_with("vectors under kihm"))
+        .unwrap_or_else(|| panic!("no vector fill line:\n{t}"));
+    assert!(fill.contains("slice0/2") && fill.contains('%'), "{fill}");
 }
 
 #[test]

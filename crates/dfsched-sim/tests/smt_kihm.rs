@@ -241,3 +241,35 @@ fn random_4k_pages_shrink_the_gain_that_virtual_vectors_promise() {
         "random 4 KiB gain {random} vs identity {identity}"
     );
 }
+
+/// The vectors' fill says what the picker had to go on: threads hot in
+/// one half of the cache fill half their vectors, never all or none;
+/// uniform threads, busy everywhere, fill all of them (a picker that sees
+/// only full vectors cannot tell where threads work).
+#[test]
+fn vector_fill_is_half_for_half_cache_threads_and_full_for_uniform_ones() {
+    let cfg = machine(40);
+    let c = run(
+        &cfg,
+        &mix(&cfg, ORDERS[1]),
+        &[PolicyChoice::Kihm, PolicyChoice::RoundRobin],
+    );
+    for t in &get(&c, "kihm").threads {
+        let v = t.vectors;
+        assert!(t.runs > 0, "{} never ran", t.name);
+        assert!(
+            (0.45..=0.55).contains(&v.mean_fill),
+            "{}: fill {}",
+            t.name,
+            v.mean_fill
+        );
+        assert_eq!((v.all_hot, v.none_hot), (0.0, 0.0), "{}", t.name);
+    }
+    let w = workload::uniform(&cfg.kernel_shape(4), 4, 2, 1);
+    let c = run(&cfg, &w, &[PolicyChoice::Kihm, PolicyChoice::RoundRobin]);
+    for t in &get(&c, "round-robin").threads {
+        assert!(t.runs > 0, "{} never ran", t.name);
+        assert!(t.vectors.all_hot > 0.9, "{}: {:?}", t.name, t.vectors);
+        assert!(t.vectors.mean_fill > 0.9, "{}: {:?}", t.name, t.vectors);
+    }
+}

@@ -62,6 +62,21 @@ pub struct ThreadReport {
     pub accesses: u64,
     /// Its work valued in alone-cycles over the run's cycles.
     pub progress: f64,
+    /// How much of the cache its vectors called hot: a vector hot
+    /// everywhere (or nowhere) tells the picker nothing about where.
+    pub vectors: VectorFill,
+}
+
+/// How full a thread's activity vectors were, over the quanta it ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct VectorFill {
+    /// Mean share of the super-sets hot (at more than one bit: the mean
+    /// level over the top level).
+    pub mean_fill: f64,
+    /// Share of its vectors hot in every super-set.
+    pub all_hot: f64,
+    /// Share of its vectors hot in none.
+    pub none_hot: f64,
 }
 
 /// What one run measured.

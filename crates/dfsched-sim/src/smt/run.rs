@@ -28,7 +28,7 @@
 use super::cache::{SmtCache, ThreadIx};
 use super::config::{Monitor, SmtConfig, SmtConfigError, VectorSource};
 use super::mapping::ThreadMap;
-use super::metrics::{l1_super_sets, CorrelationSums};
+use super::metrics::{l1_super_sets, CorrelationSums, VectorFill};
 pub use super::metrics::{AloneTable, Correlation, DecisionCounts, RunReport, ThreadReport};
 use super::workload::{Stream, Workload};
 use crate::rng::SimRng;
@@ -108,6 +108,12 @@ struct Thread {
     perm: Vec<usize>,
     /// Progress in alone-cycles.
     alone_cycles: u64,
+    /// Its vectors' fill, summed over the quanta it ran: hot super-sets
+    /// over all (levels over their most at more than one bit).
+    fill_sum: f64,
+    /// Quanta whose vector was hot in every super-set, and in none.
+    all_hot: u64,
+    none_hot: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -183,6 +189,9 @@ pub fn run(
                 shuffled: vec![idle.clone()],
                 perm,
                 alone_cycles: 0,
+                fill_sum: 0.0,
+                all_hot: 0,
+                none_hot: 0,
             }
         })
         .collect();
@@ -237,6 +246,10 @@ pub fn run(
                 let v = counters
                     .vector(cfg.bits, r.threshold)
                     .map_err(|_| SmtConfigError::BadBits(cfg.bits))?;
+                let fill = v.intensity() / v.super_sets() as f64;
+                th.fill_sum += fill;
+                th.all_hot += u64::from(fill >= 1.0);
+                th.none_hot += u64::from(fill <= 0.0);
                 th.shuffled = vec![v.permuted(&th.perm).expect("perm is a permutation")];
                 th.profile = vec![v];
                 let ac = alone.cycles(cfg, t, a0, a1);
@@ -647,8 +660,30 @@ impl Run<'_> {
                     runs: t.runs,
                     accesses: t.done,
                     progress: p,
+                    vectors: VectorFill::of(t),
                 })
                 .collect(),
+        }
+    }
+}
+
+impl VectorFill {
+    fn of(t: &Thread) -> VectorFill {
+        let share = |n: u64| {
+            if t.runs == 0 {
+                0.0
+            } else {
+                n as f64 / t.runs as f64
+            }
+        };
+        VectorFill {
+            mean_fill: if t.runs == 0 {
+                0.0
+            } else {
+                t.fill_sum / t.runs as f64
+            },
+            all_hot: share(t.all_hot),
+            none_hot: share(t.none_hot),
         }
     }
 }
