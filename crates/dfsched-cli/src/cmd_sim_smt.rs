@@ -24,7 +24,6 @@ use dfsched_core::activity::{Overlap, Threshold};
 use dfsched_sim::smt::compare::{compare, Comparison, PolicyChoice};
 use dfsched_sim::smt::config::{Monitor, SmtConfig, ThresholdRule, VectorSource};
 use dfsched_sim::smt::mapping::Mapping;
-use dfsched_sim::smt::trace;
 use dfsched_sim::smt::workload::{self, Stream, ThreadSpec, TraceStream, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -389,9 +388,7 @@ fn traces(dir: &Path) -> anyhow::Result<Workload> {
     }
     let mut threads = Vec::new();
     for f in files {
-        let bytes = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
-        let accesses =
-            trace::decode(&bytes).with_context(|| format!("decoding {}", f.display()))?;
+        let accesses = crate::cmd_trace::read_trace(&f)?;
         let stream = TraceStream::new(accesses.into())
             .with_context(|| format!("{} holds no access", f.display()))?;
         threads.push(ThreadSpec {

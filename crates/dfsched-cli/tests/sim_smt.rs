@@ -126,6 +126,89 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `trace import` writes one zstd frame of the simulator's bare trace
+/// bytes, and `--workload traces` reads the compressed file and the bare
+/// bytes alike; a trace that decompresses past the bound, or a FIFO named
+/// like a trace, is a prompt error naming the file.
+#[test]
+fn imported_traces_are_zstd_frames_and_bare_traces_still_read() {
+    use dfsched_sim::smt::trace::{encode, LackeyParser};
+    let dir = std::env::temp_dir().join(format!("dfsched-smt-zstd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("sample.dftrace");
+    let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
+    let mut child = Command::new(cli_support::BIN)
+        .args(["trace", "import", "--out"])
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let written = std::fs::read(&out).unwrap();
+    assert_eq!(written[..4], [0x28, 0xB5, 0x2F, 0xFD], "a zstd frame");
+    let mut parser = LackeyParser::new();
+    let accesses: Vec<_> = String::from_utf8(sample)
+        .unwrap()
+        .lines()
+        .filter_map(|l| parser.line(l).unwrap())
+        .collect();
+    let bare = encode(&accesses);
+    assert_eq!(zstd::decode_all(&written[..]).unwrap(), bare);
+
+    let run = |dir: &std::path::Path| {
+        let args = with(&["--workload", "traces", dir.to_str().unwrap(), "--json"]);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        json(&a)
+    };
+    let compressed = run(&dir);
+    std::fs::write(&out, &bare).unwrap();
+    assert_eq!(run(&dir), compressed, "bare and compressed bytes run alike");
+
+    // A frame of a few KiB that promises more than the bound allows.
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    enc.write_all(&bare).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..=256 {
+        enc.write_all(&zeros).unwrap();
+    }
+    let bomb = enc.finish().unwrap();
+    assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+    std::fs::write(&out, &bomb).unwrap();
+    let args = with(&["--workload", "traces", dir.to_str().unwrap()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = dfsched(&a);
+    let text = String::from_utf8_lossy(&err.stderr);
+    assert!(!err.status.success(), "{text}");
+    assert!(
+        text.contains("sample.dftrace") && text.contains("256 MiB"),
+        "{text}"
+    );
+
+    // A FIFO nobody writes to: refused before it is opened for reading.
+    std::fs::remove_file(&out).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("fifo.dftrace").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let started = std::time::Instant::now();
+    let err = dfsched(&a);
+    let text = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        !err.status.success() && text.contains("fifo.dftrace"),
+        "{text}"
+    );
+    assert!(text.contains("not a regular file"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_input_fails_with_a_message() {
     for (extra, needle) in [
