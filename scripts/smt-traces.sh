@@ -65,7 +65,8 @@ record gzip gzip -c -6 "$work/text"
 record bzip2 bzip2 -c "$work/text"
 record xz xz -c -T1 "$work/text"
 record sort sort -n "$work/numbers"
-record python3 "$(python3 -c 'import sys; print(sys.executable)')" -c 'import json; d = {str(i): [i] * 8 for i in range(200000)}; json.dumps(d)'
+# A fixed hash seed: with Python's random one each recording differs.
+PYTHONHASHSEED=0 record python3 "$(python3 -c 'import sys; print(sys.executable)')" -c 'import json; d = {str(i): [i] * 8 for i in range(200000)}; json.dumps(d)'
 record sqlite3 sqlite3 :memory: 'create table t(a, b); with recursive c(x) as (select 1 union all select x + 1 from c where x < 200000) insert into t select x, x * 7 % 1000 from c; select b, count(*) from t group by b order by 2 desc limit 3;'
 # The compiler proper, not the gcc driver (lackey would trace the driver).
 # Its input is a file: record() gives the program no stdin.
