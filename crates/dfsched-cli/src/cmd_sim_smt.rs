@@ -727,10 +727,45 @@ fn grid_table(r: &GridReport) -> String {
                 share(p.share_of_lookahead_itko_cut)
             );
         }
+        let pts = |x: f64| format!("{:+.1}", x * 100.0);
+        let n = g.mixes.len();
+        for (control, p) in &g.kihm_against {
+            let (i, th) = (&p.itko_difference, &p.throughput_difference);
+            let _ = writeln!(
+                t,
+                "kihm - {control}: ITKO {} pts [{}, {}], fewer in {}/{n} mixes; rel.thr {} pts [{}, {}], higher in {}/{n}",
+                pts(i.mean),
+                pts(i.min),
+                pts(i.max),
+                p.fewer_itko,
+                pts(th.mean),
+                pts(th.min),
+                pts(th.max),
+                p.higher_throughput
+            );
+        }
+        if !g.vector_fill.is_empty() {
+            let fills: Vec<String> = g
+                .vector_fill
+                .iter()
+                .map(|(name, f)| {
+                    format!(
+                        "{name} {:.0}% ({:.0}%)",
+                        f.mean_fill * 100.0,
+                        f.all_hot * 100.0
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                t,
+                "vectors under kihm, hot super-sets (quanta hot everywhere), mean over mixes: {}",
+                fills.join(", ")
+            );
+        }
     }
     let _ = writeln!(
         t,
-        "\nworst mix: the mix of the least rel.thr gain; of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's"
+        "\nworst mix: the mix of the least rel.thr gain; of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's; kihm - X: the paper's policy's ratio to round robin minus the control's, mix by mix (set-level value needs kihm ahead of intensity and shuffled by more than that spread)"
     );
     t
 }

@@ -331,6 +331,19 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
                 assert!(s[k]["min_mix"].as_u64().unwrap() < 3);
             }
         }
+        // The paper's policy against the one control that ran, and the
+        // vectors of each of the five programs.
+        let pair = &g["kihm_against"];
+        assert_eq!(pair.as_object().unwrap().len(), 1, "{pair}");
+        let fewer = pair["intensity"]["fewer_itko"].as_u64().unwrap();
+        assert!(fewer <= 3, "{pair}");
+        assert!(pair["intensity"]["itko_difference"]["mean"].is_number());
+        let fill = g["vector_fill"].as_object().unwrap();
+        assert_eq!(fill.len(), 5, "{fill:?}");
+        for (name, f) in fill {
+            let x = f["mean_fill"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&x), "{name}: {f}");
+        }
         // Round robin against itself is exactly 0 in every mix.
         let rr = &g["policies"]["round-robin"];
         assert_eq!(rr["itko_change"]["min"], 0.0);
@@ -368,15 +381,29 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
         plot.to_str().unwrap(),
     ]);
     let mut args = base.clone();
-    args.extend(["--grid", "paper", "--policies", "kihm,rr"].map(String::from));
+    args.extend(["--grid", "paper", "--policies", "kihm,rr,shuffled"].map(String::from));
     let t = stdout(&run_args(&args));
     assert!(t.contains("mix  1: p0 p1 p2 p3"), "{t}");
     assert!(
         t.contains("identity pages") && t.contains("random-4k pages"),
         "{t}"
     );
-    assert!(
-        t.lines().filter(|l| l.starts_with("kihm")).count() == 2,
+    let count = |p: &dyn Fn(&str) -> bool| t.lines().filter(|l| p(l)).count();
+    assert_eq!(
+        count(&|l| l.starts_with("kihm ") && !l.starts_with("kihm - ")),
+        2,
+        "{t}"
+    );
+    // Per mapping: the paper's policy against the control that ran, and
+    // the vectors' fill per program.
+    assert_eq!(
+        count(&|l| l.starts_with("kihm - shuffled: ITKO") && l.contains("/1 mixes")),
+        2,
+        "{t}"
+    );
+    assert_eq!(
+        count(&|l| l.starts_with("vectors under kihm") && l.contains("p0 ")),
+        2,
         "{t}"
     );
     for (extra, needle) in [

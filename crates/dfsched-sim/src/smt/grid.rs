@@ -140,6 +140,38 @@ pub struct PolicySummary {
     pub share_of_lookahead_itko_cut: Option<f64>,
 }
 
+/// The paper's policy against one control, mix by mix (the issue's
+/// set-level rule: a claim needs the paper's policy ahead of both
+/// intensity-only and shuffled vectors by more than the spread).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Paired {
+    /// The paper's ITKO change minus the control's, over mixes (negative:
+    /// the paper's policy kicks out fewer).
+    pub itko_difference: Spread,
+    /// The paper's throughput gain minus the control's (positive: the
+    /// paper's policy is ahead).
+    pub throughput_difference: Spread,
+    /// Mixes where the paper's policy had fewer ITKO than the control.
+    pub fewer_itko: usize,
+    /// Mixes where it had the higher relative throughput.
+    pub higher_throughput: usize,
+}
+
+/// The controls the paper's policy is paired with, when run.
+pub const CONTROLS: [&str; 3] = ["intensity", "shuffled", "random"];
+
+/// One program's activity vectors under the paper's policy, averaged over
+/// the mixes it ran in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProgramFill {
+    /// Mixes it was in.
+    pub mixes: usize,
+    /// Mean share of its super-sets hot.
+    pub mean_fill: f64,
+    /// Mean share of its quanta whose vector was hot everywhere.
+    pub all_hot: f64,
+}
+
 /// The grid of one mapping: each mix's ratios and each policy's summary.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GridSummary {
@@ -147,6 +179,12 @@ pub struct GridSummary {
     pub mixes: Vec<MixRatios>,
     /// Per policy (round robin included: all zeros).
     pub policies: BTreeMap<String, PolicySummary>,
+    /// The paper's policy (`kihm`) against each of [`CONTROLS`] that ran
+    /// beside it.
+    pub kihm_against: BTreeMap<String, Paired>,
+    /// Per program, its vectors under `kihm`: full vectors (hot in every
+    /// super-set) leave the picker nothing to tell threads apart by.
+    pub vector_fill: BTreeMap<String, ProgramFill>,
 }
 
 /// Why a grid cannot be summarised.
@@ -226,12 +264,123 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             },
         );
     }
-    Ok(GridSummary { mixes, policies })
+    let mut kihm_against = BTreeMap::new();
+    if names.iter().any(|n| n == "kihm") {
+        for control in CONTROLS {
+            if !names.iter().any(|n| n == control) {
+                continue;
+            }
+            let d_itko = column(&|m| m.itko_change["kihm"] - m.itko_change[control]);
+            let d_thr = column(&|m| m.throughput_gain["kihm"] - m.throughput_gain[control]);
+            kihm_against.insert(
+                control.to_string(),
+                Paired {
+                    fewer_itko: d_itko.iter().filter(|&&d| d < 0.0).count(),
+                    higher_throughput: d_thr.iter().filter(|&&d| d > 0.0).count(),
+                    itko_difference: Spread::of(&d_itko).ok_or(GridError::Empty)?,
+                    throughput_difference: Spread::of(&d_thr).ok_or(GridError::Empty)?,
+                },
+            );
+        }
+    }
+    let mut vector_fill: BTreeMap<String, ProgramFill> = BTreeMap::new();
+    for c in runs {
+        let Some(k) = c.policies.get("kihm") else {
+            continue;
+        };
+        for t in &k.threads {
+            let f = vector_fill.entry(t.name.clone()).or_insert(ProgramFill {
+                mixes: 0,
+                mean_fill: 0.0,
+                all_hot: 0.0,
+            });
+            f.mixes += 1;
+            f.mean_fill += t.vectors.mean_fill;
+            f.all_hot += t.vectors.all_hot;
+        }
+    }
+    for f in vector_fill.values_mut() {
+        f.mean_fill /= f.mixes as f64;
+        f.all_hot /= f.mixes as f64;
+    }
+    Ok(GridSummary {
+        mixes,
+        policies,
+        kihm_against,
+        vector_fill,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pairing with the controls is the per-mix difference of the
+    /// policies' own ratios, and the fill the mean of the runs' own.
+    #[test]
+    fn kihm_is_paired_with_each_control_mix_by_mix_and_fill_is_averaged() {
+        use crate::smt::compare::{compare, PolicyChoice};
+        use crate::smt::config::SmtConfig;
+        use crate::smt::workload;
+        let cfg = SmtConfig {
+            quanta: 12,
+            ..SmtConfig::quarter()
+        };
+        let runs: Vec<Comparison> = [
+            "slice0/2,slice1/2,slice0/2,slice1/2",
+            "phased,phased,uniform,light",
+        ]
+        .iter()
+        .map(|spec| {
+            let w = workload::mix(&cfg.kernel_shape(4), spec, 1).unwrap();
+            let p = [
+                PolicyChoice::Kihm,
+                PolicyChoice::RoundRobin,
+                PolicyChoice::Shuffled,
+                PolicyChoice::Random,
+            ];
+            compare(&cfg, &w, &p, |_| {}).unwrap()
+        })
+        .collect();
+        let g = summarise(&runs).unwrap();
+        assert_eq!(
+            g.kihm_against.keys().collect::<Vec<_>>(),
+            ["random", "shuffled"],
+            "intensity did not run"
+        );
+        for (control, p) in &g.kihm_against {
+            let d: Vec<f64> = g
+                .mixes
+                .iter()
+                .map(|m| m.itko_change["kihm"] - m.itko_change[control])
+                .collect();
+            assert_eq!(p.itko_difference, Spread::of(&d).unwrap(), "{control}");
+            assert_eq!(p.fewer_itko, d.iter().filter(|&&x| x < 0.0).count());
+            let t: Vec<f64> = g
+                .mixes
+                .iter()
+                .map(|m| m.throughput_gain["kihm"] - m.throughput_gain[control])
+                .collect();
+            assert_eq!(p.throughput_difference, Spread::of(&t).unwrap());
+            assert_eq!(p.higher_throughput, t.iter().filter(|&&x| x > 0.0).count());
+        }
+        // Every thread name of the two mixes, each from the one mix it ran in.
+        let names: usize = runs.iter().map(|c| c.threads.len()).sum();
+        assert_eq!(g.vector_fill.len(), names);
+        for c in &runs {
+            for t in &c.policies["kihm"].threads {
+                let f = &g.vector_fill[&t.name];
+                assert_eq!(f.mixes, 1);
+                assert_eq!(f.mean_fill, t.vectors.mean_fill);
+                assert_eq!(f.all_hot, t.vectors.all_hot);
+            }
+        }
+        // The complementary mix's threads fill half their vectors.
+        assert!(g
+            .vector_fill
+            .values()
+            .any(|f| (0.45..=0.55).contains(&f.mean_fill)));
+    }
 
     #[test]
     fn few_programs_give_every_combination() {
