@@ -728,6 +728,8 @@ fn grid_table(r: &GridReport) -> String {
             );
         }
         let pts = |x: f64| format!("{:+.1}", x * 100.0);
+        // Throughput differences are fractions of a point.
+        let pts2 = |x: f64| format!("{:+.2}", x * 100.0);
         let n = g.mixes.len();
         for (control, p) in &g.kihm_against {
             let (i, th) = (&p.itko_difference, &p.throughput_difference);
@@ -738,9 +740,9 @@ fn grid_table(r: &GridReport) -> String {
                 pts(i.min),
                 pts(i.max),
                 p.fewer_itko,
-                pts(th.mean),
-                pts(th.min),
-                pts(th.max),
+                pts2(th.mean),
+                pts2(th.min),
+                pts2(th.max),
                 p.higher_throughput
             );
         }
