@@ -7,6 +7,7 @@ mod cli_support;
 
 use cli_support::{dfsched, json, skip_or_fail, stdout_of as stdout};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// A small, fast run: a quarter-size L2, short quanta.
@@ -78,9 +79,12 @@ fn table_lists_each_policy_with_its_ratio_to_round_robin() {
     assert!(fill.contains("slice0/2") && fill.contains('%'), "{fill}");
 }
 
-#[test]
-fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
-    let dir = std::env::temp_dir().join(format!("dfsched-smt-{}", std::process::id()));
+/// `trace import` of the committed lackey sample into `sample.dftrace` of a
+/// fresh directory named by `tag`: the directory, the file, the sample's
+/// text and the import's stderr (the import must succeed).
+fn import_sample(tag: &str) -> (PathBuf, PathBuf, Vec<u8>, String) {
+    let dir = std::env::temp_dir().join(format!("dfsched-smt-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("sample.dftrace");
     let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
@@ -93,8 +97,14 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
         .unwrap();
     child.stdin.take().unwrap().write_all(&sample).unwrap();
     let done = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&done.stderr);
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
     assert!(done.status.success(), "{err}");
+    (dir, out, sample, err)
+}
+
+#[test]
+fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
+    let (dir, _, _, err) = import_sample("lackey");
     // The sample holds 16 loads, stores and modifies.
     assert!(err.contains(": 16 accesses"), "{err}");
     // Beside the committed traces of /bin/true, three threads.
@@ -133,25 +143,7 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
 #[test]
 fn imported_traces_are_zstd_frames_and_bare_traces_still_read() {
     use dfsched_sim::smt::trace::{encode, LackeyParser};
-    let dir = std::env::temp_dir().join(format!("dfsched-smt-zstd-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("sample.dftrace");
-    let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
-    let mut child = Command::new(cli_support::BIN)
-        .args(["trace", "import", "--out"])
-        .arg(&out)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&sample).unwrap();
-    let done = child.wait_with_output().unwrap();
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    let (dir, out, sample, _) = import_sample("zstd");
     let written = std::fs::read(&out).unwrap();
     assert_eq!(written[..4], [0x28, 0xB5, 0x2F, 0xFD], "a zstd frame");
     let mut parser = LackeyParser::new();
