@@ -15,12 +15,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dfsched-calibrate-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory for one test, removed when it is dropped (passed
+/// or failed).
+fn scratch(test: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-calibrate-{test}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn read_profile(path: &Path) -> MachineProfile {
@@ -41,7 +42,8 @@ fn median(p: &MachineProfile, name: &str) -> f64 {
 
 #[test]
 fn quick_calibration_writes_a_well_formed_profile_with_the_orderings_that_must_hold() {
-    let dir = scratch("quick");
+    let tmp = scratch("quick");
+    let dir = tmp.path();
     let path = dir.join("m.json");
     let out = dfsched(&["calibrate", "--quick", "--output", path.to_str().unwrap()]);
     assert!(
@@ -92,15 +94,15 @@ fn quick_calibration_writes_a_well_formed_profile_with_the_orderings_that_must_h
     }
     // The simulator takes it.
     p.calibration().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn with_no_path_the_profile_goes_to_the_config_directory() {
-    let dir = scratch("xdg");
+    let tmp = scratch("xdg");
+    let dir = tmp.path();
     let out = Command::new(BIN)
         .args(["calibrate", "--quick", "--json"])
-        .env("XDG_CONFIG_HOME", &dir)
+        .env("XDG_CONFIG_HOME", dir)
         .output()
         .unwrap();
     assert!(
@@ -132,13 +134,12 @@ fn with_no_path_the_profile_goes_to_the_config_directory() {
             "--json",
             "--predict",
         ])
-        .env("XDG_CONFIG_HOME", &dir)
+        .env("XDG_CONFIG_HOME", dir)
         .output()
         .unwrap();
     let v = stdout_json(&out);
     let want = dir.join("dfsched/machine.json");
     assert_eq!(v["prediction"]["profile"], want.to_str().unwrap());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs `dfsched ARGS` with this thread's affinity narrowed to `cpus` (the
@@ -155,7 +156,8 @@ fn dfsched_on(cpus: &CpuSet, args: &[&str]) -> Output {
 fn with_one_cpu_the_cross_cpu_costs_are_null_with_a_reason() {
     let allowed = dfsched::sys::get_affinity(0).unwrap();
     let first: CpuId = allowed.iter().next().unwrap();
-    let dir = scratch("one-cpu");
+    let tmp = scratch("one-cpu");
+    let dir = tmp.path();
     let path = dir.join("m.json");
     let out = dfsched_on(
         &CpuSet::single(first),
@@ -198,7 +200,6 @@ fn with_one_cpu_the_cross_cpu_costs_are_null_with_a_reason() {
         "{:?}",
         cal.defaulted
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A profile of round figures for this machine's topology.
@@ -215,8 +216,9 @@ fn example_profile(dir: &Path) -> (PathBuf, MachineProfile) {
 
 #[test]
 fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs() {
-    let dir = scratch("bad");
-    let (good_path, good) = example_profile(&dir);
+    let tmp = scratch("bad");
+    let dir = tmp.path();
+    let (good_path, good) = example_profile(dir);
     let write = |name: &str, text: String| {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
@@ -289,13 +291,13 @@ fn a_bad_profile_is_refused_with_the_file_and_the_problem_before_anything_runs()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
-    let dir = scratch("predict");
-    let (path, _) = example_profile(&dir);
+    let tmp = scratch("predict");
+    let dir = tmp.path();
+    let (path, _) = example_profile(dir);
     let predict = [TINY, &["--quiet", "--predict", path.to_str().unwrap()]].concat();
     let v = stdout_json(&dfsched(&[&predict[..], &["--json"]].concat()));
     // The report's own keys are still there.
@@ -331,7 +333,6 @@ fn bench_df_predict_puts_each_modes_predicted_ratio_beside_the_measured_one() {
         path.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Asserts a `--predict` report's rows: the modes `modes` in that order, each
@@ -351,8 +352,9 @@ fn assert_prediction_rows(v: &Value, modes: &[&str], measured: impl Fn(&str) -> 
 
 #[test]
 fn bench_cothreads_predict_gives_throughput_ratios_beside_the_measured_ones() {
-    let dir = scratch("co-predict");
-    let (path, _) = example_profile(&dir);
+    let tmp = scratch("co-predict");
+    let dir = tmp.path();
+    let (path, _) = example_profile(dir);
     let p = path.to_str().unwrap();
     let base = [
         "bench",
@@ -383,13 +385,13 @@ fn bench_cothreads_predict_gives_throughput_ratios_beside_the_measured_ones() {
     let out = dfsched(&[&base[..], &["--modes", "oracle,split", "--predict", p]].concat());
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("vanilla"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bench_chat_predict_gives_throughput_ratios_beside_the_measured_ones() {
-    let dir = scratch("chat-predict");
-    let (path, _) = example_profile(&dir);
+    let tmp = scratch("chat-predict");
+    let dir = tmp.path();
+    let (path, _) = example_profile(dir);
     let p = path.to_str().unwrap();
     let base = [
         "bench",
@@ -413,5 +415,4 @@ fn bench_chat_predict_gives_throughput_ratios_beside_the_measured_ones() {
     );
     let out = dfsched(&[&base[..], &["--modes", "oracle", "--predict", p]].concat());
     assert_eq!(out.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -223,9 +223,13 @@ fn paper_grid_json_has_nine_cells_of_table_3() {
 }
 
 /// A fixture sysfs tree: 4 CPUs, private 32K L1d each, an 8M L3 per pair.
-fn fixture_sysfs() -> std::path::PathBuf {
-    let root = std::env::temp_dir().join(format!("dfsched-cli-sysfs-{}", std::process::id()));
-    let cpu = root.join("sys/devices/system/cpu");
+/// Removed when dropped.
+fn fixture_sysfs() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("dfsched-cli-sysfs-")
+        .tempdir()
+        .unwrap();
+    let cpu = dir.path().join("sys/devices/system/cpu");
     std::fs::create_dir_all(&cpu).unwrap();
     std::fs::write(cpu.join("online"), "0-3\n").unwrap();
     for n in 0..4u32 {
@@ -242,13 +246,13 @@ fn fixture_sysfs() -> std::path::PathBuf {
             std::fs::write(dir.join("shared_cpu_list"), format!("{shared}\n")).unwrap();
         }
     }
-    root
+    dir
 }
 
 #[test]
 fn topology_reads_a_fixture_tree_under_sysfs_root() {
     let root = fixture_sysfs();
-    let path = root.to_str().unwrap();
+    let path = root.path().to_str().unwrap();
     let v = stdout_json(&dfsched(&["topology", "--json", "--sysfs-root", path]));
     let cpus: Vec<&str> = v["topology"]["domains"]
         .as_array()
@@ -261,5 +265,4 @@ fn topology_reads_a_fixture_tree_under_sysfs_root() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("llc {0-1}: L3 Unified 8 MiB"), "{text}");
     assert!(text.contains("cpu {3}: L1 Data 32 KiB"), "{text}");
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -79,14 +79,21 @@ fn table_lists_each_policy_with_its_ratio_to_round_robin() {
     assert!(fill.contains("slice0/2") && fill.contains('%'), "{fill}");
 }
 
+/// A scratch directory named by `tag`, removed when dropped (passed or
+/// failed).
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-smt-{tag}-"))
+        .tempdir()
+        .unwrap()
+}
+
 /// `trace import` of the committed lackey sample into `sample.dftrace` of a
 /// fresh directory named by `tag`: the directory, the file, the sample's
 /// text and the import's stderr (the import must succeed).
-fn import_sample(tag: &str) -> (PathBuf, PathBuf, Vec<u8>, String) {
-    let dir = std::env::temp_dir().join(format!("dfsched-smt-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("sample.dftrace");
+fn import_sample(tag: &str) -> (tempfile::TempDir, PathBuf, Vec<u8>, String) {
+    let dir = scratch(tag);
+    let out = dir.path().join("sample.dftrace");
     let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
     let mut child = Command::new(cli_support::BIN)
         .args(["trace", "import", "--out"])
@@ -104,7 +111,8 @@ fn import_sample(tag: &str) -> (PathBuf, PathBuf, Vec<u8>, String) {
 
 #[test]
 fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
-    let (dir, _, _, err) = import_sample("lackey");
+    let (tmp, _, _, err) = import_sample("lackey");
+    let dir = tmp.path();
     // The sample holds 16 loads, stores and modifies.
     assert!(err.contains(": 16 accesses"), "{err}");
     // Beside the committed traces of /bin/true, three threads.
@@ -133,7 +141,6 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
         threads.iter().all(|t| t["accesses"].as_u64().unwrap() > 0),
         "{v}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `trace import` writes one zstd frame of the simulator's bare trace
@@ -143,7 +150,8 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
 #[test]
 fn imported_traces_are_zstd_frames_and_bare_traces_still_read() {
     use dfsched_sim::smt::trace::{encode, LackeyParser};
-    let (dir, out, sample, _) = import_sample("zstd");
+    let (tmp, out, sample, _) = import_sample("zstd");
+    let dir = tmp.path();
     let written = std::fs::read(&out).unwrap();
     assert_eq!(written[..4], [0x28, 0xB5, 0x2F, 0xFD], "a zstd frame");
     let mut parser = LackeyParser::new();
@@ -160,9 +168,9 @@ fn imported_traces_are_zstd_frames_and_bare_traces_still_read() {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         json(&a)
     };
-    let compressed = run(&dir);
+    let compressed = run(dir);
     std::fs::write(&out, &bare).unwrap();
-    assert_eq!(run(&dir), compressed, "bare and compressed bytes run alike");
+    assert_eq!(run(dir), compressed, "bare and compressed bytes run alike");
 
     // A frame of a few KiB that promises more than the bound allows.
     let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
@@ -198,7 +206,6 @@ fn imported_traces_are_zstd_frames_and_bare_traces_still_read() {
     );
     assert!(text.contains("not a regular file"), "{text}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -249,20 +256,20 @@ fn seeds_report_each_policys_mean_and_spread_against_round_robin() {
 
 /// A traces directory of `n` programs made of the two committed fixtures
 /// under distinct names (p0, p1, …), for a tiny grid.
-fn fixture_programs(tag: &str, n: usize) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("dfsched-smt-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn fixture_programs(tag: &str, n: usize) -> tempfile::TempDir {
+    let dir = scratch(tag);
     for i in 0..n {
         let f = ["true-start.dftrace", "true-later.dftrace"][i % 2];
-        std::fs::copy(format!("{FIXTURES}/{f}"), dir.join(format!("p{i}.dftrace"))).unwrap();
+        let to = dir.path().join(format!("p{i}.dftrace"));
+        std::fs::copy(format!("{FIXTURES}/{f}"), to).unwrap();
     }
     dir
 }
 
 #[test]
 fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot() {
-    let dir = fixture_programs("grid", 5);
+    let tmp = fixture_programs("grid", 5);
+    let dir = tmp.path();
     let plot = dir.join("grid.svg");
     let args = with(&[
         "--workload",
@@ -358,12 +365,12 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
     ] {
         assert!(svg.contains(needle), "{needle} missing from the plot");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
-    let dir = fixture_programs("grid-table", 4);
+    let tmp = fixture_programs("grid-table", 4);
+    let dir = tmp.path();
     let plot = dir.join("g.svg");
     let base = with(&[
         "--workload",
@@ -420,7 +427,6 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     let args = with(&["--grid", "paper"]);
     let err = String::from_utf8_lossy(&run_args(&args).stderr).into_owned();
     assert!(err.contains("needs --workload traces DIR"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -429,8 +435,8 @@ fn profile_writes_per_thread_vectors_of_a_program_run_under_valgrind() {
         skip_or_fail("SKIP profile test: valgrind is not installed");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("dfsched-profile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = scratch("profile");
+    let dir = tmp.path();
     let out = dir.join("true.json");
     let run = cli_support::dfsched(&[
         "profile",
@@ -459,7 +465,6 @@ fn profile_writes_per_thread_vectors_of_a_program_run_under_valgrind() {
         .iter()
         .all(|v| v["levels"].as_array().unwrap().len() == 32));
     assert!(err.contains("1 thread(s)"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A profile whose valgrind run is ended by `--timeout` leaves nothing in
@@ -471,7 +476,8 @@ fn a_profile_cut_short_by_its_timeout_leaves_no_vgdb_fifos() {
         Command::new("valgrind").arg("--version").output().is_ok(),
         "premise: valgrind is installed (apt-get install valgrind)"
     );
-    let dir = std::env::temp_dir().join(format!("dfsched-profile-tmo-{}", std::process::id()));
+    let scratch = scratch("profile-tmo");
+    let dir = scratch.path();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     // About 0.1 s natively, minutes under lackey: the second run is cut.
@@ -495,5 +501,4 @@ fn a_profile_cut_short_by_its_timeout_leaves_no_vgdb_fifos() {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?} ({err})");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

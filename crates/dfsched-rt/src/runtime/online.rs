@@ -352,8 +352,11 @@ mod tests {
         }
         assert_eq!(rt.stats().online_reads_skipped, 0);
         // A fixture's online file is not the kernel's /proc/stat's.
-        let dir = std::env::temp_dir().join(format!("dfsched-online-stat-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-online-stat-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         crate::sysfs::write_test_tree(&dir, 1, 1, 2, 1).unwrap();
         let rt = Runtime::start(RuntimeConfig {
             sysfs_root: dir.clone(),
@@ -365,13 +368,15 @@ mod tests {
         }
         assert_eq!(rt.stats().online_reads_skipped, 0);
         drop(rt);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_group_whose_cpus_went_offline_and_came_back_returns_to_one_home() {
-        let dir = std::env::temp_dir().join(format!("dfsched-online-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-online-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         crate::sysfs::write_test_tree(&dir, 1, 4, 4, 1).unwrap();
         let online_file = dir.join("sys/devices/system/cpu/online");
         let sys = Arc::new(HotplugSys::new(set("0-15")));
@@ -455,6 +460,5 @@ mod tests {
             w.join().unwrap();
         }
         rt.shutdown();
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
