@@ -29,9 +29,12 @@ python3 - "$home" <<'PY' || exit 2
 import sys
 p = sys.argv[1]
 s = open(p).read()
-anchor = "    let shape = shape.at_least_one();\n    let regime = shape.regime(config);\n"
-assert anchor in s, "home::choose changed: update this script"
-s = s.replace(anchor, anchor + "    if shape.near.is_none() {\n        return topo.root(); // BROKEN on purpose: ignores LLC boundaries\n    }\n", 1)
+# The first line of home::choose's body (the rest of it changes with the
+# engine; this line has not).
+start = s.index("pub(crate) fn choose(")
+anchor = "    let shape = shape.at_least_one();\n"
+assert s.find(anchor, start) > 0, "home::choose changed: update this script"
+s = s[:start] + s[start:].replace(anchor, anchor + "    if shape.near.is_none() {\n        return topo.root(); // BROKEN on purpose: ignores LLC boundaries\n    }\n", 1)
 open(p, "w").write(s)
 PY
 echo "patched $home:"
