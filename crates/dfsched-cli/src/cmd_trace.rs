@@ -125,29 +125,26 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Vec<Access>> {
     if !meta.is_file() {
         bail!("{} is not a regular file", path.display());
     }
-    let too_long = || {
-        anyhow::anyhow!(
-            "{} holds more than {} MiB of trace, more than the simulator takes",
-            path.display(),
-            MAX_TRACE_BYTES >> 20
-        )
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_TRACE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("reading {}", path.display()))?;
-    if bytes.len() as u64 > MAX_TRACE_BYTES {
-        return Err(too_long());
-    }
-    if bytes.starts_with(&ZSTD_MAGIC) {
-        let mut raw = Vec::new();
-        zstd::stream::read::Decoder::new(&bytes[..])
-            .and_then(|d| d.take(MAX_TRACE_BYTES + 1).read_to_end(&mut raw))
-            .with_context(|| format!("decompressing {}", path.display()))?;
-        if raw.len() as u64 > MAX_TRACE_BYTES {
-            return Err(too_long());
+    // The file's bytes, and after them the frame's, each read to the bound.
+    let read_capped = |from: &mut dyn std::io::Read, what: &str| -> anyhow::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        from.take(MAX_TRACE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("{what} {}", path.display()))?;
+        if bytes.len() as u64 > MAX_TRACE_BYTES {
+            bail!(
+                "{} holds more than {} MiB of trace, more than the simulator takes",
+                path.display(),
+                MAX_TRACE_BYTES >> 20
+            );
         }
-        bytes = raw;
+        Ok(bytes)
+    };
+    let mut bytes = read_capped(&mut { file }, "reading")?;
+    if bytes.starts_with(&ZSTD_MAGIC) {
+        let mut frame = zstd::stream::read::Decoder::new(&bytes[..])
+            .with_context(|| format!("decompressing {}", path.display()))?;
+        bytes = read_capped(&mut frame, "decompressing")?;
     }
     decode(&bytes).with_context(|| format!("decoding {}", path.display()))
 }

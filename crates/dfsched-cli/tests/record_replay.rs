@@ -321,7 +321,7 @@ fn check_rings(
     // The plan lists rings in the order their threads first appear in the
     // recording, which the scheduler decides: compare them in tid order.
     let mut rings = v["plan"]["rings"].as_array().unwrap().clone();
-    rings.sort_by_key(|r| ring_tids(r));
+    rings.sort_by_cached_key(ring_tids);
     let mut groups = groups.to_vec();
     groups.sort_unstable();
     let found: Vec<Vec<u64>> = rings.iter().map(ring_tids).collect();

@@ -476,8 +476,8 @@ fn a_profile_cut_short_by_its_timeout_leaves_no_vgdb_fifos() {
         Command::new("valgrind").arg("--version").output().is_ok(),
         "premise: valgrind is installed (apt-get install valgrind)"
     );
-    let scratch = scratch("profile-tmo");
-    let dir = scratch.path();
+    let scratch_dir = scratch("profile-tmo");
+    let dir = scratch_dir.path();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     // About 0.1 s natively, minutes under lackey: the second run is cut.

@@ -669,21 +669,12 @@ impl Run<'_> {
 
 impl VectorFill {
     fn of(t: &Thread) -> VectorFill {
-        let share = |n: u64| {
-            if t.runs == 0 {
-                0.0
-            } else {
-                n as f64 / t.runs as f64
-            }
-        };
+        // Per quantum run (0 for a thread that never ran).
+        let per_run = |x: f64| if t.runs == 0 { 0.0 } else { x / t.runs as f64 };
         VectorFill {
-            mean_fill: if t.runs == 0 {
-                0.0
-            } else {
-                t.fill_sum / t.runs as f64
-            },
-            all_hot: share(t.all_hot),
-            none_hot: share(t.none_hot),
+            mean_fill: per_run(t.fill_sum),
+            all_hot: per_run(t.all_hot as f64),
+            none_hot: per_run(t.none_hot as f64),
         }
     }
 }
