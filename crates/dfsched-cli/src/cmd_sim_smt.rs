@@ -22,7 +22,7 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use dfsched_core::activity::{Overlap, Threshold};
 use dfsched_sim::smt::compare::{compare, Comparison, PolicyChoice};
-use dfsched_sim::smt::config::{Monitor, SmtConfig, ThresholdRule, VectorSource};
+use dfsched_sim::smt::config::{Monitor, SmtConfig, ThresholdRule, Timing, VectorSource};
 use dfsched_sim::smt::mapping::Mapping;
 use dfsched_sim::smt::workload::{self, Stream, ThreadSpec, TraceStream, Workload};
 use serde::Serialize;
@@ -101,6 +101,20 @@ pub struct SmtArgs {
     /// Cycles per scheduling interval.
     #[arg(long, default_value_t = 1_000_000)]
     quantum_cycles: u64,
+    /// Cycles per instruction of a context running alone (the timing
+    /// model's; the paper gives no latencies).
+    #[arg(long, default_value_t = 1)]
+    cpi: u32,
+    /// Slowdown of the compute part while the sibling context is busy
+    /// (shared issue slots), 1.0 to 8.0.
+    #[arg(long, default_value_t = 1.5)]
+    issue_slowdown: f64,
+    /// Extra cycles of an L1 miss that hits the L2.
+    #[arg(long, default_value_t = 12)]
+    l2_hit_cycles: u32,
+    /// Extra cycles of an L2 miss (memory).
+    #[arg(long, default_value_t = 200)]
+    memory_cycles: u32,
     /// Intervals simulated.
     #[arg(long, default_value_t = 200)]
     quanta: u32,
@@ -346,10 +360,47 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
         quantum_cycles: a.quantum_cycles,
         quanta: a.quanta,
         seed: a.seed,
+        timing: timing(a)?,
         ..base
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// The timing model in a header line.
+fn timing_text(t: &Timing) -> String {
+    format!(
+        "timing: CPI {}, x{} issue beside a busy sibling, L2 hit +{}, memory +{} cycles",
+        t.cpi,
+        f64::from(t.issue_slowdown_milli) / 1000.0,
+        t.l2_hit_cycles,
+        t.memory_cycles
+    )
+}
+
+fn timing(a: &SmtArgs) -> anyhow::Result<Timing> {
+    if !(1.0..=8.0).contains(&a.issue_slowdown) {
+        bail!(
+            "--issue-slowdown {}: between 1.0 (no slowdown) and 8.0",
+            a.issue_slowdown
+        );
+    }
+    if a.cpi == 0 || a.cpi > 1000 {
+        bail!("--cpi {}: 1 to 1000", a.cpi);
+    }
+    if a.memory_cycles > 100_000 || a.l2_hit_cycles > a.memory_cycles {
+        bail!(
+            "--l2-hit-cycles {} and --memory-cycles {}: an L2 hit is no slower than memory, and memory at most 100000 cycles",
+            a.l2_hit_cycles,
+            a.memory_cycles
+        );
+    }
+    Ok(Timing {
+        cpi: a.cpi,
+        issue_slowdown_milli: (a.issue_slowdown * 1000.0).round() as u32,
+        l2_hit_cycles: a.l2_hit_cycles,
+        memory_cycles: a.memory_cycles,
+    })
 }
 
 fn workload_of(a: &SmtArgs, cfg: &SmtConfig, seed: u64) -> anyhow::Result<Workload> {
@@ -409,7 +460,7 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
     let cfg = &c.config;
     writeln!(
         out,
-        "sim smt: {} ({} threads) on {} core(s) x {} contexts; L1 {} KiB {}-way, L2 {} KiB {}-way, {} super-sets, {} bit(s), {:?} mapping; {} quanta of {} cycles",
+        "sim smt: {} ({} threads) on {} core(s) x {} contexts; L1 {} KiB {}-way, L2 {} KiB {}-way, {} super-sets, {} bit(s), {:?} mapping; {} quanta of {} cycles; {}",
         c.workload,
         c.threads.len(),
         cfg.cores,
@@ -422,7 +473,8 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         cfg.bits,
         cfg.mapping,
         cfg.quanta,
-        cfg.quantum_cycles
+        cfg.quantum_cycles,
+        timing_text(&cfg.timing)
     )?;
     let rr = c.policies.get("round-robin");
     writeln!(
@@ -530,6 +582,10 @@ struct GridReport {
     mappings: BTreeMap<String, dfsched_sim::smt::grid::GridSummary>,
     /// Per mapping, every mix's full comparison.
     runs: BTreeMap<String, Vec<Comparison>>,
+    /// Per program, its L2 misses alone with the whole L2 and with half
+    /// and a quarter of its ways, identity pages (what a pairing could
+    /// save it at all).
+    miss_curves: BTreeMap<String, dfsched_sim::smt::grid::MissCurve>,
 }
 
 /// The mapping as `--mapping` spells it.
@@ -652,6 +708,7 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
         order: policies.iter().map(|p| p.name().to_string()).collect(),
         mappings: BTreeMap::new(),
         runs: BTreeMap::new(),
+        miss_curves: miss_curves(cfg, &all, workers),
     };
     for &m in &GRID_MAPPINGS {
         let runs: Vec<Comparison> = results
@@ -683,13 +740,46 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
     Ok(())
 }
 
+/// Each program's [`miss_curve`](dfsched_sim::smt::grid::miss_curve)
+/// with identity pages, `workers` at a time.
+fn miss_curves(
+    cfg: &SmtConfig,
+    all: &Workload,
+    workers: usize,
+) -> BTreeMap<String, dfsched_sim::smt::grid::MissCurve> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let cfg = SmtConfig {
+        mapping: Mapping::Identity,
+        ..cfg.clone()
+    };
+    let next = AtomicUsize::new(0);
+    let out = Mutex::new(BTreeMap::new());
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(all.threads.len()) {
+            s.spawn(|| loop {
+                // Relaxed: the counter only hands out indices.
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(t) = all.threads.get(i) else {
+                    break;
+                };
+                let c = dfsched_sim::smt::grid::miss_curve(&cfg, i as u16, t);
+                out.lock()
+                    .expect("no worker panics holding the lock")
+                    .insert(t.name.clone(), c);
+            });
+        }
+    });
+    out.into_inner().expect("the workers have ended")
+}
+
 fn grid_table(r: &GridReport) -> String {
     use std::fmt::Write as _;
     let mut t = String::new();
     let pct = |x: f64| format!("{:+.1}%", x * 100.0);
     let _ = writeln!(
         t,
-        "sim smt --grid {}: {} mixes of {} programs, L2 {} KiB {}-way, {} bit(s), {} quanta of {} cycles; ratios to round robin, mean [min, max] over mixes",
+        "sim smt --grid {}: {} mixes of {} programs, L2 {} KiB {}-way, {} bit(s), {} quanta of {} cycles; {}; ratios to round robin, mean [min, max] over mixes",
         r.grid,
         r.mixes.len(),
         r.mixes.first().map_or(0, Vec::len),
@@ -697,7 +787,8 @@ fn grid_table(r: &GridReport) -> String {
         r.config.l2.ways,
         r.config.bits,
         r.config.quanta,
-        r.config.quantum_cycles
+        r.config.quantum_cycles,
+        timing_text(&r.config.timing)
     );
     for (i, m) in r.mixes.iter().enumerate() {
         let _ = writeln!(t, "  mix {:>2}: {}", i + 1, m.join(" "));
@@ -706,8 +797,14 @@ fn grid_table(r: &GridReport) -> String {
         let _ = writeln!(t, "\n{mapping} pages");
         let _ = writeln!(
             t,
-            "{:<12} {:>26} {:>26} {:>10} {:>10} {:>10}",
-            "policy", "L2 ITKO vs RR", "rel.thr vs RR", "worst mix", "of static", "of l.ahead"
+            "{:<12} {:>26} {:>26} {:>9} {:>10} {:>10} {:>10}",
+            "policy",
+            "L2 ITKO vs RR",
+            "rel.thr vs RR",
+            "L2 misses",
+            "worst mix",
+            "of static",
+            "of l.ahead"
         );
         for name in &r.order {
             let p = &g.policies[name];
@@ -718,10 +815,11 @@ fn grid_table(r: &GridReport) -> String {
                 |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0));
             let _ = writeln!(
                 t,
-                "{:<12} {:>26} {:>26} {:>10} {:>10} {:>10}",
+                "{:<12} {:>26} {:>26} {:>9} {:>10} {:>10} {:>10}",
                 name,
                 spread(&p.itko_change),
                 spread(&p.throughput_gain),
+                pct(p.l2_miss_change.mean),
                 format!("{}", p.throughput_gain.min_mix + 1),
                 share(p.share_of_best_static_gain),
                 share(p.share_of_lookahead_itko_cut)
@@ -765,9 +863,35 @@ fn grid_table(r: &GridReport) -> String {
             );
         }
     }
+    if !r.miss_curves.is_empty() {
+        let curves: Vec<String> = r
+            .miss_curves
+            .iter()
+            .map(|(name, c)| {
+                let m: Vec<String> = c
+                    .points
+                    .iter()
+                    .map(|p| format!("{:.1}", p.misses_per_kilo_access))
+                    .collect();
+                format!("{name} {}", m.join("/"))
+            })
+            .collect();
+        let kib: Vec<String> = r
+            .miss_curves
+            .values()
+            .next()
+            .map(|c| c.points.iter().map(|p| p.kib.to_string()).collect())
+            .unwrap_or_default();
+        let _ = writeln!(
+            t,
+            "\nL2 misses per 1000 accesses alone, identity pages, at {} KiB (the same sets, fewer ways: the share a co-runner leaves): {}",
+            kib.join("/"),
+            curves.join(", ")
+        );
+    }
     let _ = writeln!(
         t,
-        "\nworst mix: the mix of the least rel.thr gain; of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's; kihm - X: the paper's policy's ratio to round robin minus the control's, mix by mix (set-level value needs kihm ahead of intensity and shuffled by more than that spread)"
+        "\nworst mix: the mix of the least rel.thr gain; L2 misses: mean change of all L2 misses (what rel.thr follows); of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's; kihm - X: the paper's policy's ratio to round robin minus the control's, mix by mix (set-level value needs kihm ahead of intensity and shuffled by more than that spread)"
     );
     t
 }

@@ -219,6 +219,12 @@ fn bad_input_fails_with_a_message() {
         (&["--workload", "sideways"][..], "sideways"),
         (&["--bits", "9"][..], "bits"),
         (&["--mapping", "diagonal"][..], "diagonal"),
+        (&["--issue-slowdown", "0.5"][..], "--issue-slowdown"),
+        (&["--cpi", "0"][..], "--cpi"),
+        (
+            &["--l2-hit-cycles", "300", "--memory-cycles", "200"][..],
+            "--memory-cycles",
+        ),
     ] {
         let out = run_args(&with(extra));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -226,6 +232,41 @@ fn bad_input_fails_with_a_message() {
         assert!(err.contains(needle), "{extra:?}: {err}");
         assert!(out.stdout.is_empty(), "{extra:?} printed a result");
     }
+}
+
+/// The timing flags reach the model: the JSON's config holds them, the
+/// table's header names them, and a slower memory changes the throughput.
+#[test]
+fn timing_flags_set_the_model_and_show_in_json_and_table() {
+    let base = with(&["--policies", "kihm,round-robin", "--json"]);
+    let run = |extra: &[&str]| {
+        let mut a = base.clone();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        json(&a)
+    };
+    let default = run(&[]);
+    let slow = run(&["--memory-cycles", "400", "--issue-slowdown", "1.25"]);
+    let t = &slow["config"]["timing"];
+    assert_eq!(t["memory_cycles"], 400, "{t}");
+    assert_eq!(t["issue_slowdown_milli"], 1250, "{t}");
+    assert_eq!(default["config"]["timing"]["memory_cycles"], 200);
+    let rr = |v: &serde_json::Value, k: &str| v["policies"]["round-robin"][k].clone();
+    assert_ne!(
+        rr(&default, "relative_throughput"),
+        rr(&slow, "relative_throughput")
+    );
+    // The premise: the run has misses for the latency to act on.
+    assert!(rr(&slow, "l2_misses").as_u64().unwrap() > 0);
+    let mut a = with(&["--policies", "kihm,round-robin", "--memory-cycles", "400"]);
+    a.retain(|s| s != "--json");
+    let text = stdout(&run_args(&a));
+    assert!(
+        text.contains(
+            "timing: CPI 1, x1.5 issue beside a busy sibling, L2 hit +12, memory +400 cycles"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -320,7 +361,7 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
             "lookahead",
         ] {
             let s = &g["policies"][p];
-            for k in ["itko_change", "throughput_gain"] {
+            for k in ["itko_change", "throughput_gain", "l2_miss_change"] {
                 let (lo, mean, hi) = (
                     s[k]["min"].as_f64().unwrap(),
                     s[k]["mean"].as_f64().unwrap(),
@@ -347,12 +388,36 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
         let rr = &g["policies"]["round-robin"];
         assert_eq!(rr["itko_change"]["min"], 0.0);
         assert_eq!(rr["throughput_gain"]["max"], 0.0);
+        assert_eq!(rr["l2_miss_change"]["max"], 0.0);
+        // A mix's change of L2 misses is its runs' own ratio.
+        let runs = v["runs"][mapping].as_array().unwrap();
+        let misses = |p: &str| runs[0]["policies"][p]["l2_misses"].as_f64().unwrap();
+        let change = g["mixes"][0]["l2_miss_change"]["kihm"].as_f64().unwrap();
+        assert!(
+            (change - (misses("kihm") / misses("round-robin") - 1.0)).abs() < 1e-12,
+            "{change}"
+        );
         // Each run is a full comparison of its mix under that mapping.
         let run0 = &v["runs"][mapping][0];
         // (serde spells random-4k `random4k`).
         let m = run0["config"]["mapping"].as_str().unwrap().replace('-', "");
         assert_eq!(m, mapping.replace('-', ""));
         assert_eq!(run0["threads"], mixes[0]);
+    }
+    // Each program's misses alone at the whole L2 (128 KiB, 8 ways) and
+    // at half and a quarter of its ways; fewer ways never miss less.
+    let curves = v["miss_curves"].as_object().unwrap();
+    assert_eq!(curves.len(), 5, "{curves:?}");
+    for (name, c) in curves {
+        let pts = c["points"].as_array().unwrap();
+        let kib: Vec<u64> = pts.iter().map(|p| p["kib"].as_u64().unwrap()).collect();
+        assert_eq!(kib, [128, 64, 32], "{name}");
+        let m: Vec<f64> = pts
+            .iter()
+            .map(|p| p["misses_per_kilo_access"].as_f64().unwrap())
+            .collect();
+        assert!(m.windows(2).all(|w| w[0] <= w[1]), "{name}: {m:?}");
+        assert!(c["accesses"].as_u64().unwrap() > 0, "{name}");
     }
     let svg = std::fs::read_to_string(&plot).expect("the plot was written");
     assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
@@ -403,6 +468,14 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     assert_eq!(
         count(&|l| l.starts_with("vectors under kihm") && l.contains("p0 ")),
         2,
+        "{t}"
+    );
+    assert!(t.contains("L2 misses"), "{t}");
+    assert_eq!(
+        count(&|l| l.starts_with("L2 misses per 1000 accesses alone")
+            && l.contains("at 128/64/32 KiB")
+            && l.contains("p3 ")),
+        1,
         "{t}"
     );
     for (extra, needle) in [

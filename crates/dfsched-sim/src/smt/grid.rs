@@ -8,10 +8,19 @@
 //! equally often and every pair of programs meets about equally often;
 //! with no more combinations than asked for, all of them are taken.
 //!
+//! [`miss_curve`] says how much any pairing could change a program's
+//! misses: its L2 misses alone, with the whole L2 and with the half and the
+//! quarter of the ways that a co-runner leaves it.
+//!
 //! Pure: the comparisons are run by the caller (the CLI runs them in
 //! parallel with a progress bar and draws the plot).
 
+use super::cache::{LevelShape, SmtCache};
 use super::compare::Comparison;
+use super::config::SmtConfig;
+use super::mapping::ThreadMap;
+use super::metrics::l1_super_sets;
+use super::workload::ThreadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -83,6 +92,9 @@ pub struct MixRatios {
     pub itko_change: BTreeMap<String, f64>,
     /// Relative throughput / round robin's − 1, per policy.
     pub throughput_gain: BTreeMap<String, f64>,
+    /// L2 misses (all of them, not only the inter-thread ones) / round
+    /// robin's − 1, per policy: what the throughput follows.
+    pub l2_miss_change: BTreeMap<String, f64>,
 }
 
 /// The mean, least and greatest of some values, with the mixes where the
@@ -132,6 +144,8 @@ pub struct PolicySummary {
     pub itko_change: Spread,
     /// Relative throughput / round robin's − 1 over the mixes.
     pub throughput_gain: Spread,
+    /// L2 misses / round robin's − 1 over the mixes.
+    pub l2_miss_change: Spread,
     /// Mean throughput gain / the best static pairing's mean gain (None
     /// without that oracle or when its gain is not positive).
     pub share_of_best_static_gain: Option<f64>,
@@ -232,6 +246,13 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
                     (n.clone(), r)
                 })
                 .collect(),
+            l2_miss_change: names
+                .iter()
+                .map(|n| {
+                    let r = ratio(c.policies[n].l2_misses as f64, rr.l2_misses as f64);
+                    (n.clone(), r)
+                })
+                .collect(),
         });
     }
     let column = |f: &dyn Fn(&MixRatios) -> f64| -> Vec<f64> { mixes.iter().map(f).collect() };
@@ -258,6 +279,8 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             PolicySummary {
                 itko_change: Spread::of(&column(&|m| m.itko_change[n])).ok_or(GridError::Empty)?,
                 throughput_gain: Spread::of(&column(&|m| m.throughput_gain[n]))
+                    .ok_or(GridError::Empty)?,
+                l2_miss_change: Spread::of(&column(&|m| m.l2_miss_change[n]))
                     .ok_or(GridError::Empty)?,
                 share_of_best_static_gain: share(mean_gain(n), oracle_gain),
                 share_of_lookahead_itko_cut: share(mean_cut(n), oracle_cut),
@@ -309,6 +332,94 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
         kihm_against,
         vector_fill,
     })
+}
+
+/// One program's L2 misses alone at one L2 shape.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MissPoint {
+    /// Ways of the L2 (its sets are the machine's).
+    pub ways: u32,
+    /// Its capacity in KiB.
+    pub kib: u64,
+    /// L2 misses per 1000 of the program's accesses.
+    pub misses_per_kilo_access: f64,
+}
+
+/// A program's miss curve: its L2 misses alone on a core, with the
+/// machine's L2 and with half and a quarter of its ways (the sets stay, so
+/// each super-set keeps its place). A program whose misses hardly change
+/// from the whole L2 to its half — one that fits in the half, or one that
+/// streams through more than the whole — leaves a pairing nothing to save.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MissCurve {
+    /// Accesses simulated: those the program makes alone in the run's
+    /// length (`quanta · quantum_cycles`) with the whole L2.
+    pub accesses: u64,
+    /// Requests reaching the L2 (the L1's misses) per 1000 accesses.
+    pub l2_requests_per_kilo_access: f64,
+    /// Whole, half and quarter of the ways (fewer when the L2 has fewer).
+    pub points: Vec<MissPoint>,
+}
+
+/// `spec` run alone (thread `index` of the mapping) on `cfg`'s core with
+/// the L2 at full, half and quarter ways, on one pass of its stream: the
+/// L1 is the same for all, the clock is the full L2's.
+pub fn miss_curve(cfg: &SmtConfig, index: u16, spec: &ThreadSpec) -> MissCurve {
+    let mut stream = spec.stream.clone();
+    let map = ThreadMap::new(cfg.mapping, cfg.seed, index);
+    let mut l1 = SmtCache::new(cfg.l1, l1_super_sets(cfg));
+    let shapes: Vec<LevelShape> = [1, 2, 4]
+        .iter()
+        .filter(|&&d| cfg.l2.ways >= d && cfg.l2.ways.is_multiple_of(d))
+        .map(|&d| LevelShape {
+            ways: cfg.l2.ways / d,
+            bytes: cfg.l2.bytes / u64::from(d),
+            ..cfg.l2
+        })
+        .collect();
+    let mut l2s: Vec<SmtCache> = shapes
+        .iter()
+        .map(|&s| SmtCache::new(s, cfg.super_sets))
+        .collect();
+    let mut misses = vec![0u64; shapes.len()];
+    let (mut accesses, mut requests, mut cycles) = (0u64, 0u64, 0u64);
+    let tm = cfg.timing;
+    let budget = u64::from(cfg.quanta) * cfg.quantum_cycles;
+    while cycles < budget {
+        let a = stream.next_access();
+        let pa = map.translate(a.vaddr);
+        accesses += 1;
+        cycles += u64::from(a.instrs) * u64::from(tm.cpi);
+        if l1.access(pa, 0).hit {
+            continue;
+        }
+        requests += 1;
+        for (i, l2) in l2s.iter_mut().enumerate() {
+            let hit = l2.access(pa, 0).hit;
+            misses[i] += u64::from(!hit);
+            if i == 0 {
+                cycles += u64::from(if hit {
+                    tm.l2_hit_cycles
+                } else {
+                    tm.memory_cycles
+                });
+            }
+        }
+    }
+    let per_kilo = |x: u64| x as f64 * 1000.0 / accesses.max(1) as f64;
+    MissCurve {
+        accesses,
+        l2_requests_per_kilo_access: per_kilo(requests),
+        points: shapes
+            .iter()
+            .zip(&misses)
+            .map(|(s, &m)| MissPoint {
+                ways: s.ways,
+                kib: s.bytes >> 10,
+                misses_per_kilo_access: per_kilo(m),
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -380,6 +491,59 @@ mod tests {
             .vector_fill
             .values()
             .any(|f| (0.45..=0.55).contains(&f.mean_fill)));
+    }
+
+    /// A thread that fits its half of the cache with the whole L2 misses
+    /// only while it warms up there, and far more with half the ways (¾ of
+    /// a slice's lines in a quarter of them per set); an LRU cache of fewer
+    /// ways and the same sets never misses less (the stack property).
+    #[test]
+    fn a_thread_that_fits_the_l2_misses_when_a_co_runner_takes_half_the_ways() {
+        use crate::smt::workload;
+        let cfg = SmtConfig {
+            quanta: 20,
+            ..SmtConfig::quarter()
+        };
+        let w = workload::mix(&cfg.kernel_shape(4), "slice0/2,light", 1).unwrap();
+        let fits = miss_curve(&cfg, 0, &w.threads[0]);
+        let ways: Vec<u32> = fits.points.iter().map(|p| p.ways).collect();
+        assert_eq!(ways, [8, 4, 2]);
+        assert_eq!(fits.points[1].kib, cfg.l2.bytes >> 11);
+        let m: Vec<f64> = fits
+            .points
+            .iter()
+            .map(|p| p.misses_per_kilo_access)
+            .collect();
+        assert!(m.windows(2).all(|w| w[0] <= w[1]), "{m:?}");
+        // Cold misses only: the working set's lines once, over the run.
+        let lines = (cfg.l2.lines() / 2) as f64 * 0.75;
+        let cold = lines * 1000.0 / fits.accesses as f64;
+        assert!(fits.accesses > 100_000, "{fits:?}");
+        assert!(m[0] <= cold * 1.01, "{m:?} vs cold {cold}");
+        assert!(m[1] > 20.0 * m[0], "{m:?}");
+        assert!(fits.l2_requests_per_kilo_access >= m[0]);
+        // Deterministic, and the same as a run of the whole machine sees:
+        // one thread alone on a one-context core under round robin.
+        assert_eq!(fits, miss_curve(&cfg, 0, &w.threads[0]));
+        let alone = crate::smt::compare::compare(
+            &SmtConfig {
+                contexts: 1,
+                ..cfg.clone()
+            },
+            &workload::Workload {
+                name: "one".into(),
+                threads: vec![w.threads[0].clone()],
+            },
+            &[crate::smt::compare::PolicyChoice::RoundRobin],
+            |_| {},
+        )
+        .unwrap();
+        let rr = &alone.policies["round-robin"];
+        let per_kilo = rr.l2_misses as f64 * 1000.0 / rr.threads[0].accesses as f64;
+        assert!(
+            (per_kilo - m[0]).abs() <= 0.05 * m[0] + 0.01,
+            "{per_kilo} vs {m:?}"
+        );
     }
 
     #[test]
