@@ -12,7 +12,8 @@
 //! that a broken build fails instead of hanging); nothing is timed.
 //!
 //! The temporary directory, agent guard and helper-process plumbing shared
-//! with tests/agent_load.rs are in tests/agent_support/mod.rs.
+//! with tests/agent_load.rs are in tests/agent_support/mod.rs; that the
+//! directory is private and fresh is checked here once.
 
 mod agent_support;
 
@@ -21,7 +22,7 @@ use agent_support::{
 };
 use dfsched::agent::{Client, ErrorKind, Status};
 use std::io::BufRead;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -38,7 +39,7 @@ fn socket_is_private_and_a_second_agent_is_refused_then_stop_removes_it() {
     let agent = AgentGuard::start(&dir.sock(), TICK);
     let mode = std::fs::metadata(dir.sock()).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
-    let dir_mode = std::fs::metadata(&dir.0).unwrap().permissions().mode();
+    let dir_mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
     assert_eq!(dir_mode & 0o777, 0o700);
     for args in [&["agent"][..], &["agent", "--foreground"][..]] {
         let out = Command::new(BIN)
@@ -68,6 +69,30 @@ fn socket_is_private_and_a_second_agent_is_refused_then_stop_removes_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no dfsched agent is listening"));
 }
 
+/// The premise of every agent test here: `TempDir` is a fresh directory of
+/// ours, mode 0700 (`tempfile` leaves a directory to the umask unless
+/// asked), that the agent's own check accepts, named apart from any other
+/// of the same tag, with room for a socket path, and gone after drop.
+#[test]
+fn temp_dirs_are_private_fresh_and_accepted_by_the_agent() {
+    let (a, b) = (TempDir::new("priv"), TempDir::new("priv"));
+    assert_ne!(a.path(), b.path(), "two directories of one tag");
+    let meta = std::fs::symlink_metadata(a.path()).unwrap();
+    assert!(meta.file_type().is_dir());
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+    assert_eq!(meta.mode() & 0o7777, 0o700, "mode {:o}", meta.mode());
+    dfsched::agent::ensure_private_dir(a.path()).unwrap();
+    // The longest path an agent binds in one: well inside sun_path's 108.
+    let lock = a.lock();
+    assert!(lock.as_os_str().len() < 100, "{}", lock.display());
+    let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("dfsched-agent-priv-"), "{name}");
+    let path = a.path().to_path_buf();
+    drop(a);
+    assert!(!path.exists(), "{} left behind", path.display());
+}
+
 #[test]
 fn a_stale_socket_is_replaced_and_a_shared_directory_refused() {
     let dir = TempDir::new("stale");
@@ -78,7 +103,7 @@ fn a_stale_socket_is_replaced_and_a_shared_directory_refused() {
     drop(agent);
 
     let open = TempDir::new("open");
-    std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = Command::new(BIN)
         .args(["agent", "--socket"])
         .arg(open.sock())
@@ -174,7 +199,7 @@ fn a_peer_of_another_uid_is_refused() {
     // The agent runs as uid 65534 in a directory of its own; this process
     // (root) is then a peer of another uid.
     let dir = TempDir::new("uid");
-    std::os::unix::fs::chown(&dir.0, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
     let run_as_nobody = |args: &[&str]| {
         Command::new(BIN)
             .args(args)
@@ -519,7 +544,7 @@ fn ensure_running_starts_an_agent_once() {
     assert_eq!(agent.status().agent_pid, pid, "the same agent serves");
     // A directory others may enter is refused with the reason.
     let open = TempDir::new("ensure-open");
-    std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let err = ensure_running_with(&open.sock(), Path::new(BIN), Trust::OwnUid).unwrap_err();
     assert!(err.to_string().contains("lets others in"), "{err}");
 }

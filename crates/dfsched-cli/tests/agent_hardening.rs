@@ -205,7 +205,7 @@ fn a_squatted_directory_is_refused_and_nothing_is_sent() {
     let open = TempDir::new("sq-open");
     let listener = UnixListener::bind(open.sock()).unwrap();
     listener.set_nonblocking(true).unwrap();
-    std::fs::set_permissions(&open.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     match Client::connect(&open.sock()) {
         Err(AgentError::UnsafeDir { reason, .. }) => {
             assert!(reason.contains("lets others in"), "{reason}")
@@ -223,7 +223,7 @@ fn a_squatted_directory_is_refused_and_nothing_is_sent() {
     let dir = TempDir::new("sq-owner");
     let listener = UnixListener::bind(dir.sock()).unwrap();
     listener.set_nonblocking(true).unwrap();
-    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY)).unwrap();
     match Client::connect(&dir.sock()) {
         Err(AgentError::UnsafeDir { reason, .. }) => {
             assert!(reason.contains("owned by uid 65534"), "{reason}")
@@ -260,7 +260,7 @@ fn run_refuses_a_squatted_socket_and_runs_the_program() {
     let dir = TempDir::new("sq-run");
     let listener = UnixListener::bind(dir.sock()).unwrap();
     listener.set_nonblocking(true).unwrap();
-    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY)).unwrap();
     let (out, err) = run_true_beside(&dir.sock(), "dfsched run beside a squatted socket");
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(
@@ -700,8 +700,8 @@ fn a_root_agent_serves_root_only_unless_told_to_serve_all() {
     // Open the file modes, so that only the agent's own rule is left
     // (closed again before the guard stops the agent: root's own client
     // wants 0700 unless it trusts root).
-    let _closed_again = Mode0700(&dir.0);
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let _closed_again = Mode0700(dir.path());
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     std::fs::set_permissions(dir.sock(), std::fs::Permissions::from_mode(0o666)).unwrap();
     let out = as_nobody(&["agent", "--status", "--trust-root-agent"], &dir.sock());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -710,12 +710,12 @@ fn a_root_agent_serves_root_only_unless_told_to_serve_all() {
         "uid 65534 was served by a root agent"
     );
     assert!(err.contains("serves root only"), "{err}");
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(agent.status().counters.refused_peers, 1);
     agent.stop();
     // Told to serve all, it does; the client must still trust root.
     let agent = AgentGuard::start(&dir.sock(), &["--tick-ms", "20", "--serve-all-users"]);
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let out = as_nobody(&["agent", "--status", "--trust-root-agent"], &dir.sock());
     assert!(
         out.status.success(),
@@ -732,7 +732,7 @@ fn a_root_agent_serves_root_only_unless_told_to_serve_all() {
     let out = as_nobody(&["agent", "--stop", "--trust-root-agent"], &dir.sock());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("may stop"), "{err}");
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(agent.status().processes.len(), 0);
 }
 

@@ -50,7 +50,7 @@ fn scrape_until(path: &Path, what: &str, ok: impl Fn(&str) -> bool) -> String {
 #[test]
 fn a_scrape_shows_a_run_programs_load_and_groups_in_the_text_format() {
     let dir = TempDir::new("metrics");
-    let endpoint = dir.0.join("metrics.sock");
+    let endpoint = dir.path().join("metrics.sock");
     let _agent = AgentGuard::start(&dir.sock(), &["--metrics", endpoint.to_str().unwrap()]);
     let Some(prog) = c_program() else {
         skip_or_fail(

@@ -8,26 +8,16 @@
 mod cli_support;
 
 use cli_support::{dfsched, stdout_json, stdout_of, BIN};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// A fresh scratch directory of this test process, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(tag: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!(
-        "dfsched-engine-replay-test-{}-{tag}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+/// A fresh scratch directory named by `tag`, removed when dropped (passed
+/// or failed).
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-engine-replay-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A command with the test's own DFSCHED_* and LD_PRELOAD removed, the
@@ -79,7 +69,7 @@ fn replay(log: &Path, json: bool) -> std::process::Output {
 #[test]
 fn a_bench_df_run_logs_its_engine_and_replays_identically() {
     let dir = scratch("bench");
-    let log = dir.0.join("engine.log");
+    let log = dir.path().join("engine.log");
     bench_df(&log, None, "100");
     let text = stdout_of(&replay(&log, false));
     assert!(text.contains(": identical: "), "{text}");
@@ -95,7 +85,7 @@ fn a_bench_df_run_logs_its_engine_and_replays_identically() {
 #[test]
 fn an_edited_decision_is_reported_at_its_event_and_a_garbled_header_is_refused() {
     let dir = scratch("edit");
-    let log = dir.0.join("engine.log");
+    let log = dir.path().join("engine.log");
     bench_df(&log, None, "100");
     let text = std::fs::read_to_string(&log).unwrap();
     // The first hint that placed its thread: its CPUs changed.
@@ -119,7 +109,7 @@ fn an_edited_decision_is_reported_at_its_event_and_a_garbled_header_is_refused()
             }
         })
         .collect();
-    let bad = dir.0.join("edited.log");
+    let bad = dir.path().join("edited.log");
     std::fs::write(&bad, edited.join("\n") + "\n").unwrap();
     let out = replay(&bad, false);
     assert_eq!(out.status.code(), Some(1));
@@ -140,7 +130,7 @@ fn an_edited_decision_is_reported_at_its_event_and_a_garbled_header_is_refused()
     assert_eq!(j["divergence"]["line"], at as u64 + 1, "{j}");
     assert_eq!(j["divergence"]["logged"], step["step"]["decisions"], "{j}");
     // A garbled header: exit 2, with the reason.
-    let garbled = dir.0.join("garbled.log");
+    let garbled = dir.path().join("garbled.log");
     std::fs::write(
         &garbled,
         format!(
@@ -156,7 +146,7 @@ fn an_edited_decision_is_reported_at_its_event_and_a_garbled_header_is_refused()
         err.contains("not an engine log: line 1 is no header"),
         "{err}"
     );
-    let out = replay(&dir.0.join("missing.log"), true);
+    let out = replay(&dir.path().join("missing.log"), true);
     assert_eq!(out.status.code(), Some(2));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(j["error"].as_str().unwrap().contains("reading"), "{j}");
@@ -165,7 +155,7 @@ fn an_edited_decision_is_reported_at_its_event_and_a_garbled_header_is_refused()
 #[test]
 fn a_log_cut_at_its_limit_replays_to_the_cut_and_says_so() {
     let dir = scratch("cut");
-    let log = dir.0.join("engine.log");
+    let log = dir.path().join("engine.log");
     // A DF switch every iteration: thousands of hints, past 64 KiB.
     bench_df(&log, Some("65536"), "1");
     assert!(std::fs::metadata(&log).unwrap().len() <= 65536);
@@ -182,7 +172,7 @@ fn a_log_cut_at_its_limit_replays_to_the_cut_and_says_so() {
 #[test]
 fn a_preloaded_program_ends_its_log_at_exit() {
     let dir = scratch("run");
-    let log = dir.0.join("engine.log");
+    let log = dir.path().join("engine.log");
     let mut cmd = logged(&log);
     cmd.args(["run", "--policy", "co-thread", "--", "sleep", "0.1"]);
     stdout_of(&cmd.output().unwrap());

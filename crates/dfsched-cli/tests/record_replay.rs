@@ -13,34 +13,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A fresh scratch directory of this test process, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(tag: &str) -> Scratch {
-    let dir =
-        std::env::temp_dir().join(format!("dfsched-record-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+/// A fresh scratch directory named by `tag`, removed when dropped (passed
+/// or failed).
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-record-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A command with the test's own DFSCHED_* and LD_PRELOAD removed, the
@@ -191,7 +170,7 @@ fn replays_everywhere(file: &Path) -> Value {
 #[test]
 fn a_recorded_bench_df_run_inspects_and_replays_on_2_64_and_1024_cpus() {
     let dir = scratch("bench");
-    let file = dir.join("bench.dfrec");
+    let file = dir.path().join("bench.dfrec");
     let mut cmd = clean(Command::new(BIN));
     cmd.args([
         "bench",
@@ -241,10 +220,10 @@ fn a_recorded_bench_df_run_inspects_and_replays_on_2_64_and_1024_cpus() {
 #[test]
 fn a_c_program_blocking_on_pipes_records_its_sizes_and_replays_its_blocking() {
     let dir = scratch("pipes");
-    let Some(pipes) = pipes_program(&dir) else {
+    let Some(pipes) = pipes_program(dir.path()) else {
         return;
     };
-    let file = dir.join("pipes.dfrec");
+    let file = dir.path().join("pipes.dfrec");
     let mut cmd = clean(Command::new(&pipes));
     cmd.args(["2", "300", "20"]).env("DFSCHED_RECORD", &file);
     let out = cmd.output().unwrap();
@@ -379,14 +358,14 @@ fn tids(summary: &Value) -> Vec<u64> {
 #[test]
 fn ping_pong_pairs_on_pipes_replay_closed_loop_each_pair_a_ring_of_one_token() {
     let dir = scratch("pairs");
-    let Some(pipes) = pipes_program(&dir) else {
+    let Some(pipes) = pipes_program(dir.path()) else {
         return;
     };
     // One pair (2 threads), then two (4 threads): each pair on its own DF,
     // 2,000 rounds.
     for pairs in [1u64, 2] {
         let (summary, v) = record_and_replay(
-            &dir,
+            dir.path(),
             &pipes,
             &[&pairs.to_string(), "2000", "20"],
             &format!("pairs{pairs}"),
@@ -416,7 +395,7 @@ fn ping_pong_pairs_on_pipes_replay_closed_loop_each_pair_a_ring_of_one_token() {
             assert_eq!(r["tokens"], 1, "a pair takes turns: {r}");
         }
         // The same recording replayed open loop has no ring.
-        let file = dir.join(&format!("pairs{pairs}.dfrec"));
+        let file = dir.path().join(format!("pairs{pairs}.dfrec"));
         let open = stdout_json(&dfsched(&[
             "sim",
             "replay",
@@ -435,13 +414,13 @@ fn ping_pong_pairs_on_pipes_replay_closed_loop_each_pair_a_ring_of_one_token() {
 #[test]
 fn a_token_ring_of_pipes_replays_as_one_ring_with_at_most_its_tokens() {
     let dir = scratch("ring");
-    let Some(ring) = fixture_program(&dir, "ring") else {
+    let Some(ring) = fixture_program(dir.path(), "ring") else {
         return;
     };
     // Three threads passing one token, and four passing two.
     for (threads, tokens) in [(3u64, 1u64), (4, 2)] {
         let (summary, v) = record_and_replay(
-            &dir,
+            dir.path(),
             &ring,
             &[&threads.to_string(), "2000", "40", &tokens.to_string()],
             &format!("ring{threads}"),
@@ -461,10 +440,10 @@ fn a_token_ring_of_pipes_replays_as_one_ring_with_at_most_its_tokens() {
 #[test]
 fn dfsched_run_record_records_a_preloaded_program_from_its_first_thread() {
     let dir = scratch("run");
-    let Some(pipes) = pipes_program(&dir) else {
+    let Some(pipes) = pipes_program(dir.path()) else {
         return;
     };
-    let file = dir.join("run.dfrec");
+    let file = dir.path().join("run.dfrec");
     // An old file of that name is replaced, not appended to or kept.
     std::fs::write(&file, b"old").unwrap();
     let mut cmd = clean(Command::new(BIN));
@@ -483,7 +462,7 @@ fn dfsched_run_record_records_a_preloaded_program_from_its_first_thread() {
 #[test]
 fn bad_files_and_policies_are_refused_with_their_reason() {
     let dir = scratch("bad");
-    let file = dir.join("not.dfrec");
+    let file = dir.path().join("not.dfrec");
     std::fs::write(&file, b"this is not a recording at all, not even close").unwrap();
     let out = dfsched(&["record", "inspect", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

@@ -32,7 +32,7 @@ fn replay_file(path: &std::path::Path) -> dfsched::engine_replay::Replayed {
 #[test]
 fn a_runtime_run_with_apps_hints_and_passes_replays_identically() {
     let dir = TempDir::new("engine-log-run");
-    let path = dir.0.join("engine.log");
+    let path = dir.path().join("engine.log");
     let rt = Runtime::start(RuntimeConfig {
         balance_interval_ms: 10,
         external_load: true,
@@ -92,7 +92,7 @@ fn a_runtime_run_with_apps_hints_and_passes_replays_identically() {
 #[test]
 fn a_size_limit_cuts_the_log_counts_the_rest_and_the_cut_replays() {
     let dir = TempDir::new("engine-log-cut");
-    let path = dir.0.join("engine.log");
+    let path = dir.path().join("engine.log");
     let rt = Runtime::start(RuntimeConfig {
         engine_log_max_bytes: MIN_MAX_BYTES,
         ..logging(&path)

@@ -35,7 +35,7 @@ fn recording(path: &std::path::Path) -> RuntimeConfig {
 #[test]
 fn a_recorded_run_decodes_to_its_threads_hints_sizes_samples_and_exits() {
     let dir = TempDir::new("record-run");
-    let path = dir.0.join("run.dfrec");
+    let path = dir.path().join("run.dfrec");
     let rt = Runtime::start(RuntimeConfig {
         balance_interval_ms: 10,
         ..recording(&path)
@@ -101,7 +101,7 @@ fn a_recorded_run_decodes_to_its_threads_hints_sizes_samples_and_exits() {
 #[test]
 fn a_full_buffer_drops_and_counts_without_blocking_the_program() {
     let dir = TempDir::new("record-full");
-    let path = dir.0.join("full.dfrec");
+    let path = dir.path().join("full.dfrec");
     // No balancer: nothing drains the buffer until shutdown.
     let rt = Runtime::start(RuntimeConfig {
         record_buffer_events: 64,
@@ -145,10 +145,12 @@ fn a_full_buffer_drops_and_counts_without_blocking_the_program() {
 #[test]
 fn a_second_runtime_recording_to_the_same_name_writes_name_dot_pid() {
     let dir = TempDir::new("record-twice");
-    let path = dir.0.join("twice.dfrec");
+    let path = dir.path().join("twice.dfrec");
     let a = Runtime::start(recording(&path)).unwrap();
     let b = Runtime::start(recording(&path)).unwrap();
-    let other = dir.0.join(format!("twice.dfrec.{}", std::process::id()));
+    let other = dir
+        .path()
+        .join(format!("twice.dfrec.{}", std::process::id()));
     assert_eq!(b.stats().record.unwrap().path, other.display().to_string());
     a.shutdown();
     b.shutdown();

@@ -34,35 +34,34 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_dfsched");
 /// Upper bound on waiting for a state, so a failure cannot hang the suite.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-/// A private temporary directory, removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A private temporary directory for an agent's socket, removed on drop.
+/// Made by `tempfile`: a fresh random name created with `mkdir` (which
+/// fails if the name exists), so no other user can have made it, or a
+/// symlink in its place, first. Mode 0700 (asked for: `tempfile` otherwise
+/// leaves a directory to the umask), which the agent's directory check
+/// wants of a socket's directory (`ensure_private_dir`, `check_dir`).
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// A new empty directory of mode 0700, named for `tag`, this process
-    /// and a per-process counter (so tests running at once never share one).
+    /// A new empty directory of mode 0700 named `dfsched-agent-TAG-` and six
+    /// random letters. The name is kept short: the agent's socket and lock
+    /// live in it, and a socket path must fit in 107 bytes.
     pub fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "dfsched-agent-test-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        TempDir(p)
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("dfsched-agent-{tag}-"))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
+        TempDir(dir)
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
     }
     pub fn sock(&self) -> PathBuf {
-        self.0.join("agent.sock")
+        self.path().join("agent.sock")
     }
     pub fn lock(&self) -> PathBuf {
-        self.0.join("agent.sock.lock")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.path().join("agent.sock.lock")
     }
 }
 
@@ -241,7 +240,7 @@ pub fn balance_passes(rt: &Runtime, n: u32) {
 /// every connection is answered `{"ok":true}`. Its threads end with the
 /// test process.
 pub fn fake_scheduler(dir: &TempDir) -> PathBuf {
-    let path = dir.0.join("scx.sock");
+    let path = dir.path().join("scx.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     std::thread::spawn(move || {
         for stream in listener.incoming().map_while(Result::ok) {

@@ -7,7 +7,8 @@
 use dfsched::sys::{self, RealSys, SysOps};
 use dfsched::{CpuId, CpuSet, Error, RuntimeConfig};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -82,37 +83,32 @@ pub fn set_of(cpus: &[CpuId]) -> CpuSet {
     cpus.iter().copied().collect()
 }
 
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A private directory under the system temp dir, removed on drop. Made by
+/// `tempfile`: a fresh random name created with `mkdir` (which fails if the
+/// name exists), so no other user can have made it, or a symlink in its
+/// place, first; mode 0700.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
+    /// A new empty directory named `dfsched-test-TAG-` and random letters.
     pub fn new(tag: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "dfsched-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("dfsched-test-{tag}-"))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
         TempDir(dir)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     /// Writes `text` to `rel`, creating parent directories.
     pub fn write(&self, rel: &str, text: &str) {
-        let p = self.0.join(rel);
+        let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
