@@ -293,6 +293,54 @@ fn seeds_report_each_policys_mean_and_spread_against_round_robin() {
         v["policies"]["round-robin"]["itko_vs_round_robin"]["min"],
         1.0
     );
+    // No control ran: nothing to pair the paper's policy with.
+    assert_eq!(v["kihm_against"], serde_json::json!({}));
+}
+
+/// With controls beside it, the paper's policy is paired with each seed by
+/// seed: the difference of the two ratios to round robin in each run, in
+/// the JSON and as a line of the table.
+#[test]
+fn seeds_pair_the_papers_policy_with_each_control_seed_by_seed() {
+    let args = with(&[
+        "--seeds",
+        "3",
+        "--policies",
+        "kihm,round-robin,shuffled,intensity",
+        "--json",
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = json(&a);
+    let pair = v["kihm_against"].as_object().unwrap();
+    assert_eq!(
+        pair.keys().collect::<Vec<_>>(),
+        ["intensity", "shuffled"],
+        "{v}"
+    );
+    let runs = v["runs"].as_array().unwrap();
+    let ratio = |r: &serde_json::Value, p: &str| {
+        r["policies"][p]["itko"].as_f64().unwrap()
+            / r["policies"]["round-robin"]["itko"].as_f64().unwrap()
+    };
+    let d: Vec<f64> = runs
+        .iter()
+        .map(|r| ratio(r, "kihm") - ratio(r, "shuffled"))
+        .collect();
+    let s = &pair["shuffled"];
+    let mean = d.iter().sum::<f64>() / 3.0;
+    assert!((s["itko_difference"]["mean"].as_f64().unwrap() - mean).abs() < 1e-12);
+    assert_eq!(
+        s["fewer_itko"].as_u64().unwrap() as usize,
+        d.iter().filter(|&&x| x < 0.0).count()
+    );
+    let mut t = with(&["--seeds", "3", "--policies", "kihm,rr,shuffled"]);
+    t.retain(|s| s != "--json");
+    let text = stdout(&run_args(&t));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("kihm - shuffled, seed by seed: ITKO") && l.contains("/3 seeds")),
+        "{text}"
+    );
 }
 
 /// A traces directory of `n` programs made of the two committed fixtures
