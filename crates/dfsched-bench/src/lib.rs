@@ -104,6 +104,10 @@ pub enum BenchError {
     /// The recording file of a `dfsched-record` run could not be replaced.
     #[error("the recording {0} cannot be replaced: {1}")]
     Record(std::path::PathBuf, #[source] std::io::Error),
+    /// No private directory for a `dfsched-record` run's own recording
+    /// could be made in the system temp dir (named).
+    #[error("cannot make a private directory for the recording in {0}: {1}")]
+    RecordDir(std::path::PathBuf, #[source] std::io::Error),
 }
 
 impl BenchError {

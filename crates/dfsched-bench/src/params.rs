@@ -65,8 +65,9 @@ pub enum Mode {
     /// CPUs, pinned there for the whole run.
     Split,
     /// `dfsched` with the runtime recording what it sees
-    /// (`DFSCHED_RECORD`) into [`Params::record`], or into a temporary file
-    /// removed after the run: interleaved with `dfsched`, the ratio of the
+    /// (`DFSCHED_RECORD`) into [`Params::record`], or into a file in a
+    /// private (0700) temporary directory of the run's own, removed after
+    /// it: interleaved with `dfsched`, the ratio of the
     /// two is the recording's overhead. Not among the default modes.
     #[serde(rename = "dfsched-record")]
     DfschedRecord,
@@ -269,8 +270,8 @@ pub struct Params {
     /// Seed of the write-pattern phases and of the mode order per round.
     pub seed: u64,
     /// Where `dfsched-record` runs record (each run replaces the file, so
-    /// the last run's recording is kept); `None`: a temporary file each
-    /// run, removed after it.
+    /// the last run's recording is kept); `None`: a file in a private
+    /// (0700) temporary directory made for each run, both removed after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<std::path::PathBuf>,
 }

@@ -36,7 +36,9 @@ use crate::BenchError;
 use dfsched::{Runtime, RuntimeConfig};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
+use std::os::unix::fs::PermissionsExt;
 use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Instant;
 
@@ -282,32 +284,16 @@ pub fn run_once(
     env: &Environment,
 ) -> Result<RunRecord, BenchError> {
     let dfs: Vec<Df> = (0..params.dfs).map(|_| Df::new(params.df_bytes)).collect();
-    // dfsched-record: the file this run records into, replaced (so the
-    // runtime holds its name, not FILE.PID), and whether it is ours to
-    // remove after the run.
-    let record = (mode == Mode::DfschedRecord).then(|| match &params.record {
-        Some(p) => (p.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!(
-                "dfsched-bench-record-{}-{round}.dfrec",
-                std::process::id()
-            )),
-            true,
-        ),
-    });
-    if let Some((path, _)) = &record {
-        match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(BenchError::Record(path.clone(), e)),
-        }
-    }
+    let record = match mode {
+        Mode::DfschedRecord => Some(RecordTarget::new(params.record.as_deref(), round)?),
+        _ => None,
+    };
     let rt = if mode.uses_runtime() {
         let mut cfg = env
             .rt_config
             .clone()
             .expect("Environment::read reads the runtime config for dfsched cases");
-        cfg.record = record.as_ref().map(|(p, _)| p.clone());
+        cfg.record = record.as_ref().map(|r| r.path.clone());
         Some(Runtime::start(cfg).map_err(BenchError::Runtime)?)
     } else {
         None
@@ -319,13 +305,59 @@ pub fn run_once(
         rt.shutdown();
         stats
     });
-    if let Some((path, true)) = &record {
-        let _ = std::fs::remove_file(path);
-    }
+    // After the shutdown, which wrote the recording's end: our own
+    // recording goes with its directory, a `--record` file stays.
+    drop(record);
     let (start, threads, others_share) = outcome?;
     let mut run = summarise(mode, round, start, threads, runtime_stats);
     run.others_share = others_share;
     Ok(run)
+}
+
+/// The file a `dfsched-record` run records into.
+///
+/// With `--record FILE` ([`Params::record`]) it is `FILE`, removed first so
+/// that the runtime creates it under its own name (the runtime writes
+/// `FILE.PID` beside a file that exists) and kept after the run. Without,
+/// it is `round-R.dfrec` in a directory made for this run: a fresh random
+/// name under the system temp dir, created by `mkdir` (which fails if the
+/// name exists) with mode 0700, so no other user can have placed a file or
+/// a symlink where the runtime writes, nor read the recording; the
+/// directory and the recording in it are removed when this is dropped.
+#[derive(Debug)]
+struct RecordTarget {
+    /// The file the runtime is told to record into (`DFSCHED_RECORD`).
+    path: PathBuf,
+    /// The directory holding `path` when the recording is ours to remove
+    /// (held only to be removed on drop); `None` for a `--record` file.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+impl RecordTarget {
+    /// The recording of round `round`: into `given` (replaced) if set, else
+    /// into a private directory of its own (type doc).
+    fn new(given: Option<&Path>, round: usize) -> Result<RecordTarget, BenchError> {
+        if let Some(path) = given {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(BenchError::Record(path.to_path_buf(), e)),
+            }
+            return Ok(RecordTarget {
+                path: path.to_path_buf(),
+                _scratch: None,
+            });
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("dfsched-bench-record-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| BenchError::RecordDir(std::env::temp_dir(), e))?;
+        Ok(RecordTarget {
+            path: dir.path().join(format!("round-{round}.dfrec")),
+            _scratch: Some(dir),
+        })
+    }
 }
 
 /// What the timed part of a run gives: the start, every worker's record
@@ -534,6 +566,53 @@ mod tests {
         }
         assert!(orders.len() > 3, "rounds barely vary: {orders:?}");
         assert_eq!(round_order(&[Mode::Split], 1, 5), vec![Mode::Split]);
+    }
+
+    /// Without `--record`, a run records into a directory of its own: not
+    /// a name another user could predict and plant a symlink at, mode 0700
+    /// and ours, under the system temp dir, apart for every run (even of
+    /// one round), and gone with the recording in it once dropped.
+    #[test]
+    fn a_default_recording_goes_in_a_private_directory_removed_after_the_run() {
+        use std::os::unix::fs::MetadataExt;
+        let a = RecordTarget::new(None, 3).unwrap();
+        let b = RecordTarget::new(None, 3).unwrap();
+        assert_ne!(a.path, b.path, "two runs of one round share a file");
+        assert_eq!(a.path.file_name().unwrap(), "round-3.dfrec");
+        let dir = a.path.parent().unwrap().to_path_buf();
+        assert_eq!(dir.parent().unwrap(), std::env::temp_dir());
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("dfsched-bench-record-"), "{name}");
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert!(meta.file_type().is_dir());
+        assert_eq!(meta.mode() & 0o7777, 0o700, "mode {:o}", meta.mode());
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        assert!(!a.path.exists(), "the runtime creates the file, not us");
+        std::fs::write(&a.path, b"recording").unwrap();
+        drop(a);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+
+    /// `--record FILE`: the file is replaced before the run (so the runtime
+    /// writes `FILE`, not `FILE.PID`) and kept after it.
+    #[test]
+    fn a_given_recording_is_replaced_before_the_run_and_kept_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let given = dir.path().join("mine.dfrec");
+        std::fs::write(&given, b"last run").unwrap();
+        let target = RecordTarget::new(Some(&given), 0).unwrap();
+        assert_eq!(target.path, given);
+        assert!(!given.exists(), "the old recording is still there");
+        std::fs::write(&given, b"this run").unwrap();
+        drop(target);
+        assert_eq!(std::fs::read(&given).unwrap(), b"this run");
+        // A name that cannot be removed is an error naming it.
+        let err = RecordTarget::new(Some(dir.path()), 0).unwrap_err();
+        assert!(
+            matches!(&err, BenchError::Record(p, _) if p == dir.path()),
+            "{err}"
+        );
     }
 }
 

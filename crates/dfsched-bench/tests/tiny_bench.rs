@@ -231,3 +231,24 @@ fn bad_parameters_run_nothing() {
     assert!(err.is_usage());
     assert!(!called, "a run happened before validation failed");
 }
+
+/// A `dfsched-record` run without `--record` records (the runtime's stats
+/// name the file and count its bytes) into a private directory of its own
+/// under the system temp dir, and leaves neither behind.
+#[test]
+fn a_recording_run_without_a_file_records_privately_and_leaves_nothing() {
+    let reports = run_cases(&[tiny(vec![Mode::DfschedRecord])], &mut |_| {}).unwrap();
+    let run = &runs_of(&reports[0], Mode::DfschedRecord)[0];
+    let stats = run.runtime_stats.as_ref().expect("a dfsched run's stats");
+    let record = &stats["record"];
+    assert!(
+        record["bytes"].as_u64().unwrap() > 0,
+        "nothing recorded: {record}"
+    );
+    let path = std::path::PathBuf::from(record["path"].as_str().unwrap());
+    let dir = path.parent().unwrap();
+    assert_eq!(dir.parent().unwrap(), std::env::temp_dir(), "{record}");
+    let name = dir.file_name().unwrap().to_string_lossy();
+    assert!(name.starts_with("dfsched-bench-record-"), "{record}");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}

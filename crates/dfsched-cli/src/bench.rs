@@ -119,7 +119,7 @@ pub struct DfArgs {
     /// Keep the recording of the dfsched-record runs in FILE (each run
     /// replaces it: the last one is kept); adds dfsched-record to --modes
     /// if it is not there. Without it, dfsched-record runs record into a
-    /// temporary file removed after each run.
+    /// file in a private temporary directory, removed after each run.
     #[arg(long, value_name = "FILE")]
     record: Option<std::path::PathBuf>,
 

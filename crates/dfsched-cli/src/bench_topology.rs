@@ -130,23 +130,18 @@ pub struct TopologyBenchReport {
     json_bytes: usize,
 }
 
-/// A directory removed when dropped.
-struct TempTree(PathBuf);
-
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `bench topology`.
 pub fn run(args: TopologyBenchArgs) -> Result<(), Failure> {
     let (root, _tree, shape) = match &args.sysfs_root {
         Some(root) => (root.clone(), None, None),
         None => {
-            let dir =
-                std::env::temp_dir().join(format!("dfsched-bench-topology-{}", std::process::id()));
-            let tree = TempTree(dir.clone());
+            let tree = fixture_dir().with_context(|| {
+                format!(
+                    "making a directory for the fixture in {}",
+                    std::env::temp_dir().display()
+                )
+            })?;
+            let dir = tree.path().to_path_buf();
             let s = args.shape;
             dfsched::sysfs::write_test_tree(&dir, s.nodes, s.llcs, s.cores, s.smt)
                 .with_context(|| format!("writing the fixture under {}", dir.display()))?;
@@ -162,6 +157,18 @@ pub fn run(args: TopologyBenchArgs) -> Result<(), Failure> {
         write!(out, "{}", render(&report)).context("writing the report")?;
     }
     Ok(())
+}
+
+/// A fresh directory for the fixture, removed when dropped: a random name
+/// under the system temp dir made by `mkdir` (which fails if the name
+/// exists), mode 0700, so no other user can have made it or a symlink in
+/// its place first, nor change the tree while it is measured.
+fn fixture_dir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("dfsched-bench-topology-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }
 
 /// The rounds (module doc) on the tree under `root`.
@@ -300,5 +307,26 @@ mod tests {
         ] {
             assert!(parse_shape(bad).is_err(), "{bad} parsed");
         }
+    }
+
+    /// The fixture's directory is fresh (two apart), ours, mode 0700, and
+    /// gone with the tree in it once dropped.
+    #[test]
+    fn the_fixture_directory_is_private_fresh_and_removed() {
+        use std::os::unix::fs::MetadataExt;
+        let (a, b) = (fixture_dir().unwrap(), fixture_dir().unwrap());
+        assert_ne!(a.path(), b.path());
+        assert_eq!(a.path().parent().unwrap(), std::env::temp_dir());
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("dfsched-bench-topology-"), "{name}");
+        let meta = std::fs::symlink_metadata(a.path()).unwrap();
+        assert!(meta.file_type().is_dir());
+        assert_eq!(meta.mode() & 0o7777, 0o700, "mode {:o}", meta.mode());
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        let path = a.path().to_path_buf();
+        dfsched::sysfs::write_test_tree(&path, 1, 1, 2, 1).unwrap();
+        drop(a);
+        assert!(!path.exists(), "{} left behind", path.display());
     }
 }
