@@ -11,27 +11,27 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dfsched::sysfs::{read_topology, write_test_tree};
-use std::path::PathBuf;
+use std::path::Path;
 
-/// A generated tree, removed when dropped.
-struct Tree(PathBuf);
+/// A generated tree in a fresh directory of ours (a random name no other
+/// user can have made first), removed when dropped.
+struct Tree(tempfile::TempDir);
 
 impl Tree {
     fn new(nodes: u32, llcs: u32, cores: u32, smt: u32) -> Tree {
-        let dir = std::env::temp_dir().join(format!(
-            "dfsched-bench-topology-{}-{}",
-            std::process::id(),
-            nodes * llcs * cores * smt
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        write_test_tree(&dir, nodes, llcs, cores, smt).expect("the tree is written");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!(
+                "dfsched-bench-topology-{}-",
+                nodes * llcs * cores * smt
+            ))
+            .tempdir()
+            .expect("a temp dir");
+        write_test_tree(dir.path(), nodes, llcs, cores, smt).expect("the tree is written");
         Tree(dir)
     }
-}
 
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
@@ -40,9 +40,9 @@ fn read(c: &mut Criterion) {
     group.sample_size(10);
     for (llcs, cpus) in [(32u32, 4096u32), (64, 8192)] {
         let tree = Tree::new(2, llcs, 32, 2);
-        let t = read_topology(&tree.0).expect("the tree reads");
+        let t = read_topology(tree.path()).expect("the tree reads");
         assert_eq!(t.nr_cpus(), cpus as usize);
-        group.bench_with_input(BenchmarkId::from_parameter(cpus), &tree.0, |b, root| {
+        group.bench_with_input(BenchmarkId::from_parameter(cpus), tree.path(), |b, root| {
             b.iter(|| read_topology(root).expect("the tree reads"))
         });
     }

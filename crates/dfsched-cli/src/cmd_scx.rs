@@ -652,7 +652,11 @@ mod tests {
     #[test]
     fn the_scheduler_is_found_as_given_beside_dfsched_or_on_path() {
         use std::os::unix::fs::PermissionsExt as _;
-        let root = std::env::temp_dir().join(format!("dfsched-scx-find-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-scx-find-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path();
         let (near, on_path) = (root.join("bin"), root.join("path"));
         std::fs::create_dir_all(&near).unwrap();
         std::fs::create_dir_all(&on_path).unwrap();
@@ -694,14 +698,16 @@ mod tests {
             "a given path is used or refused, never searched around"
         );
         assert_eq!(find_scheduler(Some(&n), None, None), Ok(n));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn the_kernel_check_names_a_missing_sched_ext_and_a_loaded_scheduler() {
-        let root = std::env::temp_dir().join(format!("dfsched-scx-kern-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let e = check_kernel(&root).unwrap_err();
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-scx-kern-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path();
+        let e = check_kernel(root).unwrap_err();
         assert!(matches!(e, NotStartable::NoSchedExt(_)), "{e:?}");
         assert!(e.to_string().contains("CONFIG_SCHED_CLASS_EXT"));
         let dir = root.join("sys/kernel/sched_ext");
@@ -709,15 +715,14 @@ mod tests {
         std::fs::write(dir.join("state"), "enabled\n").unwrap();
         std::fs::write(dir.join("root/ops"), "simple\n").unwrap();
         assert_eq!(
-            check_kernel(&root),
+            check_kernel(root),
             Err(NotStartable::Busy {
                 state: "enabled".into(),
                 ops: "simple".into()
             })
         );
         std::fs::write(dir.join("state"), "disabled\n").unwrap();
-        assert_eq!(check_kernel(&root), Ok(()));
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(check_kernel(root), Ok(()));
     }
 
     #[test]

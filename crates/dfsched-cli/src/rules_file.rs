@@ -358,14 +358,15 @@ policy = "co-thread"
 
     #[test]
     fn load_names_the_file_and_line() {
-        let dir = std::env::temp_dir().join(format!("dfsched-rules-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("bad.toml");
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-rules-")
+            .tempdir()
+            .unwrap();
+        let path = tmp.path().join("bad.toml");
         std::fs::write(&path, "[[rule]]\nthread = \"x\"\nleave = 1\n").unwrap();
         let e = load(&path).unwrap_err();
         assert!(e.starts_with(&format!("{}:3: ", path.display())), "{e}");
-        let e = load(&dir.join("missing.toml")).unwrap_err();
+        let e = load(&tmp.path().join("missing.toml")).unwrap_err();
         assert!(e.contains("cannot read"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

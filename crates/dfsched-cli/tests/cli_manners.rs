@@ -24,8 +24,11 @@ fn widowed_pipe() -> OwnedFd {
 
 #[test]
 fn a_closed_stdout_ends_every_printing_command_quietly_with_status_0() {
-    let dir = std::env::temp_dir().join(format!("dfsched-epipe-{}", std::process::id()));
-    let out_dir = dir.to_str().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("dfsched-epipe-")
+        .tempdir()
+        .unwrap();
+    let out_dir = dir.path().to_str().unwrap();
     let commands: &[&[&str]] = &[
         &["topology", "--json"],
         &["topology"],
@@ -47,7 +50,6 @@ fn a_closed_stdout_ends_every_printing_command_quietly_with_status_0() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(err.is_empty(), "{args:?} said on stderr: {err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -36,11 +36,13 @@ fn built_lib() -> PathBuf {
         .expect("libdfsched.so is built beside the dfsched binary")
 }
 
-fn fresh_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dfsched-install-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory of ours named `dfsched-install-TAG-` and random
+/// letters, removed on drop.
+fn fresh_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-install-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[track_caller]
@@ -96,7 +98,8 @@ fn an_installed_prefix_builds_runs_and_documents_dfsched() {
         skip_or_fail("SKIP an_installed_prefix_…: fewer than 2 CPUs allowed");
         return;
     }
-    let root = fresh_dir("prefix");
+    let tmp = fresh_dir("prefix");
+    let root = tmp.path();
     let prefix = root.join("usr");
     install(&prefix, None);
     let lib = prefix.join("lib");
@@ -236,17 +239,16 @@ fn an_installed_prefix_builds_runs_and_documents_dfsched() {
         )),
         "{unit}"
     );
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn destdir_stages_the_tree_with_the_prefixs_paths_inside() {
-    let stage = fresh_dir("stage");
-    install(Path::new("/opt/dfsched"), Some(&stage));
+    let tmp = fresh_dir("stage");
+    let stage = tmp.path();
+    install(Path::new("/opt/dfsched"), Some(stage));
     let pc = std::fs::read_to_string(stage.join("opt/dfsched/lib/pkgconfig/dfsched.pc")).unwrap();
     assert!(pc.contains("prefix=/opt/dfsched\n"), "{pc}");
     assert!(!pc.contains(stage.to_str().unwrap()), "{pc}");
     assert!(stage.join("opt/dfsched/bin/dfsched").is_file());
     assert!(stage.join("opt/dfsched/include/dfsched.h").is_file());
-    let _ = std::fs::remove_dir_all(&stage);
 }

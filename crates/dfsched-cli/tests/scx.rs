@@ -19,21 +19,21 @@ use std::time::{Duration, Instant};
 /// Why a test that loads a scheduler skips when not root (CI runs as root).
 const NOT_ROOT: &str = "SKIP: dfsched scx refuses to load as non-root, before its loader runs";
 
-/// A directory removed on drop.
-struct Dir(PathBuf);
+/// A fresh directory of ours named `dfsched-cli-scx-TAG-` and random
+/// letters (short: a socket lives in it), removed on drop.
+struct Dir(tempfile::TempDir);
 
 impl Dir {
     fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("dfsched-cli-scx-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
+        let d = tempfile::Builder::new()
+            .prefix(&format!("dfsched-cli-scx-{tag}-"))
+            .tempdir()
+            .unwrap();
+        Dir(d)
     }
-}
 
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
@@ -216,14 +216,14 @@ fn a_loaded_scheduler_is_shown_and_unloads_cleanly_on_sigint() {
         return;
     }
     let dir = Dir::new("clean");
-    let (mut child, rx) = start_fake(&dir.0, "clean", &["--all", "--policy", "co-thread"]);
+    let (mut child, rx) = start_fake(dir.path(), "clean", &["--all", "--policy", "co-thread"]);
     let first = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("a state line");
     let state: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(state["ops"], "dfsched", "{first}");
     assert_eq!(state["groups"][0]["home"], "0-1", "{first}");
-    let args = std::fs::read_to_string(dir.0.join("args")).unwrap();
+    let args = std::fs::read_to_string(dir.path().join("args")).unwrap();
     assert!(
         args.starts_with("run --all --policy co-thread --socket "),
         "the loader's command line: {args}"
@@ -255,7 +255,7 @@ fn how_the_scheduler_ended_is_the_exit_status() {
         ("fail", 3, "exit status: 1"),
     ] {
         let dir = Dir::new(mode);
-        let (mut child, rx) = start_fake(&dir.0, mode, &[]);
+        let (mut child, rx) = start_fake(dir.path(), mode, &[]);
         let s = wait(&mut child);
         let end = end_of(&rx);
         assert_eq!(s.code(), Some(status), "{mode}: {end}");
@@ -270,19 +270,19 @@ fn how_the_scheduler_ended_is_the_exit_status() {
 #[test]
 fn a_kernel_without_sched_ext_is_named_before_anything_is_spawned() {
     let dir = Dir::new("nokernel");
-    let loader = fake_loader(&dir.0);
+    let loader = fake_loader(dir.path());
     let out = Command::new(BIN)
         .arg("scx")
         .arg("--scheduler")
         .arg(&loader)
         .arg("--sysfs-root")
-        .arg(&dir.0)
-        .env("FAKE_ARGS", dir.0.join("args"))
+        .arg(dir.path())
+        .env("FAKE_ARGS", dir.path().join("args"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("no sched_ext"), "{}", stderr(&out));
-    assert!(!dir.0.join("args").exists(), "the loader was not run");
+    assert!(!dir.path().join("args").exists(), "the loader was not run");
 }
 
 /// `dfsched topology` names the body a program started now would use: affinity on a kernel
@@ -291,10 +291,10 @@ fn a_kernel_without_sched_ext_is_named_before_anything_is_spawned() {
 #[test]
 fn topology_names_the_active_body() {
     let dir = Dir::new("topo");
-    dfsched::sysfs::write_test_tree(&dir.0, 1, 2, 2, 1).unwrap();
+    dfsched::sysfs::write_test_tree(dir.path(), 1, 2, 2, 1).unwrap();
     let topo = |json: bool, scx: Option<&str>| {
         let mut c = Command::new(BIN);
-        c.arg("topology").arg("--sysfs-root").arg(&dir.0);
+        c.arg("topology").arg("--sysfs-root").arg(dir.path());
         if json {
             c.arg("--json");
         }
@@ -321,7 +321,7 @@ fn topology_names_the_active_body() {
         "{text}"
     );
 
-    let s = dir.0.join("sys/kernel/sched_ext");
+    let s = dir.path().join("sys/kernel/sched_ext");
     std::fs::create_dir_all(s.join("root")).unwrap();
     std::fs::write(s.join("state"), "enabled\n").unwrap();
     std::fs::write(s.join("root/ops"), "dfsched\n").unwrap();

@@ -88,7 +88,11 @@ fn closed_network_json_is_the_same_for_the_same_seed() {
 
 #[test]
 fn figures_are_written_as_csv_and_svg() {
-    let dir = std::env::temp_dir().join(format!("dfsched-fig-{}", std::process::id()));
+    let tmp = tempfile::Builder::new()
+        .prefix("dfsched-fig-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
     let d = dir.to_str().unwrap();
     let out = dfsched(&[
         "sim",
@@ -127,7 +131,6 @@ fn figures_are_written_as_csv_and_svg() {
     assert!(out.status.success());
     let csv = std::fs::read_to_string(dir.join("fig4.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 6 * 11);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -10,11 +10,13 @@ use dfsched_core::activity::ActivityVector;
 use dfsched_core::smt_place::{SmtProfile, ThreadProfile};
 use std::process::Command;
 
-fn temp(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("dfsched-smtpair-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory of ours named `dfsched-smtpair-TAG-` and random
+/// letters, removed on drop.
+fn temp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dfsched-smtpair-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn write_profile(dir: &std::path::Path) -> std::path::PathBuf {
@@ -45,9 +47,10 @@ impl Drop for Child {
 
 #[test]
 fn dry_run_plans_a_live_process_onto_fixture_siblings() {
-    let dir = temp("fixture");
-    dfsched::sysfs::write_test_tree(&dir, 1, 1, 2, 2).unwrap();
-    let profile = write_profile(&dir);
+    let tmp = temp("fixture");
+    let dir = tmp.path();
+    dfsched::sysfs::write_test_tree(dir, 1, 1, 2, 2).unwrap();
+    let profile = write_profile(dir);
     let child = Child(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = child.0.id().to_string();
     let out = dfsched(&[
@@ -71,14 +74,14 @@ fn dry_run_plans_a_live_process_onto_fixture_siblings() {
         "a fixture CPU: {text}"
     );
     drop(child);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn refused_without_smt_siblings_and_for_a_missing_process() {
-    let dir = temp("nosmt");
-    dfsched::sysfs::write_test_tree(&dir, 1, 1, 2, 1).unwrap();
-    let profile = write_profile(&dir);
+    let tmp = temp("nosmt");
+    let dir = tmp.path();
+    dfsched::sysfs::write_test_tree(dir, 1, 1, 2, 1).unwrap();
+    let profile = write_profile(dir);
     let child = Child(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = child.0.id().to_string();
     let base = ["smt-pair", "--profile", profile.to_str().unwrap(), "--once"];
@@ -98,5 +101,4 @@ fn refused_without_smt_siblings_and_for_a_missing_process() {
     let out = dfsched(&[&base[..], &["--pid", "999999999"]].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("999999999"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -471,11 +471,11 @@ mod tests {
 
     #[test]
     fn a_write_error_stops_the_log_counts_it_and_the_engine_goes_on() {
-        let dir =
-            std::env::temp_dir().join(format!("dfsched-engine-log-werr-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("e.log");
+        let dir = tempfile::Builder::new()
+            .prefix("dfsched-engine-log-werr-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("e.log");
         let topo = Topology::test(1, 1, 4, 1);
         let mut engine = Engine::new(topo.clone(), Config::default()).unwrap();
         let mut log = EngineLog::create(&path, DEFAULT_MAX_BYTES, 1, &engine, "affinity").unwrap();
@@ -524,6 +524,5 @@ mod tests {
             8
         );
         drop(log);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -265,24 +265,23 @@ mod tests {
     use super::*;
     use crate::engine_log::{EngineLog, DEFAULT_MAX_BYTES};
     use dfsched_core::{AppId, Config, CpuId, CpuSet, DfId, Nanos, TaskId};
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
-    /// A fresh directory of this test, removed on drop.
-    struct Dir(PathBuf);
+    /// A fresh directory of this test (a random name no other user can
+    /// have made first), removed on drop.
+    struct Dir(tempfile::TempDir);
 
     impl Dir {
         fn new(tag: &str) -> Dir {
-            let d = std::env::temp_dir()
-                .join(format!("dfsched-engine-log-{}-{tag}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
+            let d = tempfile::Builder::new()
+                .prefix(&format!("dfsched-engine-log-{tag}-"))
+                .tempdir()
+                .unwrap();
             Dir(d)
         }
-    }
 
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+        fn join(&self, name: impl AsRef<Path>) -> std::path::PathBuf {
+            self.0.path().join(name)
         }
     }
 
@@ -356,7 +355,7 @@ mod tests {
     #[test]
     fn a_logged_engine_replays_identically() {
         let dir = Dir::new("same");
-        let path = dir.0.join("e.log");
+        let path = dir.join("e.log");
         let (stats, decisions) = write_log(&path, DEFAULT_MAX_BYTES);
         let r = replay_file(&path).unwrap();
         assert_eq!(r.steps, events().len() as u64);
@@ -386,7 +385,7 @@ mod tests {
     #[test]
     fn an_edited_decision_is_reported_at_its_step() {
         let dir = Dir::new("edit");
-        let path = dir.0.join("e.log");
+        let path = dir.join("e.log");
         write_log(&path, DEFAULT_MAX_BYTES);
         let text = std::fs::read_to_string(&path).unwrap();
         // The first Place decision of a hint, given another CPU set.
@@ -433,7 +432,7 @@ mod tests {
     #[test]
     fn a_truncated_log_replays_up_to_its_cut() {
         let dir = Dir::new("cut");
-        let full = dir.0.join("full.log");
+        let full = dir.join("full.log");
         write_log(&full, DEFAULT_MAX_BYTES);
         let header_len = std::fs::read_to_string(&full)
             .unwrap()
@@ -441,7 +440,7 @@ mod tests {
             .next()
             .unwrap()
             .len() as u64;
-        let path = dir.0.join("cut.log");
+        let path = dir.join("cut.log");
         let (stats, _) = write_log(&path, header_len + 2000);
         assert!(stats.truncated);
         assert!(stats.steps > 0 && stats.steps < events().len() as u64);
@@ -457,7 +456,7 @@ mod tests {
     #[test]
     fn a_garbled_header_is_a_clear_error() {
         let dir = Dir::new("garbled");
-        let path = dir.0.join("e.log");
+        let path = dir.join("e.log");
         write_log(&path, DEFAULT_MAX_BYTES);
         let text = std::fs::read_to_string(&path).unwrap();
         let (header, rest) = text.split_once('\n').unwrap();
@@ -495,7 +494,7 @@ mod tests {
     #[test]
     fn steps_out_of_order_lines_after_the_end_and_a_partial_tail() {
         let dir = Dir::new("order");
-        let path = dir.0.join("e.log");
+        let path = dir.join("e.log");
         write_log(&path, DEFAULT_MAX_BYTES);
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -570,18 +569,18 @@ mod tests {
     fn the_log_refuses_a_symlink_and_takes_file_pid_beside_an_existing_file() {
         let dir = Dir::new("files");
         let engine = Engine::new(Topology::test(1, 1, 2, 1), Config::default()).unwrap();
-        let target = dir.0.join("target");
+        let target = dir.join("target");
         std::fs::write(&target, "keep").unwrap();
-        let link = dir.0.join("link");
+        let link = dir.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         // FILE is a symlink: it exists, so FILE.PID is tried, and a
         // symlink planted there is refused too.
-        let pid_link = dir.0.join(format!("link.{}", std::process::id()));
+        let pid_link = dir.join(format!("link.{}", std::process::id()));
         std::os::unix::fs::symlink(&target, &pid_link).unwrap();
         assert!(EngineLog::create(&link, DEFAULT_MAX_BYTES, 1, &engine, "affinity").is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         // An existing FILE: FILE.PID, then FILE.PID.ID for a second runtime.
-        let file = dir.0.join("e.log");
+        let file = dir.join("e.log");
         EngineLog::create(&file, DEFAULT_MAX_BYTES, 1, &engine, "affinity").unwrap();
         let second = EngineLog::create(&file, DEFAULT_MAX_BYTES, 1, &engine, "affinity").unwrap();
         assert_eq!(

@@ -435,20 +435,22 @@ mod tests {
     /// `/proc/stat` as the kernel prints it, and a missing one as `None`.
     #[test]
     fn read_small_reads_whole_files_of_any_size_up_to_the_cap() {
-        let dir = std::env::temp_dir().join(format!("dfsched-read-small-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-read-small-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         let long: String = (0..3000).map(|i| format!("{i} ")).collect();
         assert!(long.len() > 3 * crate::sys::READ_CHUNK);
         std::fs::write(dir.join("long"), &long).unwrap();
         std::fs::write(dir.join("empty"), "").unwrap();
-        let mut s = LoadSampler::new(&dir);
+        let mut s = LoadSampler::new(dir);
         assert_eq!(s.read_small(&dir.join("long")), Some(long.as_str()));
         assert_eq!(s.read_small(&dir.join("empty")), Some(""));
         assert_eq!(s.read_small(&dir.join("missing")), None);
         let stat = s.read_small(Path::new("/proc/stat")).unwrap().to_string();
         assert!(stat.starts_with("cpu ") && stat.ends_with('\n'), "{stat}");
         assert_eq!(s.files_opened(), 4);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     const SCHED: &str = "cat (6343, #threads: 1)
@@ -606,12 +608,11 @@ se.load.weight                               :              1048576
 
     #[test]
     fn sample_counts_runnable_threads_of_other_processes_per_cpu() {
-        let root = std::env::temp_dir().join(format!(
-            "dfsched-procfs-{}-{}",
-            std::process::id(),
-            crate::sys::gettid()
-        ));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-procfs-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path();
         let write = |rel: &str, text: String| {
             let p = root.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -629,13 +630,13 @@ se.load.weight                               :              1048576
         // Noise: a non-numeric entry and a process with a garbled stat.
         write("self/stat", stat_line("self", 'R', 1, 0));
         write("40/stat", "garbage".into());
-        let mut sampler = LoadSampler::new(&root);
+        let mut sampler = LoadSampler::new(root);
         let got = sampler.sample(30).unwrap();
         assert_eq!(got, vec![(CpuId(0), 1), (CpuId(1), 1), (CpuId(3), 1)]);
         // Buffers are reused and counts start afresh.
         std::fs::remove_dir_all(root.join("20")).unwrap();
         assert_eq!(sampler.sample(30).unwrap(), vec![(CpuId(1), 1)]);
-        std::fs::remove_dir_all(&root).unwrap();
+        tmp.close().unwrap();
         assert!(sampler.sample(30).is_err(), "a missing /proc is an error");
     }
 

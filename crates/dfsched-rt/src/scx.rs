@@ -341,9 +341,17 @@ mod tests {
     use dfsched_premise as test_premise;
     use std::os::unix::net::UnixListener;
 
+    /// A fresh directory of ours under the system temp dir, named `prefix`
+    /// and random letters (never one another user could have made first),
+    /// removed on drop.
+    fn scratch(prefix: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
+    }
+
     #[test]
     fn auto_uses_the_socket_only_when_dfscheds_scheduler_is_enabled() {
-        let root = std::env::temp_dir().join(format!("dfsched-scx-mode-{}", std::process::id()));
+        let tmp = scratch("dfsched-scx-mode-");
+        let root = tmp.path();
         let dir = root.join("sys/kernel/sched_ext");
         std::fs::create_dir_all(dir.join("root")).unwrap();
         let set = |state: &str, ops: &str| {
@@ -352,39 +360,37 @@ mod tests {
         };
         set("enabled", "dfsched");
         assert_eq!(
-            ScxMode::Auto.socket(&root),
+            ScxMode::Auto.socket(root),
             Some(PathBuf::from(DEFAULT_SOCKET))
         );
         set("enabled", "simple");
-        assert_eq!(ScxMode::Auto.socket(&root), None, "another scheduler");
+        assert_eq!(ScxMode::Auto.socket(root), None, "another scheduler");
         set("disabled", "dfsched");
-        assert_eq!(ScxMode::Auto.socket(&root), None);
-        assert_eq!(ScxMode::Off.socket(&root), None);
+        assert_eq!(ScxMode::Auto.socket(root), None);
+        assert_eq!(ScxMode::Off.socket(root), None);
         assert_eq!(ScxMode::Auto.socket(Path::new("/nonexistent")), None);
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn the_body_view_says_scx_only_when_dfscheds_scheduler_is_enabled() {
-        let root = std::env::temp_dir().join(format!("dfsched-scx-body-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let v = BodyView::read(&root, &ScxMode::Auto);
+        let tmp = scratch("dfsched-scx-body-");
+        let root = tmp.path();
+        let v = BodyView::read(root, &ScxMode::Auto);
         assert_eq!((v.active, v.sched_ext.as_str()), (Body::Affinity, "none"));
         let dir = root.join("sys/kernel/sched_ext");
         std::fs::create_dir_all(dir.join("root")).unwrap();
         std::fs::write(dir.join("state"), "enabled\n").unwrap();
         std::fs::write(dir.join("root/ops"), "dfsched\n").unwrap();
-        let v = BodyView::read(&root, &ScxMode::Auto);
+        let v = BodyView::read(root, &ScxMode::Auto);
         assert_eq!(v.active, Body::Scx);
         assert_eq!(v.socket.as_deref(), Some(Path::new(DEFAULT_SOCKET)));
         let json = serde_json::to_value(&v).unwrap();
         assert_eq!(json["active"], "scx");
         assert_eq!(json["ops"], "dfsched");
-        assert_eq!(BodyView::read(&root, &ScxMode::Off).active, Body::Affinity);
+        assert_eq!(BodyView::read(root, &ScxMode::Off).active, Body::Affinity);
         std::fs::write(dir.join("root/ops"), "simple\n").unwrap();
-        let v = BodyView::read(&root, &ScxMode::Auto);
+        let v = BodyView::read(root, &ScxMode::Auto);
         assert_eq!((v.active, v.ops.as_str()), (Body::Affinity, "simple"));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
@@ -409,11 +415,11 @@ mod tests {
             return;
         }
         const NOBODY: libc::uid_t = 65534;
-        let dir = std::env::temp_dir().join(format!("dfsched-scx-nobody-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-            .unwrap();
+        // A fresh directory of ours, opened to all (0777) on purpose: the
+        // child, as nobody, binds its socket in it.
+        let tmp = scratch("dfsched-scx-nobody-");
+        let dir = tmp.path();
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
         let path = dir.join("s.sock");
         // Everything the child needs is made before the fork: it only makes system calls.
         // SAFETY: an all-zero sockaddr_un is valid; the path fits (a short temp path, checked).
@@ -457,7 +463,7 @@ mod tests {
             libc::kill(child, libc::SIGKILL);
             libc::waitpid(child, std::ptr::null_mut(), 0);
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        drop(tmp);
         assert!(
             matches!(r, Err(ScxError::NotRoot { uid: NOBODY, .. })),
             "a server of uid {NOBODY} must be refused"
@@ -467,9 +473,8 @@ mod tests {
     /// A server of our own uid: refused unless we are root (then it is root's).
     #[test]
     fn a_server_that_is_not_root_is_refused() {
-        let path =
-            std::env::temp_dir().join(format!("dfsched-scx-peer-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let tmp = scratch("dfsched-scx-peer-");
+        let path = tmp.path().join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let r = ScxLink::connect(&path);
         // SAFETY: geteuid has no preconditions.
@@ -480,7 +485,6 @@ mod tests {
             assert!(matches!(r, Err(ScxError::NotRoot { uid, .. }) if uid == euid));
         }
         drop(listener);
-        let _ = std::fs::remove_file(&path);
     }
 
     /// The lines this client writes are the ones `crates/dfsched-scx/src/proto.rs` documents and

@@ -263,8 +263,14 @@ pub fn request(path: &Path, req: &Request) -> std::io::Result<Reply> {
 mod tests {
     use super::*;
 
-    fn fake_proc(tid: u32, real: u32, effective: u32) -> tempdir::Dir {
-        let d = tempdir::Dir::new();
+    /// A `/proc` with thread `tid` of these uids, in a fresh directory of
+    /// ours (a random name no other user can have made first), removed on
+    /// drop.
+    fn fake_proc(tid: u32, real: u32, effective: u32) -> tempfile::TempDir {
+        let d = tempfile::Builder::new()
+            .prefix("dfsched-scx-test-")
+            .tempdir()
+            .unwrap();
         let t = d.path().join(tid.to_string());
         std::fs::create_dir_all(&t).unwrap();
         std::fs::write(
@@ -273,30 +279,6 @@ mod tests {
         )
         .unwrap();
         d
-    }
-
-    mod tempdir {
-        pub struct Dir(std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                let p = std::env::temp_dir().join(format!(
-                    "dfsched-scx-test-{}-{:?}",
-                    std::process::id(),
-                    std::thread::current().id()
-                ));
-                let _ = std::fs::remove_dir_all(&p);
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-            pub fn path(&self) -> &std::path::Path {
-                &self.0
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 
     #[test]

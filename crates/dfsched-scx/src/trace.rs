@@ -454,13 +454,20 @@ mod tests {
         assert!(parse(&format!("{H}G 1 0 0-x 0\n")).is_err());
     }
 
-    fn tmp(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("dfsched-scx-trace-{}-{name}", std::process::id()))
+    /// `NAME` in a fresh directory of ours (a random name no other user
+    /// can have made first), removed when the directory is dropped.
+    fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix("dfsched-scx-trace-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join(name);
+        (dir, path)
     }
 
     #[test]
     fn the_writer_round_trips_through_the_parser() {
-        let path = tmp("round");
+        let (_dir, path) = tmp("round");
         let mut w = Writer::create(&path, 1 << 20, "slice_us 5000").unwrap();
         let mut home = vec![0u64; WORDS];
         home[0] = 0b1100;
@@ -499,7 +506,6 @@ mod tests {
             }
         );
         let t = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&path);
         assert_eq!(
             t.events,
             vec![
@@ -559,7 +565,7 @@ mod tests {
 
     #[test]
     fn the_writer_stays_within_its_limit_and_counts_what_it_dropped() {
-        let path = tmp("limit");
+        let (_dir, path) = tmp("limit");
         let max = 1000;
         let mut w = Writer::create(&path, max, "x").unwrap();
         for i in 0..200 {
@@ -572,7 +578,6 @@ mod tests {
         }
         let totals = w.finish(0).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
         assert!(text.len() as u64 <= max, "{} bytes", text.len());
         assert!(totals.dropped_size > 0 && totals.records > 0);
         assert_eq!(totals.records + totals.dropped_size, 200);

@@ -163,15 +163,17 @@ mod tests {
     #[test]
     #[ignore = "downloads stress-ng and its missing dependencies with apt-get"]
     fn stress_ng_is_fetched_unpacked_and_its_libraries_found() {
-        let cache = std::env::temp_dir().join(format!("dfsched-stress-ng-{}", std::process::id()));
-        let files = ensure_stress_ng(&cache).expect("stress-ng fetched");
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-stress-ng-")
+            .tempdir()
+            .unwrap();
+        let files = ensure_stress_ng(tmp.path()).expect("stress-ng fetched");
         assert_eq!(files[0].1, GUEST_PATH);
         assert!(files[0].0.is_file());
         // Every library has a guest path outside the cache (unpacked ones at their package path).
         assert!(files
             .iter()
             .all(|(h, g)| h.is_file() && g.starts_with('/') && !g.contains("dfsched-stress-ng")));
-        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]

@@ -462,14 +462,16 @@ mod tests {
     }
 
     /// A `/proc` with process 100 (uid 1000) and threads named `names`
-    /// (tids 100, 101, …).
-    struct FakeProc(PathBuf);
+    /// (tids 100, 101, …), in a fresh directory of ours removed on drop.
+    struct FakeProc(tempfile::TempDir);
 
     impl FakeProc {
         fn new(tag: &str, names: &[&str]) -> FakeProc {
-            let root =
-                std::env::temp_dir().join(format!("dfsched-attached-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&root);
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("dfsched-attached-{tag}-"))
+                .tempdir()
+                .unwrap();
+            let root = dir.path();
             std::fs::create_dir_all(root.join("100/task")).unwrap();
             std::fs::write(
                 root.join("100/status"),
@@ -477,22 +479,19 @@ mod tests {
             )
             .unwrap();
             std::fs::write(root.join("100/comm"), "server\n").unwrap();
-            let p = FakeProc(root);
+            let p = FakeProc(dir);
             for (i, n) in names.iter().enumerate() {
                 p.name(100 + i as u64, n);
             }
             p
         }
+        fn root(&self) -> &Path {
+            self.0.path()
+        }
         fn name(&self, tid: u64, name: &str) {
-            let dir = self.0.join(format!("100/task/{tid}"));
+            let dir = self.root().join(format!("100/task/{tid}"));
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("comm"), format!("{name}\n")).unwrap();
-        }
-    }
-
-    impl Drop for FakeProc {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
@@ -528,12 +527,12 @@ mod tests {
         let (mut a, counts) = Attached::new(
             100,
             1000,
-            &proc_.0,
+            proc_.root(),
             topo,
             Policy::DataAffinity,
             Some(rules()),
             &sys,
-            Some(&proc_.0.join("engine.log")),
+            Some(&proc_.root().join("engine.log")),
         )
         .unwrap();
         assert_eq!(counts.threads, 3);
@@ -560,7 +559,7 @@ mod tests {
         a.refresh(&sys, Nanos(3)).unwrap();
         assert_eq!(a.thread_df(103), Some(1));
         // A thread that ended is forgotten.
-        std::fs::remove_dir_all(proc_.0.join("100/task/103")).unwrap();
+        std::fs::remove_dir_all(proc_.root().join("100/task/103")).unwrap();
         assert_eq!(a.refresh(&sys, Nanos(4)).unwrap().threads, 3);
         // Release: every mask still ours goes back to 0-3.
         a.release(&sys);
@@ -570,7 +569,7 @@ mod tests {
         // Its engine log, ended when the process is forgotten, replays
         // identically: renames, a new thread, an exit and the passes.
         drop(a);
-        let log = std::fs::read_to_string(proc_.0.join("engine.log")).unwrap();
+        let log = std::fs::read_to_string(proc_.root().join("engine.log")).unwrap();
         assert!(log.contains("\"body\":\"attach\""), "{log}");
         for kind in ["task_new", "hint", "exit", "balance"] {
             assert!(
@@ -590,7 +589,7 @@ mod tests {
         let (mut a, _) = Attached::new(
             100,
             1000,
-            &proc_.0,
+            proc_.root(),
             topo,
             Policy::DataAffinity,
             Some(rules()),
@@ -621,7 +620,7 @@ mod tests {
         let r = Attached::new(
             100,
             1000,
-            &proc_.0,
+            proc_.root(),
             Topology::test(1, 1, 4, 1),
             Policy::CoThread,
             Some(off),
@@ -633,7 +632,7 @@ mod tests {
             Attached::new(
                 7,
                 1000,
-                &proc_.0,
+                proc_.root(),
                 Topology::test(1, 1, 4, 1),
                 Policy::CoThread,
                 None,

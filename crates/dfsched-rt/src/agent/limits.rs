@@ -139,17 +139,20 @@ mod tests {
 
     #[test]
     fn the_load_bound_is_1000_per_possible_pid() {
-        let root = std::env::temp_dir().join(format!("dfsched-pidmax-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-pidmax-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path();
         std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
         std::fs::write(root.join("sys/kernel/pid_max"), "32768\n").unwrap();
-        assert_eq!(max_load_milli(&root), 32_768_000);
+        assert_eq!(max_load_milli(root), 32_768_000);
         // Unreadable or absurd: the kernel's ceiling.
         std::fs::write(root.join("sys/kernel/pid_max"), "99999999999\n").unwrap();
-        assert_eq!(max_load_milli(&root), PID_MAX_LIMIT * 1000);
+        assert_eq!(max_load_milli(root), PID_MAX_LIMIT * 1000);
         std::fs::remove_file(root.join("sys/kernel/pid_max")).unwrap();
-        assert_eq!(max_load_milli(&root), PID_MAX_LIMIT * 1000);
-        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(max_load_milli(root), PID_MAX_LIMIT * 1000);
+        drop(tmp);
         // Even the ceiling leaves the agent's sums far from overflowing:
         // every CPU of every connection at the bound.
         let worst = u128::from(PID_MAX_LIMIT * 1000)

@@ -262,16 +262,15 @@ mod tests {
         f.join(" ")
     }
 
-    /// A fixture's `/proc`, and how many `/proc/stat` files it has written.
-    struct Root(PathBuf, std::cell::Cell<u64>);
-    impl Drop for Root {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    /// A fixture's `/proc` (a fresh directory of ours, removed on drop),
+    /// and how many `/proc/stat` files it has written.
+    struct Root(tempfile::TempDir, std::cell::Cell<u64>);
     impl Root {
+        fn path(&self) -> &std::path::Path {
+            self.0.path()
+        }
         fn write(&self, rel: &str, text: &str) {
-            let p = self.0.join(rel);
+            let p = self.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
@@ -294,15 +293,11 @@ mod tests {
 
     /// Processes 10, 11, 12 runnable (on CPUs 0, 1, 1), single-threaded.
     fn fixture() -> Root {
-        let root = Root(
-            std::env::temp_dir().join(format!(
-                "dfsched-agent-scan-{}-{}",
-                std::process::id(),
-                crate::sys::gettid()
-            )),
-            std::cell::Cell::new(0),
-        );
-        let _ = std::fs::remove_dir_all(&root.0);
+        let dir = tempfile::Builder::new()
+            .prefix("dfsched-agent-scan-")
+            .tempdir()
+            .unwrap();
+        let root = Root(dir, std::cell::Cell::new(0));
         for (pid, cpu) in [(10, 0), (11, 1), (12, 1)] {
             root.write(&format!("{pid}/stat"), &stat_line('R', 5, cpu));
         }
@@ -320,7 +315,7 @@ mod tests {
     #[test]
     fn a_fresh_sample_is_reused_and_a_stale_one_retaken() {
         let root = fixture();
-        let mut scan = SharedScan::new(&root.0);
+        let mut scan = SharedScan::new(root.path());
         let none = BTreeSet::new();
         assert_eq!(scan.get(Duration::ZERO, Registered::new), Scanned::Taken);
         // CPU 0 busy the whole window, 3 outside threads runnable (the
@@ -339,7 +334,7 @@ mod tests {
     #[test]
     fn quiet_windows_read_only_proc_stat_and_outside_load_starts_a_sweep() {
         let root = fixture();
-        let mut scan = SharedScan::new(&root.0);
+        let mut scan = SharedScan::new(root.path());
         // The first sample and the refresh's baseline sweep.
         assert_eq!(scan.get(Duration::ZERO, Registered::new), Scanned::Taken);
         for _ in 0..3 {
@@ -366,7 +361,7 @@ mod tests {
     #[test]
     fn a_failed_sample_gives_no_load_and_is_not_retried_within_the_bound() {
         let root = fixture();
-        let mut scan = SharedScan::new(root.0.join("missing"));
+        let mut scan = SharedScan::new(root.path().join("missing"));
         let how = scan.get(Duration::from_secs(3600), Registered::new);
         assert_eq!(how, Scanned::Failed);
         assert_eq!(scan.for_client(1, &BTreeSet::new(), true), None);
@@ -377,7 +372,7 @@ mod tests {
     #[test]
     fn registered_processes_cpu_time_and_threads_are_not_unmanaged() {
         let root = fixture();
-        let mut scan = SharedScan::new(&root.0);
+        let mut scan = SharedScan::new(root.path());
         // Process 20 is registered with 2 threads placed on CPU 1.
         root.write("20/stat", &stat_line('R', 100, 1));
         let registered = || Registered::from([(20, vec![(C1, 2000)])]);
@@ -408,7 +403,7 @@ mod tests {
         }
         root.write("20/stat", &stat_line('S', 1, 0));
         root.write("21/stat", &stat_line('S', 1, 0));
-        let mut scan = SharedScan::new(&root.0);
+        let mut scan = SharedScan::new(root.path());
         let clients = || Registered::from([(20, Vec::new()), (21, Vec::new())]);
         scan.get(Duration::ZERO, clients);
         // The load must last the window (three samples) to be weighed; the

@@ -306,55 +306,55 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixListener;
 
-    fn temp(tag: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("dfsched-sock-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
-        p
+    /// A fresh private (0700) directory of ours named `dfsched-sock-TAG-`
+    /// and random letters, removed on drop.
+    fn temp(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("dfsched-sock-{tag}-"))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn a_private_directory_passes_and_an_open_one_or_a_symlink_does_not() {
-        let dir = temp("dir");
-        assert!(check_dir(&dir, Trust::OwnUid).is_ok());
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let e = check_dir(&dir, Trust::OwnUid).unwrap_err();
+        let tmp = temp("dir");
+        let dir = tmp.path();
+        assert!(check_dir(dir, Trust::OwnUid).is_ok());
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = check_dir(dir, Trust::OwnUid).unwrap_err();
         assert!(matches!(e, AgentError::UnsafeDir { .. }), "{e}");
         // Others may write: refused whoever is trusted.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
-        let e = check_dir(&dir, Trust::OwnUidOrRoot).unwrap_err();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let e = check_dir(dir, Trust::OwnUidOrRoot).unwrap_err();
         assert!(matches!(e, AgentError::UnsafeDir { .. }), "{e}");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let link = dir.with_extension("link");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let links = temp("link");
+        let link = links.path().join("link");
+        std::os::unix::fs::symlink(dir, &link).unwrap();
         let e = check_dir(&link, Trust::OwnUid).unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
         assert!(matches!(
             check_dir(&dir.join("missing"), Trust::OwnUid),
             Err(AgentError::NotRunning { .. })
         ));
-        let _ = std::fs::remove_file(&link);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn the_peer_of_a_connection_is_this_process_and_uid() {
         let dir = temp("cred");
-        let path = dir.join("s.sock");
+        let path = dir.path().join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let c = connect_timeout(&path, Duration::from_secs(1)).unwrap();
         let (s, _) = listener.accept().unwrap();
         assert_eq!(peer_cred(&c).unwrap(), (std::process::id(), geteuid()));
         assert_eq!(peer_cred(&s).unwrap(), (std::process::id(), geteuid()));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_connect_to_a_full_accept_queue_times_out_instead_of_hanging() {
         let dir = temp("full");
-        let path = dir.join("s.sock");
+        let path = dir.path().join("s.sock");
         let _listener = listen_with_backlog(&path, 0);
         // Fill the queue: with a backlog of 0 the kernel queues one
         // connection, and the next waits for room.
@@ -375,7 +375,6 @@ mod tests {
             "the queue never filled: {} connections",
             held.len()
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A listener on `path` with the given backlog (std's is the maximum).

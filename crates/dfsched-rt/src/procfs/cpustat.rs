@@ -170,18 +170,16 @@ softirq 1 2 3
 
     #[test]
     fn a_stat_file_that_cannot_be_read_is_an_error_and_is_reopened_later() {
-        let dir = std::env::temp_dir().join(format!(
-            "dfsched-kept-stat-{}-{}",
-            std::process::id(),
-            crate::sys::gettid()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = LoadSampler::new(&dir);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-kept-stat-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
+        let mut s = LoadSampler::new(dir);
         assert!(s.cpu_stat().is_err(), "no stat file yet");
         assert!(s.stat_file.is_none());
         std::fs::write(dir.join("stat"), STAT).unwrap();
         assert_eq!(s.cpu_stat().unwrap(), parse_cpu_stat(STAT).unwrap());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

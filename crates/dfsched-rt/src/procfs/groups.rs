@@ -285,12 +285,11 @@ mod tests {
 
     #[test]
     fn outside_threads_are_weighed_by_their_processes_groups() {
-        let root = std::env::temp_dir().join(format!(
-            "dfsched-procfs-groups-{}-{}",
-            std::process::id(),
-            crate::sys::gettid()
-        ));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new()
+            .prefix("dfsched-procfs-groups-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path();
         let write = |rel: &str, text: &str| {
             let p = root.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -325,7 +324,7 @@ mod tests {
         write("30/cgroup", in_root);
         write("30/autogroup", "/autogroup-6 nice 0\n");
 
-        let mut sampler = LoadSampler::new(&root);
+        let mut sampler = LoadSampler::new(root);
         let sample = sampler.sample_outside(|pid| pid == 30).unwrap();
         let ctx = sample.context.unwrap();
         assert_eq!(
@@ -369,7 +368,6 @@ mod tests {
             sample.weigh(&ours, 0, |_| false),
             vec![(CpuId(0), 4000), (CpuId(1), 2000 + 14)]
         );
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -464,26 +464,21 @@ mod tests {
     use super::super::tests::stat_line;
     use super::*;
 
-    /// A fixture `/proc` removed on drop.
-    struct Root(std::path::PathBuf);
-    impl Drop for Root {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    /// A fixture `/proc` in a fresh directory of ours, removed on drop.
+    struct Root(tempfile::TempDir);
     impl Root {
         fn new(tag: &str) -> Root {
-            let root = std::env::temp_dir().join(format!(
-                "dfsched-refresh-{tag}-{}-{}",
-                std::process::id(),
-                crate::sys::gettid()
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(&root).unwrap();
-            Root(root)
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("dfsched-refresh-{tag}-"))
+                .tempdir()
+                .unwrap();
+            Root(dir)
+        }
+        fn path(&self) -> &std::path::Path {
+            self.0.path()
         }
         fn write(&self, rel: &str, text: &str) {
-            let p = self.0.join(rel);
+            let p = self.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
@@ -510,7 +505,7 @@ mod tests {
     }
 
     fn refresh(root: &Root) -> Refresh {
-        Refresh::new(&root.0, Duration::ZERO, Duration::from_secs(3600))
+        Refresh::new(root.path(), Duration::ZERO, Duration::from_secs(3600))
     }
 
     /// Steps until a sample is published.
@@ -635,7 +630,7 @@ mod tests {
             root.process(pid, 1, 5, true, pid % 2);
         }
         // A zero budget: each step reads one file and stops.
-        let mut r = Refresh::new(&root.0, Duration::ZERO, Duration::ZERO);
+        let mut r = Refresh::new(root.path(), Duration::ZERO, Duration::ZERO);
         let mut steps = 0;
         let mut last = Stepped::Idle;
         while r.generation() == 0 {
@@ -659,7 +654,7 @@ mod tests {
         for pid in 10..15 {
             root.process(pid, 1, 5, true, 0);
         }
-        let mut r = Refresh::new(&root.0, Duration::ZERO, Duration::ZERO);
+        let mut r = Refresh::new(root.path(), Duration::ZERO, Duration::ZERO);
         // The baseline, then a sweep of one item a step, a step every 30 ms:
         // it spans ≥ 120 ms (5 pids, 4 gaps).
         let mut now = Instant::now() + Duration::from_secs(1);
@@ -686,7 +681,7 @@ mod tests {
         for pid in 10..40 {
             root.process(pid, 1, 1, true, 0);
         }
-        let mut r = Refresh::new(&root.0, Duration::ZERO, Duration::from_secs(3600));
+        let mut r = Refresh::new(root.path(), Duration::ZERO, Duration::from_secs(3600));
         let now = Instant::now();
         // The baseline is taken unwanted: the CPU ticks to compare with.
         assert_eq!(r.step(now, false, |_| false), Stepped::Done, "the baseline");
@@ -703,7 +698,7 @@ mod tests {
         assert!(r.files_opened() > files);
         // A sweep cut by its budget (zero: one file a step) goes on when
         // no longer wanted, to its end.
-        let mut slow = Refresh::new(&root.0, Duration::ZERO, Duration::ZERO);
+        let mut slow = Refresh::new(root.path(), Duration::ZERO, Duration::ZERO);
         while slow.step(now, false, |_| false) == Stepped::Working {}
         assert_eq!(slow.step(later, true, |_| false), Stepped::Working);
         let mut steps = 1;
@@ -718,7 +713,7 @@ mod tests {
     fn sweeps_wait_for_the_period_and_a_missing_proc_fails() {
         let root = Root::new("period");
         root.process(10, 1, 1, true, 0);
-        let mut r = Refresh::new(&root.0, Duration::from_secs(60), Duration::from_secs(1));
+        let mut r = Refresh::new(root.path(), Duration::from_secs(60), Duration::from_secs(1));
         let now = Instant::now();
         assert_eq!(r.step(now, true, |_| false), Stepped::Done, "the baseline");
         assert_eq!(r.generation(), 0, "the baseline publishes nothing");
@@ -739,7 +734,7 @@ mod tests {
             r.step(later + Duration::from_secs(61), true, |_| false),
             Stepped::Done
         );
-        let mut missing = Refresh::new(root.0.join("none"), Duration::ZERO, Duration::ZERO);
+        let mut missing = Refresh::new(root.path().join("none"), Duration::ZERO, Duration::ZERO);
         assert_eq!(
             missing.step(Instant::now(), true, |_| false),
             Stepped::Failed
