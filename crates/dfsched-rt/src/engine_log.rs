@@ -214,49 +214,12 @@ impl std::fmt::Debug for EngineLog {
 /// Opens `path` as the module doc says: `FILE`, else `FILE.PID` (first
 /// runtime of the process) or `FILE.PID.ID`.
 fn open(path: &Path, pid: u32, runtime: u64) -> std::io::Result<(File, PathBuf)> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let options = |new: bool| {
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
-        if new {
-            o.create_new(true);
-        } else {
-            o.create(true);
-        }
-        o
+    let suffix = if runtime > 1 {
+        format!(".{pid}.{runtime}")
+    } else {
+        format!(".{pid}")
     };
-    let (file, path) = match options(true).open(path) {
-        Ok(f) => (f, path.to_path_buf()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let mut other = path.as_os_str().to_owned();
-            other.push(format!(".{pid}"));
-            if runtime > 1 {
-                other.push(format!(".{runtime}"));
-            }
-            let other = PathBuf::from(other);
-            (options(false).open(&other)?, other)
-        }
-        Err(e) => return Err(e),
-    };
-    let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    if !meta.file_type().is_file() || meta.uid() != euid {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is not a regular file of uid {euid} (uid {}, {:?})",
-                path.display(),
-                meta.uid(),
-                meta.file_type()
-            ),
-        ));
-    }
-    // Only now that it is ours: an old FILE.PID is emptied.
-    file.set_len(0)?;
-    Ok((file, path))
+    crate::sys::create_own_output(path, &suffix)
 }
 
 impl EngineLog {

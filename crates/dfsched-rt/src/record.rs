@@ -25,7 +25,10 @@
 //! Files: the runtime creates `FILE` if it does not exist; if it does (an
 //! earlier process of the same program holds it: `dfsched run` of a
 //! program that starts others), it writes `FILE.PID` instead, truncating
-//! any old one. `dfsched run --record FILE` removes `FILE` first.
+//! any old one. `dfsched run --record FILE` removes `FILE` first. Never
+//! through a symlink, never into a FIFO, and only into a regular file of
+//! our effective uid (mode 0600 when new): the same rule as the engine log
+//! ([`crate::sys`]'s `create_own_output`).
 //!
 //! Invariants: events leave the ring in the order their slots were claimed;
 //! `dropped` counts exactly the pushes that found the ring full; after
@@ -207,21 +210,7 @@ pub struct RecordStats {
 
 /// Opens `path`, or `path.PID` if `path` exists (module doc).
 fn open(path: &Path, pid: u32) -> std::io::Result<(File, PathBuf)> {
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-    {
-        Ok(f) => Ok((f, path.to_path_buf())),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let mut other = path.as_os_str().to_owned();
-            other.push(format!(".{pid}"));
-            let other = PathBuf::from(other);
-            let f = File::create(&other)?;
-            Ok((f, other))
-        }
-        Err(e) => Err(e),
-    }
+    crate::sys::create_own_output(path, &format!(".{pid}"))
 }
 
 impl Recorder {
@@ -788,6 +777,54 @@ mod tests {
             &mut b,
         );
         b
+    }
+
+    /// The recording is opened as the engine log is: a symlink planted at
+    /// FILE or at FILE.PID is refused and its target left as it was, a FIFO
+    /// there is an error at once rather than a hang, and beside an existing
+    /// FILE a private FILE.PID (0600) is written.
+    #[test]
+    fn a_recording_never_writes_through_a_symlink_or_into_a_fifo() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("dfsched-record-open-")
+            .tempdir()
+            .unwrap();
+        let header = || Header {
+            pid: std::process::id(),
+            cpus: 1,
+            start_unix_ns: 0,
+            policy: Policy::DataAffinity,
+            balance_interval_ms: 100,
+        };
+        let create = |p: &Path| Recorder::create(p, 16, Instant::now(), header());
+        let pid = std::process::id();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(format!("link.{pid}"))).unwrap();
+        assert!(create(&link).is_err(), "a symlink at FILE.PID is refused");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let fifo = dir.path().join("fifo");
+        for p in [fifo.clone(), dir.path().join(format!("fifo.{pid}"))] {
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path that outlives the call.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        }
+        let started = Instant::now();
+        assert!(create(&fifo).is_err(), "a FIFO at FILE.PID is refused");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // An existing regular FILE: FILE.PID, new, 0600, with the header.
+        let file = dir.path().join("r.dfrec");
+        let first = create(&file).unwrap();
+        assert_eq!(first.stats().path, file.display().to_string());
+        let second = create(&file).unwrap();
+        let other = dir.path().join(format!("r.dfrec.{pid}"));
+        assert_eq!(second.stats().path, other.display().to_string());
+        let mode = std::fs::metadata(&other).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        assert!(std::fs::metadata(&other).unwrap().len() > 0, "the header");
     }
 
     #[test]

@@ -334,6 +334,60 @@ pub(crate) fn nlink_at(dir: &std::fs::File, rel: &std::ffi::CStr) -> std::io::Re
     Ok(st.st_nlink as u64)
 }
 
+/// Creates an output file of ours at `path`, or at `path` + `suffix` when
+/// `path` exists (another process of the program writes it), for the
+/// engine log and the recording. The open refuses a symlink at either name
+/// (`O_NOFOLLOW`) and cannot block on a FIFO planted there (`O_NONBLOCK`);
+/// a new file gets mode 0600. The file is kept only if it is a regular file
+/// owned by our effective uid, checked before an old `path + suffix` is
+/// emptied, so a file another user placed in a shared directory is never
+/// written through.
+pub(crate) fn create_own_output(
+    path: &std::path::Path,
+    suffix: &str,
+) -> std::io::Result<(std::fs::File, std::path::PathBuf)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let options = |new: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+        if new {
+            o.create_new(true);
+        } else {
+            o.create(true);
+        }
+        o
+    };
+    let (file, path) = match options(true).open(path) {
+        Ok(f) => (f, path.to_path_buf()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let mut other = path.as_os_str().to_owned();
+            other.push(suffix);
+            let other = std::path::PathBuf::from(other);
+            (options(false).open(&other)?, other)
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if !meta.file_type().is_file() || meta.uid() != euid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a regular file of uid {euid} (uid {}, {:?})",
+                path.display(),
+                meta.uid(),
+                meta.file_type()
+            ),
+        ));
+    }
+    // Only now that it is ours: an old `path + suffix` is emptied.
+    file.set_len(0)?;
+    Ok((file, path))
+}
+
 /// The CPU time the calling thread has used, in nanoseconds
 /// (`CLOCK_THREAD_CPUTIME_ID`); 0 if the clock cannot be read.
 pub(crate) fn own_cpu_ns() -> u64 {
