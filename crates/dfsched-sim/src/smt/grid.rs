@@ -19,7 +19,7 @@ use super::cache::{LevelShape, SmtCache};
 use super::compare::Comparison;
 use super::config::SmtConfig;
 use super::mapping::ThreadMap;
-use super::metrics::l1_super_sets;
+use super::metrics::{l1_super_sets, RunReport};
 use super::workload::ThreadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -229,30 +229,22 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             .policies
             .get("round-robin")
             .ok_or(GridError::NoRoundRobin(i))?;
-        let ratio = |x: f64, base: f64| if base > 0.0 { x / base - 1.0 } else { 0.0 };
+        // Each policy's `get` over round robin's, − 1.
+        let ratios = |get: fn(&RunReport) -> f64| -> BTreeMap<String, f64> {
+            names
+                .iter()
+                .map(|n| {
+                    let (x, base) = (get(&c.policies[n]), get(rr));
+                    let r = if base > 0.0 { x / base - 1.0 } else { 0.0 };
+                    (n.clone(), r)
+                })
+                .collect()
+        };
         mixes.push(MixRatios {
             programs: c.threads.clone(),
-            itko_change: names
-                .iter()
-                .map(|n| {
-                    let r = ratio(c.policies[n].itko as f64, rr.itko as f64);
-                    (n.clone(), r)
-                })
-                .collect(),
-            throughput_gain: names
-                .iter()
-                .map(|n| {
-                    let r = ratio(c.policies[n].relative_throughput, rr.relative_throughput);
-                    (n.clone(), r)
-                })
-                .collect(),
-            l2_miss_change: names
-                .iter()
-                .map(|n| {
-                    let r = ratio(c.policies[n].l2_misses as f64, rr.l2_misses as f64);
-                    (n.clone(), r)
-                })
-                .collect(),
+            itko_change: ratios(|r| r.itko as f64),
+            throughput_gain: ratios(|r| r.relative_throughput),
+            l2_miss_change: ratios(|r| r.l2_misses as f64),
         });
     }
     let column = |f: &dyn Fn(&MixRatios) -> f64| -> Vec<f64> { mixes.iter().map(f).collect() };
