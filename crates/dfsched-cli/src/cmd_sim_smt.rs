@@ -394,6 +394,17 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
     Ok(cfg)
 }
 
+/// Fig. 2's four shares as whole percentages, `low/spread/half/eighth`.
+fn concentration_text(k: &dfsched_sim::smt::metrics::Concentration) -> String {
+    format!(
+        "{:.0}/{:.0}/{:.0}/{:.0}",
+        k.low * 100.0,
+        k.spread * 100.0,
+        k.half * 100.0,
+        k.eighth * 100.0
+    )
+}
+
 /// The timing model in a header line.
 fn timing_text(t: &Timing) -> String {
     format!(
@@ -573,6 +584,16 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
             out,
             "vectors under {first}: hot super-sets, mean (quanta hot everywhere/nowhere): {}",
             fills.join(", ")
+        )?;
+        let focus: Vec<String> = c.policies[first]
+            .threads
+            .iter()
+            .map(|t| format!("{} {}", t.name, concentration_text(&t.concentration)))
+            .collect();
+        writeln!(
+            out,
+            "Fig. 2 under {first}, share of quanta below the median / spread / 60 % in a half / in an eighth: {}",
+            focus.join(", ")
         )?;
     }
     if let Some(b) = &c.best_static {
@@ -887,6 +908,16 @@ fn grid_table(r: &GridReport) -> String {
                 t,
                 "vectors under kihm, hot super-sets (quanta hot everywhere), mean over mixes: {}",
                 fills.join(", ")
+            );
+            let focus: Vec<String> = g
+                .vector_fill
+                .iter()
+                .map(|(name, f)| format!("{name} {}", concentration_text(&f.concentration)))
+                .collect();
+            let _ = writeln!(
+                t,
+                "Fig. 2 under kihm, share of quanta below the median / spread / 60 % in a half / in an eighth, mean over mixes: {}",
+                focus.join(", ")
             );
         }
     }

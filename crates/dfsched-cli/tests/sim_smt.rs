@@ -77,6 +77,11 @@ fn table_lists_each_policy_with_its_ratio_to_round_robin() {
         .find(|l| l.starts_with("vectors under kihm"))
         .unwrap_or_else(|| panic!("no vector fill line:\n{t}"));
     assert!(fill.contains("slice0/2") && fill.contains('%'), "{fill}");
+    let fig2 = t
+        .lines()
+        .find(|l| l.starts_with("Fig. 2 under kihm"))
+        .unwrap_or_else(|| panic!("no Fig. 2 line:\n{t}"));
+    assert!(fig2.contains("light 100/0/0/0"), "{fig2}");
 }
 
 /// A scratch directory named by `tag`, removed when dropped (passed or
@@ -431,6 +436,13 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
         for (name, f) in fill {
             let x = f["mean_fill"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&x), "{name}: {f}");
+            // Fig. 2's four shares of its quanta sum to one.
+            let k = &f["concentration"];
+            let sum: f64 = ["low", "spread", "half", "eighth"]
+                .iter()
+                .map(|c| k[c].as_f64().unwrap())
+                .sum();
+            assert!((sum - 1.0).abs() < 1e-9, "{name}: {k}");
         }
         // Round robin against itself is exactly 0 in every mix.
         let rr = &g["policies"]["round-robin"];
@@ -515,6 +527,11 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     );
     assert_eq!(
         count(&|l| l.starts_with("vectors under kihm") && l.contains("p0 ")),
+        2,
+        "{t}"
+    );
+    assert_eq!(
+        count(&|l| l.starts_with("Fig. 2 under kihm") && l.contains("p0 ")),
         2,
         "{t}"
     );

@@ -273,3 +273,44 @@ fn vector_fill_is_half_for_half_cache_threads_and_full_for_uniform_ones() {
         assert!(t.vectors.mean_fill > 0.9, "{}: {:?}", t.name, t.vectors);
     }
 }
+
+/// Fig. 2's classes: threads hot in one half of the cache put their L2
+/// requests in a half, an eighth-of-the-cache thread (`slice3/8`) in an
+/// eighth, a uniform thread in no half (it is spread, or below the median
+/// when the others are busier), and a light thread is below the run's
+/// median; every thread's shares sum to one.
+#[test]
+fn concentration_classes_follow_where_the_kernels_are_hot() {
+    let cfg = machine(40);
+    let w = workload::mix(
+        &cfg.kernel_shape(4),
+        "slice0/2,slice1/2,uniform,slice3/8,light",
+        1,
+    )
+    .unwrap();
+    let c = run(&cfg, &w, &[PolicyChoice::RoundRobin]);
+    let threads = &get(&c, "round-robin").threads;
+    let by = |name: &str| {
+        threads
+            .iter()
+            .find(|t| t.name.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} in {threads:?}"))
+            .concentration
+    };
+    for t in threads {
+        assert!(t.runs > 5, "{} ran {}", t.name, t.runs);
+        let k = t.concentration;
+        let sum = k.low + k.spread + k.half + k.eighth;
+        assert!((sum - 1.0).abs() < 1e-9, "{}: {k:?}", t.name);
+    }
+    for half in [by("slice0/2"), by("slice1/2")] {
+        assert_eq!((half.spread, half.eighth), (0.0, 0.0), "{half:?}");
+        assert!(half.half > 0.4, "{half:?}");
+    }
+    let eighth = by("slice3/8");
+    assert!(eighth.eighth > 0.9, "{eighth:?}");
+    let uniform = by("uniform");
+    assert_eq!((uniform.half, uniform.eighth), (0.0, 0.0), "{uniform:?}");
+    assert!(uniform.spread > 0.0, "{uniform:?}");
+    assert_eq!(by("light").low, 1.0);
+}

@@ -19,7 +19,7 @@ use super::cache::{LevelShape, SmtCache};
 use super::compare::Comparison;
 use super::config::SmtConfig;
 use super::mapping::ThreadMap;
-use super::metrics::{l1_super_sets, RunReport};
+use super::metrics::{l1_super_sets, Concentration, RunReport};
 use super::workload::ThreadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -184,6 +184,8 @@ pub struct ProgramFill {
     pub mean_fill: f64,
     /// Mean share of its quanta whose vector was hot everywhere.
     pub all_hot: f64,
+    /// Fig. 2's classes of its quanta, mean over the mixes.
+    pub concentration: Concentration,
 }
 
 /// The grid of one mapping: each mix's ratios and each policy's summary.
@@ -308,15 +310,19 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
                 mixes: 0,
                 mean_fill: 0.0,
                 all_hot: 0.0,
+                concentration: Concentration::default(),
             });
             f.mixes += 1;
             f.mean_fill += t.vectors.mean_fill;
             f.all_hot += t.vectors.all_hot;
+            f.concentration.add(&t.concentration);
         }
     }
     for f in vector_fill.values_mut() {
-        f.mean_fill /= f.mixes as f64;
-        f.all_hot /= f.mixes as f64;
+        let n = f.mixes as f64;
+        f.mean_fill /= n;
+        f.all_hot /= n;
+        f.concentration.scale(1.0 / n);
     }
     Ok(GridSummary {
         mixes,
@@ -476,6 +482,7 @@ mod tests {
                 assert_eq!(f.mixes, 1);
                 assert_eq!(f.mean_fill, t.vectors.mean_fill);
                 assert_eq!(f.all_hot, t.vectors.all_hot);
+                assert_eq!(f.concentration, t.concentration);
             }
         }
         // The complementary mix's threads fill half their vectors.

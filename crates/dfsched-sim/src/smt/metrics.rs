@@ -65,6 +65,112 @@ pub struct ThreadReport {
     /// How much of the cache its vectors called hot: a vector hot
     /// everywhere (or nowhere) tells the picker nothing about where.
     pub vectors: VectorFill,
+    /// Fig. 2: how concentrated its L2 requests were, quantum by quantum.
+    pub concentration: Concentration,
+}
+
+/// Fig. 2 of the paper, for one thread: the share of the quanta it ran in
+/// each class of concentration of its monitored L2 events. A quantum with
+/// fewer events than the run's median over every thread's quanta is *low*
+/// ("relatively unimportant"); otherwise it is *eighth* when 60 % or more
+/// of its events fell in an eighth of the super-sets, *half* when in a
+/// half (and not an eighth), else *spread* (§2.1: "the typical case for
+/// 181.mcf"). The paper does not say whether a half is any half or a
+/// contiguous one; here it is the busiest super-sets, wherever they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Concentration {
+    /// Below the run's median activity.
+    pub low: f64,
+    /// Evenly spread: no half holds 60 % of the events.
+    pub spread: f64,
+    /// 60 % or more in a half of the super-sets, not in an eighth.
+    pub half: f64,
+    /// 60 % or more in an eighth of the super-sets.
+    pub eighth: f64,
+}
+
+/// Where a quantum's events fell, before the run's median is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Focus {
+    /// No half of the super-sets holds 60 % of them (or there were none).
+    Even,
+    /// A half does, no eighth.
+    Half,
+    /// An eighth does.
+    Eighth,
+}
+
+impl Focus {
+    /// Classifies one quantum's event counts per super-set.
+    pub(super) fn of(counts: &[u32]) -> Focus {
+        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        if total == 0 {
+            return Focus::Even;
+        }
+        let mut sorted = counts.to_vec();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        // The busiest `k` super-sets hold at least 60 %: 10·sum ≥ 6·total.
+        let holds = |k: usize| {
+            let top: u64 = sorted[..k.max(1)].iter().map(|&c| u64::from(c)).sum();
+            10 * top >= 6 * total
+        };
+        if holds(counts.len() / 8) {
+            Focus::Eighth
+        } else if holds(counts.len() / 2) {
+            Focus::Half
+        } else {
+            Focus::Even
+        }
+    }
+}
+
+impl Concentration {
+    /// Adds `o`'s shares to these (a sum over runs, to be scaled).
+    pub(super) fn add(&mut self, o: &Concentration) {
+        self.low += o.low;
+        self.spread += o.spread;
+        self.half += o.half;
+        self.eighth += o.eighth;
+    }
+
+    /// Multiplies every share by `f`.
+    pub(super) fn scale(&mut self, f: f64) {
+        self.low *= f;
+        self.spread *= f;
+        self.half *= f;
+        self.eighth *= f;
+    }
+
+    /// The shares of each thread's samples `(events, focus)`, a sample
+    /// being low when its events are below the median of all of them.
+    pub(super) fn of_run(samples: &[Vec<(u64, Focus)>]) -> Vec<Concentration> {
+        let mut all: Vec<u64> = samples.iter().flatten().map(|s| s.0).collect();
+        all.sort_unstable();
+        let median = all.get(all.len() / 2).copied().unwrap_or(0);
+        samples
+            .iter()
+            .map(|ss| {
+                let mut c = Concentration::default();
+                if ss.is_empty() {
+                    return c;
+                }
+                let one = 1.0 / ss.len() as f64;
+                for &(events, focus) in ss {
+                    let slot = if events < median {
+                        &mut c.low
+                    } else {
+                        match focus {
+                            Focus::Even => &mut c.spread,
+                            Focus::Half => &mut c.half,
+                            Focus::Eighth => &mut c.eighth,
+                        }
+                    };
+                    *slot += one;
+                }
+                c
+            })
+            .collect()
+    }
 }
 
 /// How full a thread's activity vectors were, over the quanta it ran.
@@ -264,4 +370,46 @@ pub struct Correlation {
     pub r_min: Option<f64>,
     /// … against the sum quantized to 1, 2, 3, 4, 5 bits (Fig. 11).
     pub r_bits: Vec<Option<f64>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quantum_is_in_an_eighth_a_half_or_spread_by_its_busiest_super_sets() {
+        let mut c = vec![1u32; 32];
+        assert_eq!(Focus::of(&c), Focus::Even);
+        assert_eq!(Focus::of(&[0; 32]), Focus::Even, "no event: nothing is hot");
+        // 60 % exactly in 4 super-sets (an eighth of 32), wherever they are.
+        c = vec![0; 32];
+        for i in [1, 9, 17, 30] {
+            c[i] = 15;
+        }
+        c[20..28].iter_mut().for_each(|x| *x = 5); // 40 elsewhere: 60 of 100
+        assert_eq!(Focus::of(&c), Focus::Eighth, "{c:?}");
+        c[20] += 1; // 60 of 101: no longer 60 %, but the busiest half holds all
+        assert_eq!(Focus::of(&c), Focus::Half, "{c:?}");
+        // Just under 60 % in the busiest eighth, over it in a half.
+        let mut d = vec![0u32; 32];
+        d[..4].iter_mut().for_each(|x| *x = 14); // 56
+        d[4..16].iter_mut().for_each(|x| *x = 3); // 36
+        d[16..].iter_mut().for_each(|x| *x = 1); // 16 → 56/108 < 60 %
+        assert_eq!(Focus::of(&d), Focus::Half, "{d:?}");
+    }
+
+    #[test]
+    fn a_sample_below_the_median_of_the_whole_run_is_low() {
+        let s = vec![
+            vec![(10, Focus::Eighth), (100, Focus::Eighth)],
+            vec![(100, Focus::Half), (100, Focus::Even)],
+            vec![],
+        ];
+        let c = Concentration::of_run(&s);
+        // Median of 10, 100, 100, 100 is 100: only the 10 is low.
+        assert_eq!(c[0].low, 0.5);
+        assert_eq!(c[0].eighth, 0.5);
+        assert_eq!((c[1].half, c[1].spread, c[1].low), (0.5, 0.5, 0.0));
+        assert_eq!(c[2], Concentration::default(), "a thread that never ran");
+    }
 }

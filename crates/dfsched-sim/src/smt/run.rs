@@ -28,7 +28,7 @@
 use super::cache::{SmtCache, ThreadIx};
 use super::config::{Monitor, SmtConfig, SmtConfigError, VectorSource};
 use super::mapping::ThreadMap;
-use super::metrics::{l1_super_sets, CorrelationSums, VectorFill};
+use super::metrics::{l1_super_sets, Concentration, CorrelationSums, Focus, VectorFill};
 pub use super::metrics::{AloneTable, Correlation, DecisionCounts, RunReport, ThreadReport};
 use super::workload::{Stream, Workload};
 use crate::rng::SimRng;
@@ -114,6 +114,8 @@ struct Thread {
     /// Quanta whose vector was hot in every super-set, and in none.
     all_hot: u64,
     none_hot: u64,
+    /// Per quantum run: its monitored events and where they fell (Fig. 2).
+    samples: Vec<(u64, Focus)>,
 }
 
 #[derive(Clone, Debug)]
@@ -192,6 +194,7 @@ pub fn run(
                 fill_sum: 0.0,
                 all_hot: 0,
                 none_hot: 0,
+                samples: Vec::new(),
             }
         })
         .collect();
@@ -250,6 +253,9 @@ pub fn run(
                 th.fill_sum += fill;
                 th.all_hot += u64::from(fill >= 1.0);
                 th.none_hot += u64::from(fill <= 0.0);
+                let counts = counters.counts();
+                let events = counts.iter().map(|&c| u64::from(c)).sum();
+                th.samples.push((events, Focus::of(counts)));
                 th.shuffled = vec![v.permuted(&th.perm).expect("perm is a permutation")];
                 th.profile = vec![v];
                 let ac = alone.cycles(cfg, t, a0, a1);
@@ -623,6 +629,9 @@ impl Run<'_> {
         let (lo, hi) = progress
             .iter()
             .fold((f64::INFINITY, 0.0f64), |(l, h), &p| (l.min(p), h.max(p)));
+        let samples: Vec<Vec<(u64, Focus)>> =
+            self.threads.iter().map(|t| t.samples.clone()).collect();
+        let concentration = Concentration::of_run(&samples);
         let mut by_ss = vec![0; self.cfg.super_sets as usize];
         let (mut itko, mut itko_l1, mut inter, mut misses, mut accesses) = (0, 0, 0, 0, 0);
         for c in &self.cores {
@@ -655,12 +664,14 @@ impl Run<'_> {
                 .iter()
                 .zip(&workload.threads)
                 .zip(&progress)
-                .map(|((t, spec), &p)| ThreadReport {
+                .zip(concentration)
+                .map(|(((t, spec), &p), concentration)| ThreadReport {
                     name: spec.name.clone(),
                     runs: t.runs,
                     accesses: t.done,
                     progress: p,
                     vectors: VectorFill::of(t),
+                    concentration,
                 })
                 .collect(),
         }
