@@ -73,8 +73,9 @@ pub struct SmtArgs {
     #[arg(long, default_value = "accesses")]
     monitor: String,
     /// Threshold of the top bit: `lines` (one L2 super-set's lines per
-    /// quantum), a number of events per quantum, or `mean:PERCENT` of the
-    /// quantum's mean per super-set.
+    /// quantum), a number of events per quantum, `mean:PERCENT` of the
+    /// quantum's mean per super-set, or `majority:PERCENT` (hot: the
+    /// busiest super-sets that hold PERCENT % of the quantum's events).
     #[arg(long, default_value = "lines")]
     threshold: String,
     /// Overlap of two vectors: min, product, bitand.
@@ -342,14 +343,17 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
     let base = SmtConfig::default();
     let threshold = match a.threshold.as_str() {
         "lines" => ThresholdRule::SuperSetLines,
-        t => match t.strip_prefix("mean:") {
-            Some(p) => ThresholdRule::Fixed(Threshold::OfMean {
+        t => match (t.strip_prefix("mean:"), t.strip_prefix("majority:")) {
+            (Some(p), _) => ThresholdRule::Fixed(Threshold::OfMean {
                 percent: p.parse().context("--threshold mean:PERCENT")?,
             }),
-            None => ThresholdRule::Fixed(Threshold::Absolute {
+            (_, Some(p)) => ThresholdRule::Fixed(Threshold::Majority {
+                percent: p.parse().context("--threshold majority:PERCENT")?,
+            }),
+            (None, None) => ThresholdRule::Fixed(Threshold::Absolute {
                 hot: t
                     .parse()
-                    .context("--threshold: lines, a number or mean:PERCENT")?,
+                    .context("--threshold: lines, a number, mean:PERCENT or majority:PERCENT")?,
             }),
         },
     };

@@ -225,6 +225,9 @@ fn bad_input_fails_with_a_message() {
         (&["--bits", "9"][..], "bits"),
         (&["--mapping", "diagonal"][..], "diagonal"),
         (&["--issue-slowdown", "0.5"][..], "--issue-slowdown"),
+        (&["--threshold", "majority:150"][..], "1 to 100"),
+        (&["--threshold", "majority:x"][..], "majority:PERCENT"),
+        (&["--threshold", "0"][..], "at least 1"),
         (&["--cpi", "0"][..], "--cpi"),
         (
             &["--l2-hit-cycles", "300", "--memory-cycles", "200"][..],

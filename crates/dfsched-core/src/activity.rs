@@ -36,7 +36,7 @@
 //! bits (`⌊100·8/128⌋`) and 100 at 8 bits; a count of 300 saturates every
 //! width (1, 3, 15, 255).
 //!
-//! The paper gives no value for `T`. Two rules are offered:
+//! The paper gives no value for `T`. Three rules are offered:
 //! - [`Threshold::Absolute`]: `T` events per interval. Intensity is kept: a
 //!   thread that barely touches the cache has no hot super-set, so it pairs
 //!   well with anything. The simulator's default is `T` = the lines one
@@ -45,6 +45,10 @@
 //! - [`Threshold::OfMean`]: `T` = a percentage of the interval's mean count
 //!   per super-set. Scale-free (no tuning to the interval length), but a
 //!   nearly idle thread looks as hot as a busy one.
+//! - [`Threshold::Majority`]: `T` = the count of the last of the busiest
+//!   super-sets that together hold a percentage of the interval's events
+//!   (§2.1's "hot": the regions that hold the majority of the accesses).
+//!   Scale-free too.
 //!
 //! # Overlap
 //!
@@ -77,6 +81,9 @@ pub enum ActivityError {
     /// A threshold of zero events (or zero percent).
     #[error("a threshold must be at least 1")]
     ZeroThreshold,
+    /// A majority threshold above 100 % of the events.
+    #[error("a majority of {0} % of the events: it must be 1 to 100")]
+    MajorityOver100(u32),
     /// A level above `2^bits − 1`.
     #[error("level {level} does not fit in {bits} bits")]
     LevelTooHigh {
@@ -111,6 +118,16 @@ pub enum Threshold {
     /// more (100: busier than an even spread would be).
     OfMean {
         /// Percent of the mean that sets the top bit.
+        percent: u32,
+    },
+    /// Hot in the busiest super-sets that together hold `percent` % of the
+    /// interval's events: `T` is the count of the last super-set needed,
+    /// busiest first (ties at `T` are hot too). The paper's own word for
+    /// "hot" (§2.1: regions that "account for the majority of an
+    /// application's cache accesses").
+    Majority {
+        /// Percent of the interval's events the hot super-sets hold, 1 to
+        /// 100.
         percent: u32,
     },
 }
@@ -168,6 +185,23 @@ impl ActivityCounters {
         self.counts.iter().map(|&c| u64::from(c)).sum()
     }
 
+    /// The count of the last super-set, busiest first, that brings the
+    /// busiest ones to `percent` % of the events (0 for an idle interval).
+    fn majority_count(&self, percent: u32) -> u32 {
+        let total = self.total();
+        let mut sorted = self.counts.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let mut held = 0u64;
+        for c in sorted {
+            held += u64::from(c);
+            // held / total ≥ percent / 100, exactly.
+            if 100 * held >= u64::from(percent) * total {
+                return c;
+            }
+        }
+        0
+    }
+
     /// The interval's activity vector at `bits` bits per super-set.
     pub fn vector(&self, bits: u8, threshold: Threshold) -> Result<ActivityVector, ActivityError> {
         check_bits(bits)?;
@@ -176,21 +210,26 @@ impl ActivityCounters {
         let s = self.counts.len() as u128;
         // level = ⌊count · 2^(b−1) / T⌋ with T = num/den, computed exactly.
         let (num, den): (u128, u128) = match threshold {
-            Threshold::Absolute { hot: 0 } | Threshold::OfMean { percent: 0 } => {
-                return Err(ActivityError::ZeroThreshold)
+            Threshold::Absolute { hot: 0 }
+            | Threshold::OfMean { percent: 0 }
+            | Threshold::Majority { percent: 0 } => return Err(ActivityError::ZeroThreshold),
+            Threshold::Majority { percent } if percent > 100 => {
+                return Err(ActivityError::MajorityOver100(percent))
             }
             Threshold::Absolute { hot } => (u128::from(hot), 1),
             // T = percent/100 · total/S.
             Threshold::OfMean { percent } => {
                 (u128::from(percent) * u128::from(self.total()), 100 * s)
             }
+            Threshold::Majority { percent } => (u128::from(self.majority_count(percent)), 1),
         };
         let levels = self
             .counts
             .iter()
             .map(|&c| {
                 if num == 0 {
-                    // An idle interval under OfMean: nothing is hot.
+                    // An idle interval under OfMean or Majority: nothing
+                    // is hot.
                     return 0;
                 }
                 let l = u128::from(c) * half * den / num;
@@ -380,12 +419,36 @@ mod tests {
             c.vector(1, Threshold::Absolute { hot: 0 }),
             Err(ActivityError::ZeroThreshold)
         );
+        assert_eq!(
+            c.vector(1, Threshold::Majority { percent: 0 }),
+            Err(ActivityError::ZeroThreshold)
+        );
+        assert_eq!(
+            c.vector(1, Threshold::Majority { percent: 101 }),
+            Err(ActivityError::MajorityOver100(101))
+        );
         assert!(ActivityVector::new(2, vec![4]).is_err());
         let a = ActivityVector::from_mask(0b11, 4);
         let b = ActivityVector::from_mask(0b11, 5);
         assert!(a.overlap(&b, Overlap::Min).is_err());
         assert!(a.permuted(&[0, 0, 1, 2]).is_err());
         assert!(a.permuted(&[0, 1, 2]).is_err());
+    }
+
+    /// Worked numbers: 60 % of 100 events are held by the busiest two
+    /// super-sets (40 + 20), so the threshold is 20 and a super-set with as
+    /// many is hot too; at two bits 40 saturates and 10 is level 1
+    /// (`⌊10·2/20⌋`).
+    #[test]
+    fn majority_marks_the_busiest_super_sets_that_hold_the_share() {
+        let c = counters(&[40, 20, 20, 10, 10, 0]);
+        let t = Threshold::Majority { percent: 60 };
+        assert_eq!(c.vector(1, t).unwrap().levels(), &[1, 1, 1, 0, 0, 0]);
+        assert_eq!(c.vector(2, t).unwrap().levels(), &[3, 2, 2, 1, 1, 0]);
+        let all = Threshold::Majority { percent: 100 };
+        assert_eq!(c.vector(1, all).unwrap().levels(), &[1, 1, 1, 1, 1, 0]);
+        let idle = counters(&[0, 0, 0]);
+        assert_eq!(idle.vector(1, t).unwrap().levels(), &[0, 0, 0]);
     }
 
     #[test]
@@ -416,7 +479,11 @@ mod tests {
             percent in 1u32..400,
         ) {
             let c = counters(&counts);
-            for t in [Threshold::Absolute { hot }, Threshold::OfMean { percent }] {
+            for t in [
+                Threshold::Absolute { hot },
+                Threshold::OfMean { percent },
+                Threshold::Majority { percent: 1 + percent % 100 },
+            ] {
                 let v = c.vector(bits, t).unwrap();
                 prop_assert_eq!(v.super_sets(), counts.len());
                 prop_assert!(v.levels().iter().all(|&l| l <= max_level(bits)));
@@ -428,6 +495,31 @@ mod tests {
                         }
                     }
                 }
+            }
+            // Majority: the hot super-sets hold at least `share` % of the
+            // events, and without the least busy of them (and its equals)
+            // they would not.
+            let share = 1 + percent % 100;
+            let m = c.vector(1, Threshold::Majority { percent: share }).unwrap();
+            let total: u64 = counts.iter().map(|&x| u64::from(x)).sum();
+            let hot_sets: Vec<u32> = counts
+                .iter()
+                .zip(m.levels())
+                .filter(|(_, &l)| l == 1)
+                .map(|(&x, _)| x)
+                .collect();
+            let held: u64 = hot_sets.iter().map(|&x| u64::from(x)).sum();
+            if total == 0 {
+                prop_assert!(hot_sets.is_empty());
+            } else {
+                prop_assert!(100 * held >= u64::from(share) * total);
+                let least = *hot_sets.iter().min().unwrap();
+                let without: u64 = hot_sets
+                    .iter()
+                    .filter(|&&x| x > least)
+                    .map(|&x| u64::from(x))
+                    .sum();
+                prop_assert!(100 * without < u64::from(share) * total);
             }
             // The top bit at any width is the one-bit vector: more bits
             // refine the same range, never move the hot/cold line.

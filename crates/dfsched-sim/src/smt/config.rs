@@ -46,6 +46,9 @@ pub enum SmtConfigError {
     /// An exhaustive search too large to run.
     #[error("best-static: {0} pairings is too many to try (limit 2000)")]
     TooManyPartitions(u64),
+    /// A threshold no vector can be made with.
+    #[error("threshold: {0}")]
+    BadThreshold(dfsched_core::activity::ActivityError),
 }
 
 /// What the activity counters count.
@@ -216,6 +219,11 @@ impl SmtConfig {
         if !(1..=MAX_BITS).contains(&self.bits) {
             return Err(SmtConfigError::BadBits(self.bits));
         }
+        // The threshold is judged by the one thing it is for: making a
+        // vector (zero, or a majority over 100 %, cannot).
+        dfsched_core::activity::ActivityCounters::new(1)
+            .vector(self.bits, self.threshold())
+            .map_err(SmtConfigError::BadThreshold)?;
         for (level, s) in [("L1", self.l1), ("L2", self.l2)] {
             if !s.line_bytes.is_power_of_two() || s.line_bytes < 8 {
                 return Err(SmtConfigError::BadLine {

@@ -332,9 +332,11 @@ impl CorrelationSums {
     pub(super) fn add(&mut self, a: &[u32], b: &[u32], itko: &[u64], cfg: &SmtConfig) {
         let hot = match cfg.threshold() {
             Threshold::Absolute { hot } => f64::from(hot),
-            // A mean-relative rule has no fixed scale per sample; the
+            // A relative rule has no fixed scale per sample; the
             // super-set's lines stand in.
-            Threshold::OfMean { .. } => (cfg.l2.lines() / u64::from(cfg.super_sets)) as f64,
+            Threshold::OfMean { .. } | Threshold::Majority { .. } => {
+                (cfg.l2.lines() / u64::from(cfg.super_sets)) as f64
+            }
         };
         for ((&x, &y), &k) in a.iter().zip(b).zip(itko) {
             let (sum, min, k) = (f64::from(x) + f64::from(y), f64::from(x.min(y)), k as f64);
