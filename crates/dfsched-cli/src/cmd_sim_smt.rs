@@ -805,6 +805,11 @@ fn miss_curves(
         mapping: Mapping::Identity,
         ..cfg.clone()
     };
+    // Each program alone for the run's length: seconds, after the bar.
+    eprintln!(
+        "miss curves: {} programs alone, with the whole L2 and fewer ways",
+        all.threads.len()
+    );
     let next = AtomicUsize::new(0);
     let out = Mutex::new(BTreeMap::new());
     std::thread::scope(|s| {

@@ -405,6 +405,7 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
     }
     // A progress line per comparison when stderr is not a terminal.
     assert!(err.contains("[  6/6]"), "{err}");
+    assert!(err.contains("miss curves: 5 programs alone"), "{err}");
     for mapping in ["identity", "random-4k"] {
         let g = &v["mappings"][mapping];
         assert_eq!(g["mixes"].as_array().unwrap().len(), 3, "{mapping}");
