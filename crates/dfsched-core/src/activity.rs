@@ -188,18 +188,7 @@ impl ActivityCounters {
     /// The count of the last super-set, busiest first, that brings the
     /// busiest ones to `percent` % of the events (0 for an idle interval).
     fn majority_count(&self, percent: u32) -> u32 {
-        let total = self.total();
-        let mut sorted = self.counts.clone();
-        sorted.sort_unstable_by(|a, b| b.cmp(a));
-        let mut held = 0u64;
-        for c in sorted {
-            held += u64::from(c);
-            // held / total ≥ percent / 100, exactly.
-            if 100 * held >= u64::from(percent) * total {
-                return c;
-            }
-        }
-        0
+        busiest_holding(&self.counts, percent).map_or(0, |(_, last)| last)
     }
 
     /// The interval's activity vector at `bits` bits per super-set.
@@ -238,6 +227,30 @@ impl ActivityCounters {
             .collect();
         Ok(ActivityVector { bits, levels })
     }
+}
+
+/// The fewest of the busiest super-sets (counts per super-set, busiest
+/// first) that hold `percent` % of all the events, as how many they are and
+/// the count of the last of them; `None` when there is no event. The
+/// [`Threshold::Majority`] rule, and the paper's Fig. 2 classes ("60 % or
+/// more of the accesses in one half or one eighth of the cache").
+pub fn busiest_holding(counts: &[u32], percent: u32) -> Option<(usize, u32)> {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut sorted = counts.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let mut held = 0u64;
+    for (i, c) in sorted.into_iter().enumerate() {
+        held += u64::from(c);
+        // held / total ≥ percent / 100, exactly.
+        if 100 * held >= u64::from(percent) * total {
+            return Some((i + 1, c));
+        }
+    }
+    // Only a percent above 100: not even all of them hold it.
+    None
 }
 
 /// A thread's activity levels over the super-sets of one cache level.

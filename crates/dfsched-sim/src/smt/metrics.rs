@@ -101,22 +101,15 @@ pub(super) enum Focus {
 }
 
 impl Focus {
-    /// Classifies one quantum's event counts per super-set.
+    /// Classifies one quantum's event counts per super-set: how many of
+    /// the busiest it takes to hold 60 % of them (an eighth, at least one).
     pub(super) fn of(counts: &[u32]) -> Focus {
-        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-        if total == 0 {
+        let Some((needed, _)) = dfsched_core::activity::busiest_holding(counts, 60) else {
             return Focus::Even;
-        }
-        let mut sorted = counts.to_vec();
-        sorted.sort_unstable_by(|a, b| b.cmp(a));
-        // The busiest `k` super-sets hold at least 60 %: 10·sum ≥ 6·total.
-        let holds = |k: usize| {
-            let top: u64 = sorted[..k.max(1)].iter().map(|&c| u64::from(c)).sum();
-            10 * top >= 6 * total
         };
-        if holds(counts.len() / 8) {
+        if needed <= (counts.len() / 8).max(1) {
             Focus::Eighth
-        } else if holds(counts.len() / 2) {
+        } else if needed <= (counts.len() / 2).max(1) {
             Focus::Half
         } else {
             Focus::Even
@@ -143,8 +136,11 @@ impl Concentration {
 
     /// The shares of each thread's samples `(events, focus)`, a sample
     /// being low when its events are below the median of all of them.
-    pub(super) fn of_run(samples: &[Vec<(u64, Focus)>]) -> Vec<Concentration> {
-        let mut all: Vec<u64> = samples.iter().flatten().map(|s| s.0).collect();
+    pub(super) fn of_run(samples: &[&[(u64, Focus)]]) -> Vec<Concentration> {
+        let mut all: Vec<u64> = samples
+            .iter()
+            .flat_map(|ss| ss.iter().map(|s| s.0))
+            .collect();
         all.sort_unstable();
         let median = all.get(all.len() / 2).copied().unwrap_or(0);
         samples
@@ -155,7 +151,7 @@ impl Concentration {
                     return c;
                 }
                 let one = 1.0 / ss.len() as f64;
-                for &(events, focus) in ss {
+                for &(events, focus) in *ss {
                     let slot = if events < median {
                         &mut c.low
                     } else {
@@ -402,10 +398,10 @@ mod tests {
 
     #[test]
     fn a_sample_below_the_median_of_the_whole_run_is_low() {
-        let s = vec![
-            vec![(10, Focus::Eighth), (100, Focus::Eighth)],
-            vec![(100, Focus::Half), (100, Focus::Even)],
-            vec![],
+        let s: [&[(u64, Focus)]; 3] = [
+            &[(10, Focus::Eighth), (100, Focus::Eighth)],
+            &[(100, Focus::Half), (100, Focus::Even)],
+            &[],
         ];
         let c = Concentration::of_run(&s);
         // Median of 10, 100, 100, 100 is 100: only the 10 is low.

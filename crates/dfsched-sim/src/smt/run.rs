@@ -629,8 +629,8 @@ impl Run<'_> {
         let (lo, hi) = progress
             .iter()
             .fold((f64::INFINITY, 0.0f64), |(l, h), &p| (l.min(p), h.max(p)));
-        let samples: Vec<Vec<(u64, Focus)>> =
-            self.threads.iter().map(|t| t.samples.clone()).collect();
+        let samples: Vec<&[(u64, Focus)]> =
+            self.threads.iter().map(|t| t.samples.as_slice()).collect();
         let concentration = Concentration::of_run(&samples);
         let mut by_ss = vec![0; self.cfg.super_sets as usize];
         let (mut itko, mut itko_l1, mut inter, mut misses, mut accesses) = (0, 0, 0, 0, 0);
