@@ -22,7 +22,9 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use dfsched_core::activity::{Overlap, Threshold};
 use dfsched_sim::smt::compare::{compare, Comparison, PolicyChoice};
-use dfsched_sim::smt::config::{Monitor, SmtConfig, ThresholdRule, Timing, VectorSource};
+use dfsched_sim::smt::config::{
+    Monitor, SmtConfig, SmtConfigError, ThresholdRule, Timing, VectorSource,
+};
 use dfsched_sim::smt::mapping::Mapping;
 use dfsched_sim::smt::workload::{self, Stream, ThreadSpec, TraceStream, Workload};
 use serde::Serialize;
@@ -391,10 +393,15 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
         quantum_cycles: a.quantum_cycles,
         quanta: a.quanta,
         seed: a.seed,
-        timing: timing(a)?,
+        timing: timing(a),
         ..base
     };
-    cfg.validate()?;
+    cfg.validate().map_err(|e| match e {
+        SmtConfigError::BadTiming { .. } => {
+            anyhow::anyhow!("{e} (--cpi, --issue-slowdown, --l2-hit-cycles, --memory-cycles)")
+        }
+        e => e.into(),
+    })?;
     Ok(cfg)
 }
 
@@ -420,29 +427,16 @@ fn timing_text(t: &Timing) -> String {
     )
 }
 
-fn timing(a: &SmtArgs) -> anyhow::Result<Timing> {
-    if !(1.0..=8.0).contains(&a.issue_slowdown) {
-        bail!(
-            "--issue-slowdown {}: between 1.0 (no slowdown) and 8.0",
-            a.issue_slowdown
-        );
-    }
-    if a.cpi == 0 || a.cpi > 1000 {
-        bail!("--cpi {}: 1 to 1000", a.cpi);
-    }
-    if a.memory_cycles > 100_000 || a.l2_hit_cycles > a.memory_cycles {
-        bail!(
-            "--l2-hit-cycles {} and --memory-cycles {}: an L2 hit is no slower than memory, and memory at most 100000 cycles",
-            a.l2_hit_cycles,
-            a.memory_cycles
-        );
-    }
-    Ok(Timing {
+/// The timing flags as the model's; [`SmtConfig::validate`] judges them.
+fn timing(a: &SmtArgs) -> Timing {
+    Timing {
         cpi: a.cpi,
+        // A negative, NaN or huge slowdown saturates to a value validate
+        // refuses.
         issue_slowdown_milli: (a.issue_slowdown * 1000.0).round() as u32,
         l2_hit_cycles: a.l2_hit_cycles,
         memory_cycles: a.memory_cycles,
-    })
+    }
 }
 
 fn workload_of(a: &SmtArgs, cfg: &SmtConfig, seed: u64) -> anyhow::Result<Workload> {

@@ -49,6 +49,20 @@ pub enum SmtConfigError {
     /// A threshold no vector can be made with.
     #[error("threshold: {0}")]
     BadThreshold(dfsched_core::activity::ActivityError),
+    /// A timing the model cannot run: CPI 0 (an L1 hit would cost nothing
+    /// and a context's clock could stand still), an issue slowdown outside
+    /// 1.0–8.0, an L2 hit slower than memory, or memory over 100 000 cycles.
+    #[error("timing: CPI {cpi} (1 to 1000), issue slowdown {issue_slowdown_milli}/1000 (1000 to 8000), L2 hit {l2_hit_cycles} and memory {memory_cycles} cycles (an L2 hit no slower than memory, memory at most 100000)")]
+    BadTiming {
+        /// Cycles per instruction.
+        cpi: u32,
+        /// Slowdown beside a busy sibling, in thousandths.
+        issue_slowdown_milli: u32,
+        /// Extra cycles of an L2 hit.
+        l2_hit_cycles: u32,
+        /// Extra cycles of an L2 miss.
+        memory_cycles: u32,
+    },
 }
 
 /// What the activity counters count.
@@ -219,6 +233,19 @@ impl SmtConfig {
         if !(1..=MAX_BITS).contains(&self.bits) {
             return Err(SmtConfigError::BadBits(self.bits));
         }
+        let t = self.timing;
+        if !(1..=1000).contains(&t.cpi)
+            || !(1000..=8000).contains(&t.issue_slowdown_milli)
+            || t.memory_cycles > 100_000
+            || t.l2_hit_cycles > t.memory_cycles
+        {
+            return Err(SmtConfigError::BadTiming {
+                cpi: t.cpi,
+                issue_slowdown_milli: t.issue_slowdown_milli,
+                l2_hit_cycles: t.l2_hit_cycles,
+                memory_cycles: t.memory_cycles,
+            });
+        }
         // The threshold is judged by the one thing it is for: making a
         // vector (zero, or a majority over 100 %, cannot).
         dfsched_core::activity::ActivityCounters::new(1)
@@ -292,6 +319,46 @@ impl SmtConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A timing with CPI 0 would let a context's clock stand still on L1
+    /// hits (a run that never ends); the others are outside the model.
+    #[test]
+    fn validate_refuses_timings_the_model_cannot_run() {
+        let with = |t: Timing| {
+            SmtConfig {
+                timing: t,
+                ..SmtConfig::quarter()
+            }
+            .validate()
+        };
+        let d = Timing::default();
+        assert!(with(d).is_ok());
+        for bad in [
+            Timing { cpi: 0, ..d },
+            Timing { cpi: 1001, ..d },
+            Timing {
+                issue_slowdown_milli: 999,
+                ..d
+            },
+            Timing {
+                issue_slowdown_milli: 8001,
+                ..d
+            },
+            Timing {
+                l2_hit_cycles: 201,
+                ..d
+            },
+            Timing {
+                memory_cycles: 100_001,
+                ..d
+            },
+        ] {
+            assert!(
+                matches!(with(bad), Err(SmtConfigError::BadTiming { .. })),
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn validate_refuses_shapes_the_model_cannot_cut_into_super_sets() {
