@@ -322,21 +322,14 @@ fn seeds_table(m: &AcrossSeeds) -> anyhow::Result<()> {
             fmt(&p.relative_throughput_vs_round_robin)
         )?;
     }
-    let n = m.seeds.len();
     for (control, p) in &m.kihm_against {
-        let (i, th) = (&p.itko_difference, &p.throughput_difference);
-        writeln!(
-            out,
-            "kihm - {control}, seed by seed: ITKO {:+.1} pts [{:+.1}, {:+.1}], fewer in {}/{n} seeds; rel.thr {:+.1} pts [{:+.1}, {:+.1}], higher in {}/{n}",
-            i.mean * 100.0,
-            i.min * 100.0,
-            i.max * 100.0,
-            p.fewer_itko,
-            th.mean * 100.0,
-            th.min * 100.0,
-            th.max * 100.0,
-            p.higher_throughput
-        )?;
+        let line = paired_line(
+            &format!("{control}, seed by seed"),
+            p,
+            m.seeds.len(),
+            "seeds",
+        );
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
@@ -403,6 +396,26 @@ fn config(a: &SmtArgs) -> anyhow::Result<SmtConfig> {
         e => e.into(),
     })?;
     Ok(cfg)
+}
+
+/// The paper's policy against one control over `n` runs (`over`: mixes or
+/// seeds), in points: `kihm - LABEL: ITKO … fewer in k/n …; rel.thr …`.
+fn paired_line(label: &str, p: &dfsched_sim::smt::grid::Paired, n: usize, over: &str) -> String {
+    let pts = |x: f64| format!("{:+.1}", x * 100.0);
+    // Throughput differences are fractions of a point.
+    let pts2 = |x: f64| format!("{:+.2}", x * 100.0);
+    let (i, th) = (&p.itko_difference, &p.throughput_difference);
+    format!(
+        "kihm - {label}: ITKO {} pts [{}, {}], fewer in {}/{n} {over}; rel.thr {} pts [{}, {}], higher in {}/{n}",
+        pts(i.mean),
+        pts(i.min),
+        pts(i.max),
+        p.fewer_itko,
+        pts2(th.mean),
+        pts2(th.min),
+        pts2(th.max),
+        p.higher_throughput
+    )
 }
 
 /// Fig. 2's four shares as whole percentages, `low/spread/half/eighth`.
@@ -650,7 +663,6 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
     use indicatif::{ProgressBar, ProgressStyle};
     use std::io::IsTerminal as _;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
 
     if name != "paper" {
         bail!("--grid {name:?}: only `paper` (16 mixes of 4 traced programs)");
@@ -698,52 +710,38 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
     } else {
         ProgressBar::hidden()
     };
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<anyhow::Result<Comparison>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                // Relaxed: the counters only hand out indices and count;
-                // results are published through the mutex.
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(mapping, mix)) = jobs.get(i) else {
-                    break;
-                };
-                let threads: Vec<_> = mixes[mix].iter().map(|&t| all.threads[t].clone()).collect();
-                let names: Vec<&str> = threads.iter().map(|t| t.name.as_str()).collect();
-                let w = Workload {
-                    name: format!("mix {} {}", mix + 1, names.join(" ")),
-                    threads,
-                };
-                let cfg = SmtConfig {
-                    mapping,
-                    ..cfg.clone()
-                };
-                let r = compare(&cfg, &w, policies, |_| {}).context("sim smt --grid");
-                slots.lock().expect("no worker panics holding the lock")[i] = Some(r);
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if tty {
-                    bar.set_message(format!("{} {}", mapping_name(mapping), w.name));
-                    bar.inc(1);
-                } else {
-                    // A line per comparison in logs and CI.
-                    eprintln!(
-                        "[{n:>3}/{}] {} {}",
-                        jobs.len(),
-                        mapping_name(mapping),
-                        w.name
-                    );
-                }
-            });
+    let results = in_parallel(jobs.len(), workers, |i| {
+        let (mapping, mix) = jobs[i];
+        let threads: Vec<_> = mixes[mix].iter().map(|&t| all.threads[t].clone()).collect();
+        let names: Vec<&str> = threads.iter().map(|t| t.name.as_str()).collect();
+        let w = Workload {
+            name: format!("mix {} {}", mix + 1, names.join(" ")),
+            threads,
+        };
+        let cfg = SmtConfig {
+            mapping,
+            ..cfg.clone()
+        };
+        let r = compare(&cfg, &w, policies, |_| {}).context("sim smt --grid");
+        // Relaxed: the counter only counts.
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if tty {
+            bar.set_message(format!("{} {}", mapping_name(mapping), w.name));
+            bar.inc(1);
+        } else {
+            // A line per comparison in logs and CI.
+            eprintln!(
+                "[{n:>3}/{}] {} {}",
+                jobs.len(),
+                mapping_name(mapping),
+                w.name
+            );
         }
+        r
     });
     bar.finish_and_clear();
-    let mut results = slots
-        .into_inner()
-        .expect("the workers have ended")
-        .into_iter();
+    let mut results = results.into_iter();
     let mut report = GridReport {
         grid: name.into(),
         config: cfg.clone(),
@@ -760,7 +758,6 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
         let runs: Vec<Comparison> = results
             .by_ref()
             .take(mixes.len())
-            .map(|r| r.expect("every job ran"))
             .collect::<anyhow::Result<_>>()?;
         report.mappings.insert(
             mapping_name(m),
@@ -793,8 +790,6 @@ fn miss_curves(
     all: &Workload,
     workers: usize,
 ) -> BTreeMap<String, dfsched_sim::smt::grid::MissCurve> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
     let cfg = SmtConfig {
         mapping: Mapping::Identity,
         ..cfg.clone()
@@ -804,24 +799,43 @@ fn miss_curves(
         "miss curves: {} programs alone, with the whole L2 and fewer ways",
         all.threads.len()
     );
+    let curves = in_parallel(all.threads.len(), workers, |i| {
+        dfsched_sim::smt::grid::miss_curve(&cfg, i as u16, &all.threads[i])
+    });
+    all.threads
+        .iter()
+        .map(|t| t.name.clone())
+        .zip(curves)
+        .collect()
+}
+
+/// `job(i)` for every `i` in `0..n`, on `workers` threads (at least one,
+/// at most `n`), the results in the order of `i`.
+fn in_parallel<R: Send>(n: usize, workers: usize, job: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
     let next = AtomicUsize::new(0);
-    let out = Mutex::new(BTreeMap::new());
+    let slots: Mutex<Vec<Option<R>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
-        for _ in 0..workers.min(all.threads.len()) {
+        for _ in 0..workers.clamp(1, n.max(1)) {
             s.spawn(|| loop {
-                // Relaxed: the counter only hands out indices.
+                // Relaxed: the counter only hands out indices; results are
+                // published through the mutex.
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(t) = all.threads.get(i) else {
+                if i >= n {
                     break;
-                };
-                let c = dfsched_sim::smt::grid::miss_curve(&cfg, i as u16, t);
-                out.lock()
-                    .expect("no worker panics holding the lock")
-                    .insert(t.name.clone(), c);
+                }
+                let r = job(i);
+                slots.lock().expect("no worker panics holding the lock")[i] = Some(r);
             });
         }
     });
-    out.into_inner().expect("the workers have ended")
+    slots
+        .into_inner()
+        .expect("the workers have ended")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 fn grid_table(r: &GridReport) -> String {
@@ -876,24 +890,8 @@ fn grid_table(r: &GridReport) -> String {
                 share(p.share_of_lookahead_itko_cut)
             );
         }
-        let pts = |x: f64| format!("{:+.1}", x * 100.0);
-        // Throughput differences are fractions of a point.
-        let pts2 = |x: f64| format!("{:+.2}", x * 100.0);
-        let n = g.mixes.len();
         for (control, p) in &g.kihm_against {
-            let (i, th) = (&p.itko_difference, &p.throughput_difference);
-            let _ = writeln!(
-                t,
-                "kihm - {control}: ITKO {} pts [{}, {}], fewer in {}/{n} mixes; rel.thr {} pts [{}, {}], higher in {}/{n}",
-                pts(i.mean),
-                pts(i.min),
-                pts(i.max),
-                p.fewer_itko,
-                pts2(th.mean),
-                pts2(th.min),
-                pts2(th.max),
-                p.higher_throughput
-            );
+            let _ = writeln!(t, "{}", paired_line(control, p, g.mixes.len(), "mixes"));
         }
         if !g.vector_fill.is_empty() {
             let fills: Vec<String> = g
