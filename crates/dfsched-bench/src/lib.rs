@@ -67,6 +67,20 @@ pub mod suite;
 pub mod workers;
 
 pub use grid::Grid;
+
+/// A fresh directory of ours under the system temp dir, named `PREFIX` and
+/// random letters, removed when the handle is dropped: created by `mkdir`
+/// (which fails if the name exists) with mode 0700, asked for explicitly
+/// because `tempfile` otherwise leaves a directory's mode to the umask. No
+/// other user can have made it or a symlink in its place first, nor read or
+/// change what is put in it.
+pub fn private_temp_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
 pub use machine::Machine;
 pub use os::OsError;
 pub use params::{parse_modes, Mode, ParamError, Params, DEFAULT_MODES};

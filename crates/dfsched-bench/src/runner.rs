@@ -36,7 +36,6 @@ use crate::BenchError;
 use dfsched::{Runtime, RuntimeConfig};
 use dfsched_core::{CpuId, CpuSet};
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::PermissionsExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -348,10 +347,7 @@ impl RecordTarget {
                 _scratch: None,
             });
         }
-        let dir = tempfile::Builder::new()
-            .prefix("dfsched-bench-record-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
+        let dir = crate::private_temp_dir("dfsched-bench-record-")
             .map_err(|e| BenchError::RecordDir(std::env::temp_dir(), e))?;
         Ok(RecordTarget {
             path: dir.path().join(format!("round-{round}.dfrec")),

@@ -164,11 +164,7 @@ pub fn run(args: TopologyBenchArgs) -> Result<(), Failure> {
 /// exists), mode 0700, so no other user can have made it or a symlink in
 /// its place first, nor change the tree while it is measured.
 fn fixture_dir() -> std::io::Result<tempfile::TempDir> {
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .prefix("dfsched-bench-topology-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
+    dfsched_bench::private_temp_dir("dfsched-bench-topology-")
 }
 
 /// The rounds (module doc) on the tree under `root`.
