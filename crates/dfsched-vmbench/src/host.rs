@@ -646,22 +646,42 @@ pub struct Boot {
     /// The console log.
     pub log: PathBuf,
     /// Boots it took (more than one when a guest died before the plan
-    /// began; see [`BOOT_ATTEMPTS`]).
+    /// began or met the emulator's fault; see [`BOOT_ATTEMPTS`]).
     pub boots: u32,
+    /// The console line of the guest kernel's `int3` Oops, if one came (see
+    /// [`is_kernel_int3_oops`]).
+    pub emulator_fault: Option<String>,
 }
 
-/// Boots one run may take. Under TCG a guest with many vCPUs now and then
-/// dies in early boot, before `/init` (seen on `4llc-16`: an `int3` Oops in
-/// `sched_clock_cpu` while the kernel patches its own text, a kernel panic
-/// 2 s in): nothing of dfsched has run then, so such a guest is booted
-/// again. Only a guest that ended by itself without the plan's `Begin`
-/// record is retried; one that timed out, or any failure after `Begin`, is
-/// final, and so is the last attempt.
+/// Boots one run may take. Under multi-threaded TCG a vCPU now and then
+/// executes a stale `int3` byte while the guest kernel patches its own text
+/// (static keys, alternatives), and the kernel dies with `Oops: int3`: seen
+/// on `4llc-16` in early boot (in `sched_clock_cpu`, 2 s in), in the middle of
+/// the plan (in `__alloc_pages`, after 10 of 15 checks) and on scx runs as
+/// the scheduler loads or unloads. It is a fault of the emulator, not of
+/// anything dfsched runs (user space cannot plant a breakpoint in kernel
+/// text), so such a guest is booted again and the whole plan runs anew. A
+/// guest that ended by itself before the plan's `Begin` record is booted
+/// again too: nothing of dfsched has run then. Any other end is final: a
+/// timeout, a plan that failed or stopped without the emulator's fault, and
+/// the last attempt.
 pub const BOOT_ATTEMPTS: u32 = 3;
 
 /// Whether a boot is worth another try (see [`BOOT_ATTEMPTS`]).
-pub fn died_before_the_plan(boot: &Boot) -> bool {
-    !boot.timed_out && boot.outcome.begun.is_none()
+pub fn worth_another_boot(boot: &Boot) -> bool {
+    if boot.timed_out || boot.outcome.end.is_some() {
+        return false;
+    }
+    boot.outcome.begun.is_none() || boot.emulator_fault.is_some()
+}
+
+/// Whether a console line is the guest kernel's `int3` Oops (`Oops: int3:
+/// 0000 [#1] PREEMPT SMP NOPTI` on 6.x, `int3: 0000 [#1] SMP` before): the
+/// emulator's fault of [`BOOT_ATTEMPTS`]. A breakpoint in user space is a
+/// `SIGTRAP` and prints no such line.
+pub fn is_kernel_int3_oops(line: &str) -> bool {
+    line.find("int3: ")
+        .is_some_and(|at| line[at + "int3: ".len()..].contains(" [#"))
 }
 
 /// A marker no console line holds by chance: pid and clock nanoseconds.
@@ -744,6 +764,7 @@ pub fn boot(
     let _ = writeln!(logf, "# {shown}");
     let mut outcome = Outcome::default();
     let mut timed_out = false;
+    let mut emulator_fault = None;
     let end = start + deadline;
     loop {
         let left = end.saturating_duration_since(Instant::now());
@@ -753,7 +774,12 @@ pub fn boot(
                 if echo {
                     eprintln!("  | {line}");
                 }
-                outcome.take_line(marker, &line);
+                if !outcome.take_line(marker, &line)
+                    && emulator_fault.is_none()
+                    && is_kernel_int3_oops(&line)
+                {
+                    emulator_fault = Some(line.trim().to_string());
+                }
             }
             // The console closed: QEMU exited.
             Ok(None) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -772,6 +798,7 @@ pub fn boot(
         wall: start.elapsed(),
         log: log.to_path_buf(),
         boots: 1,
+        emulator_fault,
     })
 }
 
@@ -857,11 +884,18 @@ impl Setup {
                 echo,
             )?;
             boot.boots = boots;
-            if boots >= BOOT_ATTEMPTS || !died_before_the_plan(&boot) {
+            if boots >= BOOT_ATTEMPTS || !worth_another_boot(&boot) {
                 break boot;
             }
+            let why = match &boot.emulator_fault {
+                Some(line) => format!(
+                    "the guest kernel met the emulator's int3 fault ({line}) after {} checks",
+                    boot.outcome.checks.len()
+                ),
+                None => "the guest ended before the plan began".to_string(),
+            };
             eprintln!(
-                "{}: the guest ended before the plan began (boot {boots} of {BOOT_ATTEMPTS}, log {}); booting again",
+                "{}: {why} (boot {boots} of {BOOT_ATTEMPTS}, log {}); booting again",
                 preset.name,
                 boot.log.display()
             );
@@ -870,6 +904,11 @@ impl Setup {
         if boot.timed_out {
             let t = format!("the guest did not finish within {deadline:?} and was killed");
             why = Some(why.map_or(t.clone(), |w| format!("{t}\n{w}")));
+        }
+        if let Some(fault) = &boot.emulator_fault {
+            why = why.map(|w| {
+                format!("{w}\nthe guest kernel met the emulator's int3 fault (see BOOT_ATTEMPTS): {fault}")
+            });
         }
         if boots > 1 {
             why = why.map(|w| format!("{w}\n(after {boots} boots)"));
@@ -890,26 +929,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_guest_that_ended_before_the_plan_is_booted_again() {
-        let boot = |begun: Option<&str>, timed_out: bool| Boot {
+    fn a_guest_is_booted_again_only_before_the_plan_or_after_the_emulators_fault() {
+        let boot = |begun: Option<&str>, end: bool, fault: bool, timed_out: bool| Boot {
             outcome: Outcome {
                 begun: begun.map(str::to_string),
+                end: end.then_some((3, 3)),
                 ..Outcome::default()
             },
             timed_out,
             wall: Duration::from_secs(3),
             log: PathBuf::from("x.log"),
             boots: 1,
+            emulator_fault: fault.then(|| "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI".to_string()),
         };
         assert!(
-            died_before_the_plan(&boot(None, false)),
+            worth_another_boot(&boot(None, false, false, false)),
             "a panic in early boot"
         );
-        assert!(!died_before_the_plan(&boot(None, true)), "a hang is final");
         assert!(
-            !died_before_the_plan(&boot(Some("1llc-4"), false)),
-            "a plan that began is judged, never retried"
+            worth_another_boot(&boot(Some("4llc-16"), false, true, false)),
+            "the emulator's int3 fault in the middle of the plan"
         );
+        assert!(
+            !worth_another_boot(&boot(None, false, false, true)),
+            "a hang is final"
+        );
+        assert!(
+            !worth_another_boot(&boot(Some("4llc-16"), false, true, true)),
+            "a hang is final even after the fault"
+        );
+        assert!(
+            !worth_another_boot(&boot(Some("1llc-4"), false, false, false)),
+            "a plan that began and stopped without the fault is judged, never retried"
+        );
+        assert!(
+            !worth_another_boot(&boot(Some("1llc-4"), true, true, false)),
+            "a plan that reached its end is judged, whatever came after"
+        );
+    }
+
+    #[test]
+    fn the_int3_oops_is_told_from_other_console_lines() {
+        for oops in [
+            "[   33.120456] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+            "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+            "[    2.001] int3: 0000 [#1] SMP",
+        ] {
+            assert!(is_kernel_int3_oops(oops), "{oops}");
+        }
+        for other in [
+            "[   33.2] Oops: general protection fault, probably for non-canonical address",
+            "[   33.3] traps: spin[123] trap int3 ip:401000 sp:7ffd0 error:0 in spin[401000+1000]",
+            "int3: handled",
+        ] {
+            assert!(!is_kernel_int3_oops(other), "{other}");
+        }
     }
 
     #[test]
