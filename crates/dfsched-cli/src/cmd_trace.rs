@@ -94,6 +94,15 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
     if kept.is_empty() {
         anyhow::bail!("no access in the input after skipping {}", a.skip);
     }
+    if (kept.len() as u64) < a.accesses {
+        // Kept, not refused: a short program is still a program; but a
+        // window cut short by the program's end is said, not hidden.
+        eprintln!(
+            "warning: the input ended after {seen} accesses: the window holds {} of the {} asked for",
+            kept.len(),
+            a.accesses
+        );
+    }
     let raw = encode(&kept);
     let bytes = zstd::bulk::compress(&raw, LEVEL).context("compressing the trace")?;
     std::fs::write(&a.out, &bytes).with_context(|| format!("writing {}", a.out.display()))?;

@@ -120,6 +120,13 @@ fn lackey_text_imports_to_a_trace_that_runs_as_a_thread() {
     let dir = tmp.path();
     // The sample holds 16 loads, stores and modifies.
     assert!(err.contains(": 16 accesses"), "{err}");
+    // Far short of the default window (4 000 000): said, and still kept.
+    assert!(
+        err.contains(
+            "the input ended after 16 accesses: the window holds 16 of the 4000000 asked for"
+        ),
+        "{err}"
+    );
     // Beside the committed traces of /bin/true, three threads.
     for f in ["true-start.dftrace", "true-later.dftrace"] {
         std::fs::copy(format!("{FIXTURES}/{f}"), dir.join(f)).unwrap();
