@@ -16,7 +16,9 @@
 //! 4 KiB pages, in parallel (`--jobs`) with a progress bar; it prints each
 //! policy's mean ITKO change and throughput gain against round robin, the
 //! worst mix and the share of the oracles' gain (a table, or `--json`),
-//! and draws both per mix in an SVG (`--plot`).
+//! and draws both per mix in an SVG (`--plot`). `--grid-programs
+//! sensitive` draws the mixes only from the programs a co-runner can cost
+//! misses, by each program's miss curve alone.
 
 use anyhow::{bail, Context as _};
 use clap::Args;
@@ -142,6 +144,13 @@ pub struct SmtArgs {
     /// Programs per mix of the grid.
     #[arg(long, default_value_t = 4)]
     mix_size: usize,
+    /// Which programs of DIR the grid's mixes draw on: `all`, or
+    /// `sensitive`: those a co-runner can cost misses (alone, with a
+    /// quarter of the L2's ways they miss at least twice as often as with
+    /// all of them, and at least once per 1000 accesses: each program's
+    /// miss curve, printed with the grid, says which and why).
+    #[arg(long, value_enum, default_value_t = GridPrograms::All)]
+    grid_programs: GridPrograms,
     /// The grid's plot (SVG): ITKO and relative throughput against round
     /// robin per mix, for each policy and mapping.
     #[arg(long, default_value = "bench-out/smt-grid-paper.svg")]
@@ -149,6 +158,17 @@ pub struct SmtArgs {
     /// Comparisons of the grid run at once [default: the CPUs].
     #[arg(long)]
     jobs: Option<usize>,
+}
+
+/// `--grid-programs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum GridPrograms {
+    /// Every program of DIR.
+    All,
+    /// The programs a co-runner can cost misses
+    /// ([`dfsched_sim::smt::grid::co_runner_sensitive`]).
+    Sensitive,
 }
 
 /// Runs `sim smt`.
@@ -641,9 +661,14 @@ struct GridReport {
     mappings: BTreeMap<String, dfsched_sim::smt::grid::GridSummary>,
     /// Per mapping, every mix's full comparison.
     runs: BTreeMap<String, Vec<Comparison>>,
-    /// Per program, its L2 misses alone with the whole L2 and with half
-    /// and a quarter of its ways, identity pages (what a pairing could
-    /// save it at all).
+    /// `--grid-programs`: which programs of DIR the mixes draw on.
+    grid_programs: GridPrograms,
+    /// The programs the mixes draw on, in name order.
+    programs: Vec<String>,
+    /// Per program of DIR (drawn on or not), its L2 misses alone with the
+    /// whole L2 and with half and a quarter of its ways, identity pages
+    /// (what a pairing could save it at all), and whether a co-runner can
+    /// cost it misses.
     miss_curves: BTreeMap<String, dfsched_sim::smt::grid::MissCurve>,
 }
 
@@ -678,9 +703,8 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
     if !policies.contains(&PolicyChoice::RoundRobin) {
         bail!("--grid reports every policy against round-robin: add it to --policies");
     }
-    let all = traces(dir)?;
-    let mixes = balanced_mixes(all.threads.len(), a.mix_size, a.grid_mixes);
-    if mixes.is_empty() {
+    let mut all = traces(dir)?;
+    if all.threads.len() < a.mix_size || a.mix_size == 0 {
         bail!(
             "--grid needs at least --mix-size {} traces in {} (found {})",
             a.mix_size,
@@ -688,14 +712,34 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
             all.threads.len()
         );
     }
+    let workers = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    // Before the mixes: `--grid-programs sensitive` chooses by them.
+    let curves = miss_curves(cfg, &all, workers);
+    if a.grid_programs == GridPrograms::Sensitive {
+        all.threads
+            .retain(|t| curves.get(&t.name).is_some_and(|c| c.co_runner_sensitive));
+        if all.threads.len() < a.mix_size {
+            let kept: Vec<&str> = all.threads.iter().map(|t| t.name.as_str()).collect();
+            bail!(
+                "--grid-programs sensitive: only {} of the {} programs in {} miss more beside a co-runner ({}), fewer than --mix-size {}; their miss curves: {}",
+                kept.len(),
+                curves.len(),
+                dir.display(),
+                if kept.is_empty() { "none".to_string() } else { kept.join(", ") },
+                a.mix_size,
+                miss_curve_text(&curves)
+            );
+        }
+    }
+    let mixes = balanced_mixes(all.threads.len(), a.mix_size, a.grid_mixes);
     let jobs: Vec<(Mapping, usize)> = GRID_MAPPINGS
         .iter()
         .flat_map(|&m| (0..mixes.len()).map(move |i| (m, i)))
         .collect();
-    let workers = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, jobs.len());
+    let workers = workers.clamp(1, jobs.len());
     let tty = std::io::stderr().is_terminal();
     let bar = if tty {
         let bar = ProgressBar::new(jobs.len() as u64);
@@ -752,7 +796,9 @@ fn grid(a: &SmtArgs, name: &str, cfg: &SmtConfig, policies: &[PolicyChoice]) -> 
         order: policies.iter().map(|p| p.name().to_string()).collect(),
         mappings: BTreeMap::new(),
         runs: BTreeMap::new(),
-        miss_curves: miss_curves(cfg, &all, workers),
+        grid_programs: a.grid_programs,
+        programs: all.threads.iter().map(|t| t.name.clone()).collect(),
+        miss_curves: curves,
     };
     for &m in &GRID_MAPPINGS {
         let runs: Vec<Comparison> = results
@@ -855,6 +901,17 @@ fn grid_table(r: &GridReport) -> String {
         r.config.quantum_cycles,
         timing_text(&r.config.timing)
     );
+    let _ = writeln!(
+        t,
+        "programs: {} of {} ({}): {}",
+        r.programs.len(),
+        r.miss_curves.len(),
+        match r.grid_programs {
+            GridPrograms::All => "all",
+            GridPrograms::Sensitive => "those a co-runner can cost misses, marked * below",
+        },
+        r.programs.join(" ")
+    );
     for (i, m) in r.mixes.iter().enumerate() {
         let _ = writeln!(t, "  mix {:>2}: {}", i + 1, m.join(" "));
     }
@@ -923,36 +980,42 @@ fn grid_table(r: &GridReport) -> String {
         }
     }
     if !r.miss_curves.is_empty() {
-        let curves: Vec<String> = r
-            .miss_curves
-            .iter()
-            .map(|(name, c)| {
-                let m: Vec<String> = c
-                    .points
-                    .iter()
-                    .map(|p| format!("{:.1}", p.misses_per_kilo_access))
-                    .collect();
-                format!("{name} {}", m.join("/"))
-            })
-            .collect();
-        let kib: Vec<String> = r
-            .miss_curves
-            .values()
-            .next()
-            .map(|c| c.points.iter().map(|p| p.kib.to_string()).collect())
-            .unwrap_or_default();
-        let _ = writeln!(
-            t,
-            "\nL2 misses per 1000 accesses alone, identity pages, at {} KiB (the same sets, fewer ways: the share a co-runner leaves): {}",
-            kib.join("/"),
-            curves.join(", ")
-        );
+        let _ = writeln!(t, "\n{}", miss_curve_text(&r.miss_curves));
     }
     let _ = writeln!(
         t,
         "\nworst mix: the mix of the least rel.thr gain; L2 misses: mean change of all L2 misses (what rel.thr follows); of static: mean rel.thr gain / best static pairing's; of l.ahead: mean ITKO cut / look-ahead oracle's; kihm - X: the paper's policy's ratio to round robin minus the control's, mix by mix (set-level value needs kihm ahead of intensity and shuffled by more than that spread)"
     );
     t
+}
+
+/// The miss curves as a line for people: misses per 1000 accesses at each
+/// share of the L2, a `*` after a program a co-runner can cost misses.
+fn miss_curve_text(curves: &BTreeMap<String, dfsched_sim::smt::grid::MissCurve>) -> String {
+    let each: Vec<String> = curves
+        .iter()
+        .map(|(name, c)| {
+            let m: Vec<String> = c
+                .points
+                .iter()
+                .map(|p| format!("{:.1}", p.misses_per_kilo_access))
+                .collect();
+            let mark = if c.co_runner_sensitive { "*" } else { "" };
+            format!("{name}{mark} {}", m.join("/"))
+        })
+        .collect();
+    let kib: Vec<String> = curves
+        .values()
+        .next()
+        .map(|c| c.points.iter().map(|p| p.kib.to_string()).collect())
+        .unwrap_or_default();
+    format!(
+        "L2 misses per 1000 accesses alone, identity pages, at {} KiB (the same sets, fewer ways: the share a co-runner leaves; * a co-runner can cost it misses: x{} on the least share and at least {}): {}",
+        kib.join("/"),
+        dfsched_sim::smt::grid::SENSITIVE_FACTOR,
+        dfsched_sim::smt::grid::SENSITIVE_FLOOR,
+        each.join(", ")
+    )
 }
 
 /// Four panels: ITKO and relative throughput against round robin (rows)

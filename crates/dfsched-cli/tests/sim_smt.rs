@@ -550,7 +550,7 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     assert_eq!(
         count(&|l| l.starts_with("L2 misses per 1000 accesses alone")
             && l.contains("at 128/64/32 KiB")
-            && l.contains("p3 ")),
+            && l.contains(", p3")),
         1,
         "{t}"
     );
@@ -576,6 +576,129 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
     let args = with(&["--grid", "paper"]);
     let err = String::from_utf8_lossy(&run_args(&args).stderr).into_owned();
     assert!(err.contains("needs --workload traces DIR"), "{err}");
+}
+
+/// Imports a cyclic sweep of loads over `bytes` bytes at 64-byte steps,
+/// as lackey text, into `dir/name.dftrace`.
+fn sweep_trace(dir: &std::path::Path, name: &str, bytes: u64) {
+    let mut text = String::new();
+    for off in (0..bytes).step_by(64) {
+        text.push_str(&format!("I  00400000,4\n L {:x},8\n", 0x1000_0000 + off));
+    }
+    let mut child = Command::new(cli_support::BIN)
+        .args(["trace", "import", "--out"])
+        .arg(dir.join(format!("{name}.dftrace")))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+#[test]
+fn grid_programs_sensitive_draws_the_mixes_only_from_programs_a_co_runner_can_hurt() {
+    let tmp = scratch("grid-sensitive");
+    let dir = tmp.path();
+    // On the small machine (a 128 KiB 8-way L2, a quarter is 32 KiB):
+    // sweeps over 64 KiB fit the whole L2 and thrash a quarter of it;
+    // sweeps over 4 KiB live in the L1 whatever the L2 keeps.
+    for name in ["big0", "big1", "big2", "big3"] {
+        sweep_trace(dir, name, 64 << 10);
+    }
+    for name in ["tiny0", "tiny1"] {
+        sweep_trace(dir, name, 4 << 10);
+    }
+    let plot = dir.join("g.svg");
+    let base = with(&[
+        "--workload",
+        "traces",
+        dir.to_str().unwrap(),
+        "--grid",
+        "paper",
+        "--policies",
+        "kihm,rr",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let grid = |extra: &[&str]| {
+        let mut args = base.clone();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        json(&a)
+    };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let v = grid(&["--grid-programs", "sensitive", "--json"]);
+    // The premise, read from the curves the grid printed.
+    for (name, sensitive) in [
+        ("big0", true),
+        ("big3", true),
+        ("tiny0", false),
+        ("tiny1", false),
+    ] {
+        let c = &v["miss_curves"][name];
+        assert_eq!(c["co_runner_sensitive"], sensitive, "{name}: {c}");
+    }
+    let big = ["big0", "big1", "big2", "big3"];
+    assert_eq!(v["grid_programs"], "sensitive");
+    assert_eq!(names(&v["programs"]), big);
+    let mixes = v["mixes"].as_array().unwrap();
+    assert_eq!(mixes.len(), 1, "one combination of the four: {v}");
+    assert_eq!(names(&mixes[0]), big);
+    assert_eq!(
+        v["miss_curves"].as_object().unwrap().len(),
+        6,
+        "every program's curve"
+    );
+    // `all` (the default) draws on all six.
+    let v = grid(&["--grid-mixes", "2", "--json"]);
+    assert_eq!(v["grid_programs"], "all");
+    assert_eq!(names(&v["programs"]).len(), 6);
+    assert!(
+        v["mixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(names)
+            .any(|n| n.starts_with("tiny")),
+        "{v}"
+    );
+    // The table says which programs the mixes draw on and marks the
+    // sensitive ones.
+    let mut args = base.clone();
+    args.extend(["--grid-programs", "sensitive"].map(String::from));
+    let t = stdout(&run_args(&args));
+    assert!(
+        t.contains("programs: 4 of 6 (those a co-runner can cost misses, marked * below): big0 big1 big2 big3"),
+        "{t}"
+    );
+    assert!(t.contains("big0* ") && t.contains("tiny0 "), "{t}");
+    // Too few for a mix: a clear error naming those that qualify.
+    args.extend(["--mix-size", "5"].map(String::from));
+    let out = run_args(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("only 4 of the 6 programs")
+            && err.contains("(big0, big1, big2, big3), fewer than --mix-size 5"),
+        "{err}"
+    );
 }
 
 #[test]

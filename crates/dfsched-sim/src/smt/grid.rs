@@ -357,6 +357,38 @@ pub struct MissCurve {
     pub l2_requests_per_kilo_access: f64,
     /// Whole, half and quarter of the ways (fewer when the L2 has fewer).
     pub points: Vec<MissPoint>,
+    /// Whether a co-runner can cost the program misses (see
+    /// [`co_runner_sensitive`]).
+    pub co_runner_sensitive: bool,
+}
+
+/// How many times as often a program must miss with the least share of the
+/// L2 measured as with the whole of it to count as one a co-runner can
+/// hurt (see [`co_runner_sensitive`]).
+pub const SENSITIVE_FACTOR: f64 = 2.0;
+
+/// The fewest misses per 1000 accesses, with the least share measured, of
+/// a program a co-runner can hurt (see [`co_runner_sensitive`]).
+pub const SENSITIVE_FLOOR: f64 = 1.0;
+
+/// Whether a co-runner can cost a program with these miss points (whole L2
+/// first) misses: with the least share measured (a quarter of the ways,
+/// or a half on an L2 of 2–3 ways) it misses at least [`SENSITIVE_FACTOR`]
+/// times as often as with the whole L2 and at least [`SENSITIVE_FLOOR`]
+/// times per 1000 accesses. A program that fits in the quarter, or that
+/// streams through more than the whole, is not: a pairing can save it
+/// nothing. The rule (and its two numbers) was fixed on 2026-11-26 before
+/// any grid ran on the programs it selects; it is how `sim smt --grid
+/// paper --grid-programs sensitive` picks the programs its mixes draw on,
+/// as the paper's SPEC2000 programs were memory-bound ones.
+pub fn co_runner_sensitive(points: &[MissPoint]) -> bool {
+    match points {
+        [whole, .., least] => {
+            least.misses_per_kilo_access >= SENSITIVE_FLOOR
+                && least.misses_per_kilo_access >= SENSITIVE_FACTOR * whole.misses_per_kilo_access
+        }
+        _ => false,
+    }
 }
 
 /// `spec` run alone (thread `index` of the mapping) on `cfg`'s core with
@@ -405,18 +437,20 @@ pub fn miss_curve(cfg: &SmtConfig, index: u16, spec: &ThreadSpec) -> MissCurve {
         }
     }
     let per_kilo = |x: u64| x as f64 * 1000.0 / accesses.max(1) as f64;
+    let points: Vec<MissPoint> = shapes
+        .iter()
+        .zip(&misses)
+        .map(|(s, &m)| MissPoint {
+            ways: s.ways,
+            kib: s.bytes >> 10,
+            misses_per_kilo_access: per_kilo(m),
+        })
+        .collect();
     MissCurve {
         accesses,
         l2_requests_per_kilo_access: per_kilo(requests),
-        points: shapes
-            .iter()
-            .zip(&misses)
-            .map(|(s, &m)| MissPoint {
-                ways: s.ways,
-                kib: s.bytes >> 10,
-                misses_per_kilo_access: per_kilo(m),
-            })
-            .collect(),
+        co_runner_sensitive: co_runner_sensitive(&points),
+        points,
     }
 }
 
@@ -497,6 +531,44 @@ mod tests {
     /// a slice's lines in a quarter of them per set); an LRU cache of fewer
     /// ways and the same sets never misses less (the stack property).
     #[test]
+    fn a_co_runner_sensitive_program_misses_twice_as_often_and_at_least_once_per_thousand_on_a_quarter(
+    ) {
+        let curve = |m: &[f64]| -> Vec<MissPoint> {
+            m.iter()
+                .zip([8u32, 4, 2])
+                .map(|(&x, ways)| MissPoint {
+                    ways,
+                    kib: 64 * u64::from(ways),
+                    misses_per_kilo_access: x,
+                })
+                .collect()
+        };
+        for (m, sensitive, why) in [
+            (
+                &[0.1, 0.1, 18.9][..],
+                true,
+                "fits the half, not the quarter",
+            ),
+            (&[1.1, 2.7, 6.8][..], true, "grows with every way lost"),
+            (&[0.0, 0.0, 1.0][..], true, "at the floor"),
+            (&[5.0, 6.0, 10.0][..], true, "exactly twice"),
+            (&[5.0, 6.0, 9.9][..], false, "less than twice"),
+            (&[0.0, 0.0, 0.9][..], false, "under the floor"),
+            (&[20.8, 20.8, 20.8][..], false, "streams: flat"),
+            (&[169.3, 250.9, 291.7][..], false, "thrashes alone already"),
+            (
+                &[0.0, 4.0][..],
+                true,
+                "a 2-way L2: the half is the least share",
+            ),
+            (&[3.0][..], false, "one point: nothing to compare"),
+            (&[][..], false, "no point"),
+        ] {
+            assert_eq!(co_runner_sensitive(&curve(m)), sensitive, "{why}: {m:?}");
+        }
+    }
+
+    #[test]
     fn a_thread_that_fits_the_l2_misses_when_a_co_runner_takes_half_the_ways() {
         use crate::smt::workload;
         let cfg = SmtConfig {
@@ -521,6 +593,11 @@ mod tests {
         assert!(m[0] <= cold * 1.01, "{m:?} vs cold {cold}");
         assert!(m[1] > 20.0 * m[0], "{m:?}");
         assert!(fits.l2_requests_per_kilo_access >= m[0]);
+        assert!(fits.co_runner_sensitive, "{fits:?}");
+        // The light thread fits in the L1's share of the L2 and then some:
+        // no co-runner can cost it misses.
+        let light = miss_curve(&cfg, 1, &w.threads[1]);
+        assert!(!light.co_runner_sensitive, "{light:?}");
         // Deterministic, and the same as a run of the whole machine sees:
         // one thread alone on a one-context core under round robin.
         assert_eq!(fits, miss_curve(&cfg, 0, &w.threads[0]));
