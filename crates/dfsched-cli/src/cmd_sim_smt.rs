@@ -166,8 +166,8 @@ pub struct SmtArgs {
 enum GridPrograms {
     /// Every program of DIR.
     All,
-    /// The programs a co-runner can cost misses
-    /// ([`dfsched_sim::smt::grid::co_runner_sensitive`]).
+    /// The programs a co-runner can cost misses, by each one's miss curve
+    /// alone (`dfsched_sim::smt::grid::co_runner_sensitive`).
     Sensitive,
 }
 
