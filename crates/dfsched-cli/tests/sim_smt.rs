@@ -93,24 +93,31 @@ fn scratch(tag: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
-/// `trace import` of the committed lackey sample into `sample.dftrace` of a
-/// fresh directory named by `tag`: the directory, the file, the sample's
-/// text and the import's stderr (the import must succeed).
-fn import_sample(tag: &str) -> (tempfile::TempDir, PathBuf, Vec<u8>, String) {
-    let dir = scratch(tag);
-    let out = dir.path().join("sample.dftrace");
-    let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
+/// `trace import` of lackey `text` into `out` (it must succeed): its
+/// stderr.
+fn import(text: &[u8], out: &std::path::Path) -> String {
     let mut child = Command::new(cli_support::BIN)
         .args(["trace", "import", "--out"])
-        .arg(&out)
+        .arg(out)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    child.stdin.take().unwrap().write_all(text).unwrap();
     let done = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr).into_owned();
     assert!(done.status.success(), "{err}");
+    err
+}
+
+/// `trace import` of the committed lackey sample into `sample.dftrace` of a
+/// fresh directory named by `tag`: the directory, the file, the sample's
+/// text and the import's stderr.
+fn import_sample(tag: &str) -> (tempfile::TempDir, PathBuf, Vec<u8>, String) {
+    let dir = scratch(tag);
+    let out = dir.path().join("sample.dftrace");
+    let sample = std::fs::read(format!("{FIXTURES}/lackey-sample.txt")).unwrap();
+    let err = import(&sample, &out);
     (dir, out, sample, err)
 }
 
@@ -585,25 +592,7 @@ fn sweep_trace(dir: &std::path::Path, name: &str, bytes: u64) {
     for off in (0..bytes).step_by(64) {
         text.push_str(&format!("I  00400000,4\n L {:x},8\n", 0x1000_0000 + off));
     }
-    let mut child = Command::new(cli_support::BIN)
-        .args(["trace", "import", "--out"])
-        .arg(dir.join(format!("{name}.dftrace")))
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let done = child.wait_with_output().unwrap();
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    import(text.as_bytes(), &dir.join(format!("{name}.dftrace")));
 }
 
 #[test]
