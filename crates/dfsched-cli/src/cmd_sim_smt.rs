@@ -548,10 +548,11 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
     let rr = c.policies.get("round-robin");
     writeln!(
         out,
-        "{:<12} {:>10} {:>7} {:>10} {:>10} {:>8} {:>7} {:>6} {:>6} {:>6}",
+        "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8} {:>7} {:>6} {:>6} {:>6}",
         "policy",
         "L2 ITKO",
         "vs RR",
+        "co-runner",
         "L2 misses",
         "inter-thr",
         "rel.thr",
@@ -569,10 +570,11 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "{:<12} {:>10} {:>7} {:>10} {:>10} {:>8.4} {:>7} {:>6.3} {:>6} {:>5.1}%",
+            "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8.4} {:>7} {:>6.3} {:>6} {:>5.1}%",
             name,
             r.itko,
             vs(r.itko as f64, rr.map(|b| b.itko as f64)),
+            r.itko_co_running,
             r.l2_misses,
             r.inter_thread_misses,
             r.relative_throughput,
@@ -928,11 +930,11 @@ fn grid_table(r: &GridReport) -> String {
             "of static",
             "of l.ahead"
         );
+        let spread = |s: &dfsched_sim::smt::grid::Spread| {
+            format!("{} [{}, {}]", pct(s.mean), pct(s.min), pct(s.max))
+        };
         for name in &r.order {
             let p = &g.policies[name];
-            let spread = |s: &dfsched_sim::smt::grid::Spread| {
-                format!("{} [{}, {}]", pct(s.mean), pct(s.min), pct(s.max))
-            };
             let share =
                 |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0));
             let _ = writeln!(
@@ -950,6 +952,18 @@ fn grid_table(r: &GridReport) -> String {
         for (control, p) in &g.kihm_against {
             let _ = writeln!(t, "{}", paired_line(control, p, g.mixes.len(), "mixes"));
         }
+        let co: Vec<String> = r
+            .order
+            .iter()
+            .filter(|n| *n != "round-robin")
+            .filter_map(|n| g.policies.get(n).map(|p| (n, p)))
+            .map(|(n, p)| format!("{n} {}", spread(&p.co_running_itko_change)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "L2 ITKO between co-runners only (the victim ran on the sibling context then; without descheduled threads' lines) vs RR: {}",
+            co.join(", ")
+        );
         if !g.vector_fill.is_empty() {
             let fills: Vec<String> = g
                 .vector_fill

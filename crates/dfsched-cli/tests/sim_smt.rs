@@ -43,7 +43,9 @@ fn json_names_itko_and_relative_throughput_of_every_policy_and_is_deterministic(
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let v = json(&a);
     for p in ["kihm", "round-robin", "shuffled", "best-static"] {
-        assert!(v["policies"][p]["itko"].as_u64().is_some(), "{p}: {v}");
+        let itko = v["policies"][p]["itko"].as_u64().unwrap();
+        let co = v["policies"][p]["itko_co_running"].as_u64().unwrap();
+        assert!(co <= itko, "{p}: the co-runners' part of the ITKO");
         let rt = v["policies"][p]["relative_throughput"].as_f64().unwrap();
         assert!(rt > 0.0 && rt <= 2.0, "{p}: {rt}");
         for t in v["policies"][p]["threads"].as_array().unwrap() {
@@ -432,7 +434,12 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
             "lookahead",
         ] {
             let s = &g["policies"][p];
-            for k in ["itko_change", "throughput_gain", "l2_miss_change"] {
+            for k in [
+                "itko_change",
+                "co_running_itko_change",
+                "throughput_gain",
+                "l2_miss_change",
+            ] {
                 let (lo, mean, hi) = (
                     s[k]["min"].as_f64().unwrap(),
                     s[k]["mean"].as_f64().unwrap(),
@@ -554,6 +561,14 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
         "{t}"
     );
     assert!(t.contains("L2 misses"), "{t}");
+    assert_eq!(
+        count(&|l| l.starts_with("L2 ITKO between co-runners only")
+            && l.contains("kihm ")
+            && l.contains("shuffled ")
+            && !l.contains("round-robin")),
+        2,
+        "{t}"
+    );
     assert_eq!(
         count(&|l| l.starts_with("L2 misses per 1000 accesses alone")
             && l.contains("at 128/64/32 KiB")

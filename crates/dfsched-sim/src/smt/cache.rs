@@ -58,6 +58,9 @@ pub struct Outcome {
     pub hit: bool,
     /// The fill evicted a line of another thread.
     pub itko: bool,
+    /// Whose line the fill evicted, when it was another thread's (`Some`
+    /// exactly when `itko`).
+    pub victim: Option<ThreadIx>,
     /// The miss was on a line another thread had kicked out.
     pub inter_thread_miss: bool,
 }
@@ -166,6 +169,7 @@ impl SmtCache {
                 return Outcome {
                     hit: true,
                     itko: false,
+                    victim: None,
                     inter_thread_miss: false,
                 };
             }
@@ -191,6 +195,7 @@ impl SmtCache {
         Outcome {
             hit: false,
             itko,
+            victim: itko.then_some(victim_owner),
             inter_thread_miss,
         }
     }
@@ -261,6 +266,7 @@ mod tests {
         );
         let o = c.access(l(4), 1);
         assert!(o.itko && !o.hit, "thread 1 evicts thread 0's line 2");
+        assert_eq!(o.victim, Some(0), "and says whose");
         let o = c.access(l(2), 0);
         assert!(
             o.inter_thread_miss && !o.itko,
@@ -270,11 +276,13 @@ mod tests {
     }
 
     /// The same sequence classified by brute force: a reference LRU that
-    /// keeps (line, owner) per set and replays the definitions.
-    fn reference(sets: u64, ways: usize, seq: &[(u64, u16)]) -> (u64, u64, u64) {
+    /// keeps (line, owner) per set and replays the definitions; the last
+    /// item is the owner of each line kicked out, in order.
+    fn reference(sets: u64, ways: usize, seq: &[(u64, u16)]) -> (u64, u64, u64, Vec<u16>) {
         let mut q: Vec<Vec<(u64, u16)>> = vec![Vec::new(); sets as usize];
         let mut kicked = std::collections::BTreeSet::new();
         let (mut misses, mut itko, mut inter) = (0, 0, 0);
+        let mut victims = Vec::new();
         for &(line, owner) in seq {
             let s = &mut q[(line % sets) as usize];
             if let Some(p) = s.iter().position(|&(l, _)| l == line) {
@@ -290,12 +298,13 @@ mod tests {
                 let (vl, vo) = s.remove(0);
                 if vo != owner {
                     itko += 1;
+                    victims.push(vo);
                     kicked.insert(vl);
                 }
             }
             s.push((line, owner));
         }
-        (misses, itko, inter)
+        (misses, itko, inter, victims)
     }
 
     proptest! {
@@ -309,10 +318,14 @@ mod tests {
             let mut c = tiny(sets, ways);
             // Each thread's lines are its own: line = n·3 + owner.
             let seq: Vec<(u64, u16)> = seq.iter().map(|&(n, o)| (n * 3 + u64::from(o), o)).collect();
+            let mut victims = Vec::new();
             for &(line, o) in &seq {
-                c.access(line * 64, o);
+                let out = c.access(line * 64, o);
+                prop_assert_eq!(out.victim.is_some(), out.itko);
+                victims.extend(out.victim);
             }
-            let (m, i, x) = reference(u64::from(sets), ways as usize, &seq);
+            let (m, i, x, v) = reference(u64::from(sets), ways as usize, &seq);
+            prop_assert_eq!(victims, v);
             prop_assert_eq!((c.stats().misses, c.stats().itko, c.stats().inter_thread_misses), (m, i, x));
             prop_assert_eq!(c.stats().itko_by_super_set.iter().sum::<u64>(), i);
             prop_assert!(c.check_invariants().is_ok());

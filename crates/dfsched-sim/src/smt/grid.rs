@@ -90,6 +90,9 @@ pub struct MixRatios {
     pub programs: Vec<String>,
     /// L2 ITKO / round robin's − 1, per policy (negative: fewer kick-outs).
     pub itko_change: BTreeMap<String, f64>,
+    /// The same of the ITKO between co-runners only
+    /// ([`RunReport::itko_co_running`](crate::smt::metrics::RunReport)).
+    pub co_running_itko_change: BTreeMap<String, f64>,
     /// Relative throughput / round robin's − 1, per policy.
     pub throughput_gain: BTreeMap<String, f64>,
     /// L2 misses (all of them, not only the inter-thread ones) / round
@@ -142,6 +145,8 @@ impl Spread {
 pub struct PolicySummary {
     /// ITKO / round robin's − 1 over the mixes.
     pub itko_change: Spread,
+    /// ITKO between co-runners only / round robin's − 1 over the mixes.
+    pub co_running_itko_change: Spread,
     /// Relative throughput / round robin's − 1 over the mixes.
     pub throughput_gain: Spread,
     /// L2 misses / round robin's − 1 over the mixes.
@@ -245,6 +250,7 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
         mixes.push(MixRatios {
             programs: c.threads.clone(),
             itko_change: ratios(|r| r.itko as f64),
+            co_running_itko_change: ratios(|r| r.itko_co_running as f64),
             throughput_gain: ratios(|r| r.relative_throughput),
             l2_miss_change: ratios(|r| r.l2_misses as f64),
         });
@@ -272,6 +278,8 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             n.clone(),
             PolicySummary {
                 itko_change: Spread::of(&column(&|m| m.itko_change[n])).ok_or(GridError::Empty)?,
+                co_running_itko_change: Spread::of(&column(&|m| m.co_running_itko_change[n]))
+                    .ok_or(GridError::Empty)?,
                 throughput_gain: Spread::of(&column(&|m| m.throughput_gain[n]))
                     .ok_or(GridError::Empty)?,
                 l2_miss_change: Spread::of(&column(&|m| m.l2_miss_change[n]))
@@ -507,6 +515,31 @@ mod tests {
             assert_eq!(p.throughput_difference, Spread::of(&t).unwrap());
             assert_eq!(p.higher_throughput, t.iter().filter(|&&x| x > 0.0).count());
         }
+        // The co-runners' share of the ITKO, as a ratio like the others (0
+        // where round robin has none: in the first mix it pairs right, and
+        // all its kick-outs are of descheduled threads' lines).
+        let mut with_base = 0;
+        for (m, c) in g.mixes.iter().zip(&runs) {
+            let rr = c.policies["round-robin"].itko_co_running as f64;
+            let k = c.policies["kihm"].itko_co_running as f64;
+            let want = if rr > 0.0 { k / rr - 1.0 } else { 0.0 };
+            with_base += usize::from(rr > 0.0);
+            assert_eq!(m.co_running_itko_change["kihm"], want);
+            assert_eq!(m.co_running_itko_change["round-robin"], 0.0);
+        }
+        assert!(
+            with_base > 0,
+            "a mix where round robin's co-runners kick out"
+        );
+        let k: Vec<f64> = g
+            .mixes
+            .iter()
+            .map(|m| m.co_running_itko_change["kihm"])
+            .collect();
+        assert_eq!(
+            g.policies["kihm"].co_running_itko_change,
+            Spread::of(&k).unwrap()
+        );
         // Every thread name of the two mixes, each from the one mix it ran in.
         let names: usize = runs.iter().map(|c| c.threads.len()).sum();
         assert_eq!(g.vector_fill.len(), names);

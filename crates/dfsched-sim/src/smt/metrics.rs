@@ -186,8 +186,13 @@ pub struct VectorFill {
 pub struct RunReport {
     /// The policy.
     pub policy: String,
-    /// Inter-thread kick-outs in the L2s.
+    /// Inter-thread kick-outs in the L2s: every fill that evicts another
+    /// thread's line, running or not (choice 16 of docs/kihm.md).
     pub itko: u64,
+    /// The part of `itko` between co-runners: the evicted line's owner was
+    /// running on the same core (the sibling context) in that quantum. The
+    /// rest is the displacement of descheduled threads' lines.
+    pub itko_co_running: u64,
     /// Inter-thread kick-outs in the L1s.
     pub itko_l1: u64,
     /// L2 ITKO by super-set (summed over cores).

@@ -126,6 +126,8 @@ struct Core {
     slots: Vec<Option<usize>>,
     /// The quantum each resident arrived in.
     since: Vec<u64>,
+    /// L2 ITKO whose victim was running on this core at the time.
+    itko_co_running: u64,
 }
 
 /// What a core's quantum did: per context, (thread, first access, end
@@ -206,6 +208,7 @@ pub fn run(
             l2: SmtCache::new(cfg.l2, cfg.super_sets),
             slots: vec![None; k],
             since: vec![0; k],
+            itko_co_running: 0,
         })
         .collect();
     let scorer = match policy {
@@ -311,7 +314,11 @@ fn execute(cfg: &SmtConfig, core: &mut Core, threads: &mut [Thread]) -> CoreQuan
             if cfg.monitor == Monitor::L2Accesses {
                 counters[i].record(ss);
             }
-            if core.l2.access(pa, t as ThreadIx).hit {
+            let o = core.l2.access(pa, t as ThreadIx);
+            if o.victim.is_some_and(|v| busy.contains(&usize::from(v))) {
+                core.itko_co_running += 1;
+            }
+            if o.hit {
                 cost += u64::from(tm.l2_hit_cycles) * 1000;
             } else {
                 cost += u64::from(tm.memory_cycles) * 1000;
@@ -634,9 +641,11 @@ impl Run<'_> {
         let concentration = Concentration::of_run(&samples);
         let mut by_ss = vec![0; self.cfg.super_sets as usize];
         let (mut itko, mut itko_l1, mut inter, mut misses, mut accesses) = (0, 0, 0, 0, 0);
+        let mut itko_co_running = 0;
         for c in &self.cores {
             let s2 = c.l2.stats();
             itko += s2.itko;
+            itko_co_running += c.itko_co_running;
             itko_l1 += c.l1.stats().itko;
             inter += s2.inter_thread_misses;
             misses += s2.misses;
@@ -648,6 +657,7 @@ impl Run<'_> {
         RunReport {
             policy: self.policy.name(),
             itko,
+            itko_co_running,
             itko_l1,
             itko_by_super_set: by_ss,
             inter_thread_misses: inter,
@@ -744,6 +754,55 @@ mod tests {
         );
         assert_eq!(r.itko, 0, "one thread kicks out no one");
         assert_eq!(r.correlation.samples, 0, "no two-context quantum");
+    }
+
+    #[test]
+    fn co_running_itko_is_the_part_between_threads_on_one_core_at_once() {
+        // One context per core: threads take turns, so every kick-out is of
+        // a descheduled thread's line and none is between co-runners.
+        let shape = small(12).kernel_shape(4);
+        let w = workload::uniform(&shape, 4, 2, 3);
+        let turns = SmtConfig {
+            contexts: 1,
+            ..small(12)
+        };
+        let r = run(
+            &turns,
+            &w,
+            &SmtPolicy::RoundRobin,
+            &mut AloneTable::new(&turns, &w),
+        )
+        .unwrap();
+        assert!(r.itko > 0, "four threads take turns on one L2");
+        assert_eq!(r.itko_co_running, 0, "{r:?}");
+        // Two threads, each with a working set of the whole L2, on the two
+        // contexts of one core never leave it: every kick-out is between
+        // co-runners.
+        let two = workload::uniform(&shape, 2, 1, 3);
+        let cfg = small(12);
+        let r = run(
+            &cfg,
+            &two,
+            &SmtPolicy::RoundRobin,
+            &mut AloneTable::new(&cfg, &two),
+        )
+        .unwrap();
+        assert!(r.itko > 0, "two working sets share one L2");
+        assert_eq!(r.itko_co_running, r.itko);
+        // Four threads on two contexts: some of each.
+        let r = run(
+            &cfg,
+            &w,
+            &SmtPolicy::RoundRobin,
+            &mut AloneTable::new(&cfg, &w),
+        )
+        .unwrap();
+        assert!(
+            0 < r.itko_co_running && r.itko_co_running < r.itko,
+            "{} of {}",
+            r.itko_co_running,
+            r.itko
+        );
     }
 
     #[test]
