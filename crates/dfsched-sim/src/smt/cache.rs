@@ -56,13 +56,18 @@ impl LevelShape {
 pub struct Outcome {
     /// The line was here.
     pub hit: bool,
-    /// The fill evicted a line of another thread.
-    pub itko: bool,
-    /// Whose line the fill evicted, when it was another thread's (`Some`
-    /// exactly when `itko`).
+    /// Whose line the fill evicted, when it was another thread's: an
+    /// inter-thread kick-out ([`Outcome::itko`]).
     pub victim: Option<ThreadIx>,
     /// The miss was on a line another thread had kicked out.
     pub inter_thread_miss: bool,
+}
+
+impl Outcome {
+    /// The fill evicted a line of another thread.
+    pub fn itko(&self) -> bool {
+        self.victim.is_some()
+    }
 }
 
 /// Counters of one cache.
@@ -168,7 +173,6 @@ impl SmtCache {
                 self.stamps[w] = clock;
                 return Outcome {
                     hit: true,
-                    itko: false,
                     victim: None,
                     inter_thread_miss: false,
                 };
@@ -194,7 +198,6 @@ impl SmtCache {
         self.owners[lru] = owner;
         Outcome {
             hit: false,
-            itko,
             victim: itko.then_some(victim_owner),
             inter_thread_miss,
         }
@@ -258,18 +261,18 @@ mod tests {
     fn itko_is_a_fill_that_evicts_another_threads_line() {
         let mut c = tiny(1, 2);
         let l = |n: u64| n * 64;
-        assert!(!c.access(l(1), 0).itko);
-        assert!(!c.access(l(2), 0).itko, "an empty way is no kick-out");
+        assert!(!c.access(l(1), 0).itko());
+        assert!(!c.access(l(2), 0).itko(), "an empty way is no kick-out");
         assert!(
-            !c.access(l(3), 0).itko,
+            !c.access(l(3), 0).itko(),
             "evicting one's own line is not ITKO"
         );
         let o = c.access(l(4), 1);
-        assert!(o.itko && !o.hit, "thread 1 evicts thread 0's line 2");
+        assert!(o.itko() && !o.hit, "thread 1 evicts thread 0's line 2");
         assert_eq!(o.victim, Some(0), "and says whose");
         let o = c.access(l(2), 0);
         assert!(
-            o.inter_thread_miss && !o.itko,
+            o.inter_thread_miss && !o.itko(),
             "0 misses on its kicked line; the LRU way holds its own line 3"
         );
         c.check_invariants().unwrap();
@@ -320,9 +323,7 @@ mod tests {
             let seq: Vec<(u64, u16)> = seq.iter().map(|&(n, o)| (n * 3 + u64::from(o), o)).collect();
             let mut victims = Vec::new();
             for &(line, o) in &seq {
-                let out = c.access(line * 64, o);
-                prop_assert_eq!(out.victim.is_some(), out.itko);
-                victims.extend(out.victim);
+                victims.extend(c.access(line * 64, o).victim);
             }
             let (m, i, x, v) = reference(u64::from(sets), ways as usize, &seq);
             prop_assert_eq!(victims, v);
