@@ -758,6 +758,9 @@ mod tests {
 
     #[test]
     fn co_running_itko_is_the_part_between_threads_on_one_core_at_once() {
+        let rr = |cfg: &SmtConfig, w: &Workload| {
+            run(cfg, w, &SmtPolicy::RoundRobin, &mut AloneTable::new(cfg, w)).unwrap()
+        };
         // One context per core: threads take turns, so every kick-out is of
         // a descheduled thread's line and none is between co-runners.
         let shape = small(12).kernel_shape(4);
@@ -766,37 +769,18 @@ mod tests {
             contexts: 1,
             ..small(12)
         };
-        let r = run(
-            &turns,
-            &w,
-            &SmtPolicy::RoundRobin,
-            &mut AloneTable::new(&turns, &w),
-        )
-        .unwrap();
+        let r = rr(&turns, &w);
         assert!(r.itko > 0, "four threads take turns on one L2");
         assert_eq!(r.itko_co_running, 0, "{r:?}");
         // Two threads, each with a working set of the whole L2, on the two
         // contexts of one core never leave it: every kick-out is between
         // co-runners.
-        let two = workload::uniform(&shape, 2, 1, 3);
         let cfg = small(12);
-        let r = run(
-            &cfg,
-            &two,
-            &SmtPolicy::RoundRobin,
-            &mut AloneTable::new(&cfg, &two),
-        )
-        .unwrap();
+        let r = rr(&cfg, &workload::uniform(&shape, 2, 1, 3));
         assert!(r.itko > 0, "two working sets share one L2");
         assert_eq!(r.itko_co_running, r.itko);
         // Four threads on two contexts: some of each.
-        let r = run(
-            &cfg,
-            &w,
-            &SmtPolicy::RoundRobin,
-            &mut AloneTable::new(&cfg, &w),
-        )
-        .unwrap();
+        let r = rr(&cfg, &w);
         assert!(
             0 < r.itko_co_running && r.itko_co_running < r.itko,
             "{} of {}",
