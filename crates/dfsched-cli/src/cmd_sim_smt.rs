@@ -546,9 +546,11 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         timing_text(&cfg.timing)
     )?;
     let rr = c.policies.get("round-robin");
+    let core_quanta =
+        (u64::from(cfg.cores) * u64::from(cfg.quanta.saturating_sub(1))).max(1) as f64;
     writeln!(
         out,
-        "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8} {:>7} {:>6} {:>6} {:>6}",
+        "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8} {:>7} {:>6} {:>5} {:>5} {:>6} {:>6}",
         "policy",
         "L2 ITKO",
         "vs RR",
@@ -558,6 +560,8 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         "rel.thr",
         "vs RR",
         "Jain",
+        "lead",
+        "chg/q",
         "right",
         "poor"
     )?;
@@ -570,7 +574,7 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8.4} {:>7} {:>6.3} {:>6} {:>5.1}%",
+            "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8.4} {:>7} {:>6.3} {:>5} {:>5.2} {:>6} {:>5.1}%",
             name,
             r.itko,
             vs(r.itko as f64, rr.map(|b| b.itko as f64)),
@@ -580,6 +584,8 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
             r.relative_throughput,
             vs(r.relative_throughput, rr.map(|b| b.relative_throughput)),
             r.fairness_jain,
+            r.run_lead,
+            r.context_changes as f64 / core_quanta,
             r.right_pairing
                 .map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0)),
             r.decisions.poor_share() * 100.0
@@ -638,7 +644,7 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "rel.thr: sum over contexts of IPC together / IPC alone, mean over quanta (max {}); right: quanta whose co-runners are hot in different slices; poor: Fig. 12's poor picks among context changes",
+        "rel.thr: sum over contexts of IPC together / IPC alone, mean over quanta (max {}); lead: the largest lead in quanta run of one thread over another; chg/q: context changes per core and quantum; right: quanta whose co-runners are hot in different slices; poor: Fig. 12's poor picks among context changes",
         cfg.cores * cfg.contexts
     )?;
     Ok(())
@@ -963,6 +969,23 @@ fn grid_table(r: &GridReport) -> String {
             t,
             "L2 ITKO between co-runners only (the victim ran on the sibling context then; without descheduled threads' lines) vs RR: {}",
             co.join(", ")
+        );
+        let switching: Vec<String> = r
+            .order
+            .iter()
+            .filter_map(|n| g.policies.get(n).map(|p| (n, p)))
+            .map(|(n, p)| {
+                let (c, l) = (&p.context_changes, &p.run_lead);
+                format!(
+                    "{n} {:.2} [{:.2}, {:.2}] / {:.1} [{:.0}, {:.0}]",
+                    c.mean, c.min, c.max, l.mean, l.min, l.max
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            t,
+            "context changes per core and quantum / largest lead in quanta run of one thread over another, mean [min, max] over mixes: {}",
+            switching.join(", ")
         );
         if !g.vector_fill.is_empty() {
             let fills: Vec<String> = g

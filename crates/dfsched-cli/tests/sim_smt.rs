@@ -46,6 +46,12 @@ fn json_names_itko_and_relative_throughput_of_every_policy_and_is_deterministic(
         let itko = v["policies"][p]["itko"].as_u64().unwrap();
         let co = v["policies"][p]["itko_co_running"].as_u64().unwrap();
         assert!(co <= itko, "{p}: the co-runners' part of the ITKO");
+        // At most one change per context and quantum after the first (two
+        // contexts, 12 quanta); four threads on two contexts: a lead of one
+        // quantum at least, after the first.
+        let changes = v["policies"][p]["context_changes"].as_u64().unwrap();
+        assert!(changes <= 2 * 11, "{p}: {changes}");
+        assert!(v["policies"][p]["run_lead"].as_u64().unwrap() >= 1, "{p}");
         let rt = v["policies"][p]["relative_throughput"].as_f64().unwrap();
         assert!(rt > 0.0 && rt <= 2.0, "{p}: {rt}");
         for t in v["policies"][p]["threads"].as_array().unwrap() {
@@ -74,6 +80,9 @@ fn table_lists_each_policy_with_its_ratio_to_round_robin() {
         assert!(t.lines().any(|l| l.starts_with(p)), "{p} missing:\n{t}");
     }
     assert!(t.contains("vs RR") && t.contains("mix slice0/2"), "{t}");
+    assert!(t.contains("  Jain  lead chg/q "), "{t}");
+    let rr = t.lines().find(|l| l.starts_with("round-robin")).unwrap();
+    assert!(rr.contains(" 1.00 "), "one change per quantum: {rr}");
     let fill = t
         .lines()
         .find(|l| l.starts_with("vectors under kihm"))
@@ -439,6 +448,8 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
                 "co_running_itko_change",
                 "throughput_gain",
                 "l2_miss_change",
+                "context_changes",
+                "run_lead",
             ] {
                 let (lo, mean, hi) = (
                     s[k]["min"].as_f64().unwrap(),
@@ -474,6 +485,9 @@ fn paper_grid_runs_every_mix_under_both_mappings_and_writes_json_and_an_svg_plot
         assert_eq!(rr["itko_change"]["min"], 0.0);
         assert_eq!(rr["throughput_gain"]["max"], 0.0);
         assert_eq!(rr["l2_miss_change"]["max"], 0.0);
+        // Round robin changes one context per quantum (two contexts).
+        assert_eq!(rr["context_changes"]["min"], 1.0);
+        assert_eq!(rr["context_changes"]["max"], 1.0);
         // A mix's change of L2 misses is its runs' own ratio.
         let runs = v["runs"][mapping].as_array().unwrap();
         let misses = |p: &str| runs[0]["policies"][p]["l2_misses"].as_f64().unwrap();
@@ -566,6 +580,13 @@ fn paper_grid_table_names_both_mappings_and_bad_grids_fail_with_a_message() {
             && l.contains("kihm ")
             && l.contains("shuffled ")
             && !l.contains("round-robin")),
+        2,
+        "{t}"
+    );
+    assert_eq!(
+        count(&|l| l.starts_with("context changes per core and quantum")
+            && l.contains("round-robin 1.00 [1.00, 1.00]")
+            && l.contains("kihm ")),
         2,
         "{t}"
     );

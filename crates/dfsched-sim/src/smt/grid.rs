@@ -98,6 +98,12 @@ pub struct MixRatios {
     /// L2 misses (all of them, not only the inter-thread ones) / round
     /// robin's − 1, per policy: what the throughput follows.
     pub l2_miss_change: BTreeMap<String, f64>,
+    /// Context changes per core and quantum, per policy (not a ratio: round
+    /// robin's is one context per core and quantum).
+    pub context_changes: BTreeMap<String, f64>,
+    /// The largest lead in quanta run of one thread over another, per
+    /// policy (not a ratio).
+    pub run_lead: BTreeMap<String, u64>,
 }
 
 /// The mean, least and greatest of some values, with the mixes where the
@@ -151,6 +157,12 @@ pub struct PolicySummary {
     pub throughput_gain: Spread,
     /// L2 misses / round robin's − 1 over the mixes.
     pub l2_miss_change: Spread,
+    /// Context changes per core and quantum over the mixes: how much of
+    /// round robin's switching a policy keeps.
+    pub context_changes: Spread,
+    /// The largest lead in quanta run of one thread over another, over the
+    /// mixes: the short-term fairness given up.
+    pub run_lead: Spread,
     /// Mean throughput gain / the best static pairing's mean gain (None
     /// without that oracle or when its gain is not positive).
     pub share_of_best_static_gain: Option<f64>,
@@ -253,6 +265,20 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             co_running_itko_change: ratios(|r| r.itko_co_running as f64),
             throughput_gain: ratios(|r| r.relative_throughput),
             l2_miss_change: ratios(|r| r.l2_misses as f64),
+            context_changes: names
+                .iter()
+                .map(|n| {
+                    let r = &c.policies[n];
+                    let core_quanta = (u64::from(c.config.cores)
+                        * u64::from(c.config.quanta.saturating_sub(1)))
+                    .max(1);
+                    (n.clone(), r.context_changes as f64 / core_quanta as f64)
+                })
+                .collect(),
+            run_lead: names
+                .iter()
+                .map(|n| (n.clone(), c.policies[n].run_lead))
+                .collect(),
         });
     }
     let column = |f: &dyn Fn(&MixRatios) -> f64| -> Vec<f64> { mixes.iter().map(f).collect() };
@@ -284,6 +310,9 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
                     .ok_or(GridError::Empty)?,
                 l2_miss_change: Spread::of(&column(&|m| m.l2_miss_change[n]))
                     .ok_or(GridError::Empty)?,
+                context_changes: Spread::of(&column(&|m| m.context_changes[n]))
+                    .ok_or(GridError::Empty)?,
+                run_lead: Spread::of(&column(&|m| m.run_lead[n] as f64)).ok_or(GridError::Empty)?,
                 share_of_best_static_gain: share(mean_gain(n), oracle_gain),
                 share_of_lookahead_itko_cut: share(mean_cut(n), oracle_cut),
             },
@@ -540,6 +569,17 @@ mod tests {
             g.policies["kihm"].co_running_itko_change,
             Spread::of(&k).unwrap()
         );
+        // Switching is per core and quantum after the first, and the lead
+        // is the run's own; round robin changes one context per quantum.
+        for (m, c) in g.mixes.iter().zip(&runs) {
+            for (n, r) in &c.policies {
+                assert_eq!(m.context_changes[n], r.context_changes as f64 / 11.0);
+                assert_eq!(m.run_lead[n], r.run_lead);
+            }
+            assert_eq!(m.context_changes["round-robin"], 1.0);
+        }
+        let leads: Vec<f64> = g.mixes.iter().map(|m| m.run_lead["kihm"] as f64).collect();
+        assert_eq!(g.policies["kihm"].run_lead, Spread::of(&leads).unwrap());
         // Every thread name of the two mixes, each from the one mix it ran in.
         let names: usize = runs.iter().map(|c| c.threads.len()).sum();
         assert_eq!(g.vector_fill.len(), names);

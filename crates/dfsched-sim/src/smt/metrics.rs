@@ -205,6 +205,15 @@ pub struct RunReport {
     pub l2_accesses: u64,
     /// Mean over quanta of `Σ IPC_together / IPC_alone`, summed over cores.
     pub relative_throughput: f64,
+    /// Contexts whose thread changed from one quantum to the next (the
+    /// first quantum's fill not counted). Round robin and the paper's
+    /// procedure change one context per core and quantum at most; a pick
+    /// that keeps the thread it let go changes none.
+    pub context_changes: u64,
+    /// The largest lead in quanta run of one thread over another at the end
+    /// of any quantum: the short-term fairness the runs weight trades for
+    /// interference (choice 11 of docs/kihm.md).
+    pub run_lead: u64,
     /// Jain's index of the threads' progress (1: all equal).
     pub fairness_jain: f64,
     /// Least over most progress.

@@ -153,6 +153,11 @@ struct Run<'a> {
     correlation: CorrelationSums,
     /// The Linux-like policies' run queue of each context (core-major).
     queues: Vec<VecDeque<usize>>,
+    /// Contexts whose thread changed from one quantum to the next.
+    context_changes: u64,
+    /// The largest lead in quanta run of one thread over another, at the
+    /// end of any quantum.
+    run_lead: u64,
 }
 
 /// Runs `workload` under `policy`; `alone` must be the table of this
@@ -234,12 +239,20 @@ pub fn run(
         queues: (0..cores_n * k)
             .map(|g| (0..n).filter(|t| t % (cores_n * k) == g).collect())
             .collect(),
+        context_changes: 0,
+        run_lead: 0,
     };
     let mut rt_sum = 0u64;
     for q in 0..u64::from(cfg.quanta) {
         let before: Vec<Vec<Option<usize>>> = r.cores.iter().map(|c| c.slots.clone()).collect();
         r.reschedule(q, alone);
         r.judge(&before);
+        if q > 0 {
+            for (core, was) in r.cores.iter().zip(&before) {
+                let changed = core.slots.iter().zip(was).filter(|(now, then)| now != then);
+                r.context_changes += changed.count() as u64;
+            }
+        }
         for c in 0..r.cores.len() {
             let cq = execute(cfg, &mut r.cores[c], &mut r.threads);
             if let [a, b] = cq.misses.as_slice() {
@@ -266,6 +279,9 @@ pub fn run(
                 rt_sum += ac;
             }
         }
+        let runs = r.threads.iter().map(|t| t.runs);
+        let lead = runs.clone().max().unwrap_or(0) - runs.min().unwrap_or(0);
+        r.run_lead = r.run_lead.max(lead);
     }
     Ok(r.report(rt_sum, workload))
 }
@@ -664,6 +680,8 @@ impl Run<'_> {
             l2_misses: misses,
             l2_accesses: accesses,
             relative_throughput: rt_sum as f64 / total,
+            context_changes: self.context_changes,
+            run_lead: self.run_lead,
             fairness_jain: if sq > 0.0 { sum * sum / (n * sq) } else { 1.0 },
             fairness_min_max: if hi > 0.0 { lo / hi } else { 1.0 },
             right_pairing: (self.right.1 > 0).then(|| self.right.0 as f64 / self.right.1 as f64),
@@ -787,6 +805,56 @@ mod tests {
             r.itko_co_running,
             r.itko
         );
+    }
+
+    #[test]
+    fn context_changes_and_the_run_lead_follow_the_switching_and_the_runs_weight() {
+        let cfg = small(12);
+        let shape = cfg.kernel_shape(4);
+        let go = |cfg: &SmtConfig, w: &Workload, p: &SmtPolicy| {
+            run(cfg, w, p, &mut AloneTable::new(cfg, w)).unwrap()
+        };
+        // Round robin lets one context go per quantum and fills it with a
+        // thread that has run less: one change per quantum after the first,
+        // and no thread more than two quanta ahead of another.
+        let four = workload::uniform(&shape, 4, 2, 3);
+        let r = go(&cfg, &four, &SmtPolicy::RoundRobin);
+        assert_eq!(r.context_changes, 11);
+        assert!(r.run_lead <= 2, "{}", r.run_lead);
+        let runs: Vec<u64> = r.threads.iter().map(|t| t.runs).collect();
+        let spread = runs.iter().max().unwrap() - runs.iter().min().unwrap();
+        assert!(
+            spread <= r.run_lead,
+            "the end is one of the quanta: {runs:?}"
+        );
+        // Two threads on two contexts: nobody else to switch to.
+        let two = workload::uniform(&shape, 2, 1, 3);
+        let r = go(&cfg, &two, &SmtPolicy::Kihm);
+        assert_eq!((r.context_changes, r.run_lead), (0, 0));
+        // One thread hot in the upper half, three in the lower: under the
+        // paper's policy with the default weights the upper one pairs with
+        // each of the others and keeps its context while the lower three
+        // share the other (a lead of several quanta); a runs weight above
+        // the most overlap there is (32 super-sets) makes the policy as
+        // fair as round robin, and it switches as often.
+        let comp = workload::mix(&shape, "slice0/2,slice1/2,slice0/2,slice0/2", 1).unwrap();
+        let keep = go(&cfg, &comp, &SmtPolicy::Kihm);
+        let fair_cfg = SmtConfig {
+            weights: dfsched_core::smt_pair::PairWeights {
+                runs: 64.0,
+                ..cfg.weights
+            },
+            ..cfg.clone()
+        };
+        let fair = go(&fair_cfg, &comp, &SmtPolicy::Kihm);
+        assert!(fair.run_lead <= 2, "{}", fair.run_lead);
+        assert!(
+            keep.run_lead > fair.run_lead,
+            "{} vs {}",
+            keep.run_lead,
+            fair.run_lead
+        );
+        assert!(keep.context_changes < fair.context_changes);
     }
 
     #[test]
