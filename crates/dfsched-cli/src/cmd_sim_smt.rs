@@ -546,8 +546,6 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
         timing_text(&cfg.timing)
     )?;
     let rr = c.policies.get("round-robin");
-    let core_quanta =
-        (u64::from(cfg.cores) * u64::from(cfg.quanta.saturating_sub(1))).max(1) as f64;
     writeln!(
         out,
         "{:<12} {:>10} {:>7} {:>10} {:>10} {:>10} {:>8} {:>7} {:>6} {:>5} {:>5} {:>6} {:>6}",
@@ -585,7 +583,7 @@ fn table(c: &Comparison) -> anyhow::Result<()> {
             vs(r.relative_throughput, rr.map(|b| b.relative_throughput)),
             r.fairness_jain,
             r.run_lead,
-            r.context_changes as f64 / core_quanta,
+            r.context_changes as f64 / cfg.switch_points() as f64,
             r.right_pairing
                 .map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0)),
             r.decisions.poor_share() * 100.0
@@ -958,11 +956,14 @@ fn grid_table(r: &GridReport) -> String {
         for (control, p) in &g.kihm_against {
             let _ = writeln!(t, "{}", paired_line(control, p, g.mixes.len(), "mixes"));
         }
-        let co: Vec<String> = r
-            .order
-            .iter()
-            .filter(|n| *n != "round-robin")
-            .filter_map(|n| g.policies.get(n).map(|p| (n, p)))
+        // The policies of this mapping's grid, in the order asked.
+        let in_order = || {
+            r.order
+                .iter()
+                .filter_map(|n| g.policies.get(n).map(|p| (n, p)))
+        };
+        let co: Vec<String> = in_order()
+            .filter(|(n, _)| *n != "round-robin")
             .map(|(n, p)| format!("{n} {}", spread(&p.co_running_itko_change)))
             .collect();
         let _ = writeln!(
@@ -970,10 +971,7 @@ fn grid_table(r: &GridReport) -> String {
             "L2 ITKO between co-runners only (the victim ran on the sibling context then; without descheduled threads' lines) vs RR: {}",
             co.join(", ")
         );
-        let switching: Vec<String> = r
-            .order
-            .iter()
-            .filter_map(|n| g.policies.get(n).map(|p| (n, p)))
+        let switching: Vec<String> = in_order()
             .map(|(n, p)| {
                 let (c, l) = (&p.context_changes, &p.run_lead);
                 format!(

@@ -284,6 +284,14 @@ impl SmtConfig {
             ThresholdRule::Fixed(t) => t,
         }
     }
+
+    /// The core-quanta at which a context can change thread (every quantum
+    /// after the first, on every core; at least 1): what
+    /// [`RunReport::context_changes`](super::metrics::RunReport) is taken
+    /// per.
+    pub fn switch_points(&self) -> u64 {
+        (u64::from(self.cores) * u64::from(self.quanta.saturating_sub(1))).max(1)
+    }
 }
 
 impl SmtConfig {

@@ -268,11 +268,8 @@ pub fn summarise(runs: &[Comparison]) -> Result<GridSummary, GridError> {
             context_changes: names
                 .iter()
                 .map(|n| {
-                    let r = &c.policies[n];
-                    let core_quanta = (u64::from(c.config.cores)
-                        * u64::from(c.config.quanta.saturating_sub(1)))
-                    .max(1);
-                    (n.clone(), r.context_changes as f64 / core_quanta as f64)
+                    let changes = c.policies[n].context_changes as f64;
+                    (n.clone(), changes / c.config.switch_points() as f64)
                 })
                 .collect(),
             run_lead: names
